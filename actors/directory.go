@@ -1,0 +1,32 @@
+package actors
+
+import (
+	"context"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// Kind is a kind of actor reached by identity.
+type Kind string
+
+const (
+	KindLease Kind = "lease" // identity "user/device"
+	KindView  Kind = "view"  // identity "user"
+)
+
+// Directory reaches lease and view actors by identity, activating them on
+// first use. Send never blocks on the target.
+type Directory interface {
+	Send(kind Kind, identity string, msg any)
+	Request(ctx context.Context, kind Kind, identity string, msg any) (any, error)
+	// Passivate lets an idle actor stop. It returns false, and the actor must
+	// stay, when a message sent through the directory is still on its way to
+	// it (received counts the directory messages the actor has handled).
+	Passivate(kind Kind, identity string, self *actor.PID, received uint64) bool
+	// Count returns the live actors of a kind.
+	Count(kind Kind) int
+	// Stop stops every actor and waits for them.
+	Stop()
+}
+
+func leaseID(user, device string) string { return user + "/" + device }

@@ -1,0 +1,160 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/presence-im/presence/core"
+	"github.com/presence-im/presence/messages"
+)
+
+// Close codes of the device WebSocket (CONTRACT.md).
+const (
+	CloseGoingAway  uint16 = 1001 // draining, fenced, lease lost: reconnect elsewhere
+	CloseSuperseded uint16 = 4001 // a newer connection of the device took over
+	CloseOverflow   uint16 = 4008 // outbox overflow: reconnect and resubscribe
+)
+
+// Socket is the connection actor's view of its device's WebSocket. Send
+// must not block: it queues the frame and returns false when the outbox is
+// full. Close may be called more than once.
+type Socket interface {
+	Send(f *messages.Frame) bool
+	Close(code uint16, reason string)
+}
+
+// ErrRefused wraps the lease's refusal of a handshake (HTTP 409).
+var ErrRefused = errors.New("actors: handshake refused")
+
+// gatewayActor is one node's gateway: the parent of its ConnectionActors. It
+// ticks them every check period and routes ConnLost to them by conn id.
+type gatewayActor struct {
+	g     *Gateway
+	conns map[string]*actor.PID
+	tick  scheduler.CancelFunc
+}
+
+// Gateway messages (local).
+type (
+	spawnConn struct{ req OpenRequest }
+	// crash stops the gateway without releasing anything, as a killed node.
+	crash struct{}
+)
+
+func (a *gatewayActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.conns = map[string]*actor.PID{}
+		c := a.g.n.deps.Timing.Check
+		a.tick = a.g.n.sched.SendRepeatedly(c, c, ctx.Self(), checkTick{})
+	case *actor.Stopping:
+		a.tick()
+	case checkTick:
+		for _, pid := range a.conns {
+			ctx.Send(pid, checkTick{})
+		}
+	case spawnConn:
+		props := actor.PropsFromProducer(func() actor.Actor { return newConnActor(a.g, m.req) })
+		pid, err := ctx.SpawnNamed(props, m.req.ConnID)
+		if err != nil {
+			ctx.Respond(fmt.Errorf("actors: spawn connection %s: %w", m.req.ConnID, err))
+			return
+		}
+		a.conns[m.req.ConnID] = pid
+		ctx.Respond(pid)
+	case *messages.ConnLost:
+		if pid := a.conns[m.GetConnId()]; pid != nil {
+			ctx.Send(pid, m)
+		}
+	case *actor.Terminated:
+		for id, pid := range a.conns {
+			if pid.Equal(m.GetWho()) {
+				delete(a.conns, id)
+			}
+		}
+	case crash:
+		a.g.crashed.Store(true)
+		ctx.Stop(ctx.Self())
+	}
+}
+
+// OpenRequest is a handshake that passed its checks up to the attempt.
+type OpenRequest struct {
+	User, Device string
+	Attempt      uint64 // the device's connection attempt: the lease epoch
+	ConnID       string // unique in the cluster
+	Socket       Socket
+}
+
+// Open claims the device's lease for a new connection and starts its
+// ConnectionActor. A refused attempt (not above the device's floor) returns
+// an error wrapping ErrRefused and core.ErrStaleAttempt and leaves nothing
+// behind: no lease, no floor moved, no actor.
+func (g *Gateway) Open(ctx context.Context, r OpenRequest) (*Conn, error) {
+	if err := errors.Join(core.ValidID("user", r.User), core.ValidID("device", r.Device)); err != nil {
+		return nil, err
+	}
+	if r.Attempt == 0 {
+		return nil, fmt.Errorf("%w: attempt must be >= 1", ErrRefused)
+	}
+	res, err := g.n.root.RequestFuture(g.pid, spawnConn{r}, requestTimeout(ctx)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("actors: gateway %s: %w", g.node, err)
+	}
+	pid, ok := res.(*actor.PID)
+	if !ok {
+		return nil, res.(error)
+	}
+	holder := &messages.Holder{Node: g.node, ConnId: r.ConnID, Epoch: r.Attempt, Gateway: refOf(g.pid)}
+	ans, err := g.n.dir.Request(ctx, KindLease, leaseID(r.User, r.Device), &messages.LeaseAcquire{User: r.User, Device: r.Device, Holder: holder, Handshake: true})
+	acq, _ := ans.(*messages.LeaseAcquired)
+	if err != nil || !acq.GetOk() {
+		_ = g.n.root.StopFuture(pid).Wait()
+		if err != nil {
+			return nil, err
+		}
+		if acq.GetError() == core.ErrStaleAttempt.Error() {
+			return nil, fmt.Errorf("%w: %w (attempt %d, floor %d)", ErrRefused, core.ErrStaleAttempt, r.Attempt, acq.GetFloor())
+		}
+		return nil, fmt.Errorf("%w: %s", ErrRefused, acq.GetError())
+	}
+	g.n.root.Send(pid, connActivate{})
+	return &Conn{n: g.n, pid: pid, ID: r.ConnID, Epoch: r.Attempt}, nil
+}
+
+func requestTimeout(ctx context.Context) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return time.Until(dl)
+	}
+	return 5 * time.Second
+}
+
+// Conn is the handle the socket layer uses to feed its ConnectionActor.
+// Its methods only enqueue messages and never block.
+type Conn struct {
+	n     *Node
+	pid   *actor.PID
+	ID    string
+	Epoch uint64
+}
+
+// Heartbeat records a heartbeat frame (seq >= 1) or a Pong (seq 0).
+func (c *Conn) Heartbeat(seq uint64) { c.n.root.Send(c.pid, connBeat{seq}) }
+
+// Closed reports that the socket closed (by the device or an I/O error).
+func (c *Conn) Closed() { c.n.root.Send(c.pid, connClosed{}) }
+
+// Subscribe asks for a snapshot of targets and their changes.
+func (c *Conn) Subscribe(requestID string, targets []string) {
+	c.n.root.Send(c.pid, connSubscribe{requestID, targets})
+}
+
+// Unsubscribe stops the changes of targets; idempotent.
+func (c *Conn) Unsubscribe(targets []string) { c.n.root.Send(c.pid, connUnsubscribe{targets}) }
+
+// SetShow sets the user's show.
+func (c *Conn) SetShow(show messages.Show) { c.n.root.Send(c.pid, connShow{show}) }

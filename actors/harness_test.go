@@ -1,0 +1,222 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/presence-im/presence/config"
+	"github.com/presence-im/presence/core"
+	"github.com/presence-im/presence/messages"
+	"github.com/presence-im/presence/store"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// env is one node in a synctest bubble with memory stores.
+type env struct {
+	t        *testing.T
+	n        *Node
+	policies *store.MemoryPolicies
+	history  *store.MemoryHistory
+	start    time.Time
+}
+
+func newEnv(t *testing.T, timing config.Timing) *env {
+	t.Helper()
+	e := &env{t: t, policies: store.NewMemoryPolicies(), history: store.NewMemoryHistory(), start: time.Now()}
+	n, err := Start(Deps{NodeID: "g1", Timing: timing, Seed: 1, Policies: e.policies, History: e.history})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.n = n
+	t.Cleanup(func() {
+		n.Stop()
+		// proto.actor's dead-letter log throttle keeps a goroutine for one
+		// throttle interval; let it end (virtual time: instant).
+		time.Sleep(2 * time.Second)
+	})
+	return e
+}
+
+// since is the virtual time elapsed since the env started.
+func (e *env) since() time.Duration { return time.Since(e.start) }
+
+func (e *env) policy(user string, g core.Granularity, contacts ...string) {
+	e.t.Helper()
+	if err := e.policies.Put(context.Background(), user, store.PolicyDoc{Granularity: g, Contacts: contacts}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.n.PolicyChanged(user)
+}
+
+// fakeSocket records what a connection actor sends and how it closes.
+type fakeSocket struct {
+	mu     sync.Mutex
+	frames []*messages.Frame
+	code   uint16
+	limit  int // 0: unbounded
+}
+
+func (s *fakeSocket) Send(f *messages.Frame) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.limit > 0 && len(s.frames) >= s.limit {
+		return false
+	}
+	s.frames = append(s.frames, f)
+	return true
+}
+
+func (s *fakeSocket) Close(code uint16, _ string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.code == 0 {
+		s.code = code
+	}
+}
+
+func (s *fakeSocket) closeCode() uint16 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.code
+}
+
+func (s *fakeSocket) presences() []*messages.Presence {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*messages.Presence
+	for _, f := range s.frames {
+		if p := f.GetPresence(); p != nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// device is a simulated client: a connection and a heartbeat loop that
+// jitters each beat down by up to 10%, until it departs.
+type device struct {
+	e      *env
+	user   string
+	name   string
+	conn   *Conn
+	sock   *fakeSocket
+	stop   chan struct{}
+	done   chan struct{}
+	skip   map[uint64]bool // heartbeat seqs to lose
+	mu     sync.Mutex
+	lastHB time.Time
+}
+
+func (e *env) connect(g *Gateway, user, dev string, attempt uint64) *device {
+	e.t.Helper()
+	d, err := e.tryConnect(g, user, dev, attempt)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return d
+}
+
+func (e *env) tryConnect(g *Gateway, user, dev string, attempt uint64) (*device, error) {
+	sock := &fakeSocket{}
+	conn, err := g.Open(context.Background(), OpenRequest{User: user, Device: dev, Attempt: attempt, ConnID: fmt.Sprintf("%s-%s-%s-%d", g.Node(), user, dev, attempt), Socket: sock})
+	if err != nil {
+		return nil, err
+	}
+	d := &device{e: e, user: user, name: dev, conn: conn, sock: sock, stop: make(chan struct{}), done: make(chan struct{}), skip: map[uint64]bool{}}
+	go d.beat(core.Rand(7, conn.ID))
+	e.t.Cleanup(d.halt)
+	return d, nil
+}
+
+func (d *device) beat(r interface{ Float64() float64 }) {
+	defer close(d.done)
+	t := d.e.n.deps.Timing
+	for seq := uint64(1); ; seq++ {
+		select {
+		case <-d.stop:
+			return
+		case <-time.After(time.Duration(float64(t.Heartbeat) * (1 - t.HeartbeatJitter*r.Float64()))):
+		}
+		if d.skip[seq] {
+			continue
+		}
+		d.conn.Heartbeat(seq)
+	}
+}
+
+// halt stops the heartbeats: the device is gone without a word (half-open)
+// unless close is called too.
+func (d *device) halt() {
+	select {
+	case <-d.stop:
+	default:
+		close(d.stop)
+	}
+	<-d.done
+}
+
+// close departs gracefully.
+func (d *device) close() {
+	d.halt()
+	d.conn.Closed()
+}
+
+// probe is a subscriber sink recording snapshot parts and events with the
+// virtual time they arrived.
+type probe struct {
+	mu     sync.Mutex
+	parts  []*messages.SnapshotPart
+	events []seen
+}
+
+type seen struct {
+	at time.Time
+	p  *messages.Presence
+}
+
+func (p *probe) Receive(ctx actor.Context) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch m := ctx.Message().(type) {
+	case *messages.SnapshotPart:
+		p.parts = append(p.parts, m)
+	case *messages.PresenceEvent:
+		p.events = append(p.events, seen{time.Now(), m.GetPresence()})
+	}
+}
+
+func (p *probe) all() []seen {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]seen(nil), p.events...)
+}
+
+func (p *probe) snapshot() []*messages.SnapshotPart {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]*messages.SnapshotPart(nil), p.parts...)
+}
+
+// subscribe spawns a probe for viewer watching target.
+func (e *env) subscribe(target, viewer string) *probe {
+	p := &probe{}
+	pid := e.n.System().Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))
+	e.t.Cleanup(func() { _ = e.n.System().Root.StopFuture(pid).Wait() })
+	e.n.Subscribe(target, viewer, pid, "r1")
+	return p
+}
+
+// statuses lists the statuses of events with the virtual time since start.
+func (e *env) statuses(p *probe) []string {
+	var out []string
+	for _, s := range p.all() {
+		out = append(out, fmt.Sprintf("%v %s", s.at.Sub(e.start), s.p.GetStatus()))
+	}
+	return out
+}

@@ -1,0 +1,147 @@
+package actors
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/presence-im/presence/core"
+	"github.com/presence-im/presence/messages"
+)
+
+// leaseActor owns one device's core.Lease. It expires the lease with a
+// self-message scheduled at renewal+TTL (no sweep over all leases), tells the
+// user's view of every up and down, and tells a superseded or refused
+// connection's gateway to close it.
+type leaseActor struct {
+	n            *Node
+	user, device string
+	l            core.Lease
+	received     uint64 // directory messages handled, for passivation
+	expiry, idle timer
+	idleGen      uint64
+}
+
+func (a *leaseActor) Receive(ctx actor.Context) {
+	now := time.Now()
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.n.metrics.Activations.WithLabelValues(string(KindLease)).Inc()
+		floor, err := a.n.deps.History.Floor(context.Background(), a.user, a.device)
+		if err != nil {
+			a.n.log.Error("lease: reading attempt floor", "user", a.user, "device", a.device, "err", err)
+		}
+		a.l.Floor = floor
+		a.armIdle(ctx)
+	case *actor.Stopping:
+		a.expiry.stop()
+		a.idle.stop()
+	case *messages.LeaseAcquire:
+		a.received++
+		ctx.Respond(a.acquire(ctx, m, now))
+	case *messages.LeaseRenew:
+		a.received++
+		floor := a.l.Floor
+		res := a.l.Renew(m.GetHolder(), now, a.n.deps.Timing.TTL)
+		if res.Err != nil {
+			a.lost(ctx, m.GetHolder())
+		}
+		a.saveFloor(floor)
+		a.apply(ctx, res, "renew", now)
+	case *messages.LeaseRelease:
+		a.received++
+		res := a.l.Release(m.GetConnId(), m.GetEpoch(), m.GetReason(), time.UnixMilli(m.GetLastAliveMs()))
+		a.apply(ctx, res, "release", now)
+	case *messages.GatewayDown:
+		a.received++
+		a.apply(ctx, a.l.GatewayDown(m.GetNode()), "gateway_down", now)
+	case leaseExpire:
+		a.apply(ctx, a.l.Expire(m.gen, now), "expire", now)
+	case idleCheck:
+		if m.gen == a.idleGen && !a.l.Live() && a.n.dir.Passivate(KindLease, leaseID(a.user, a.device), ctx.Self(), a.received) {
+			a.n.metrics.Passivations.WithLabelValues(string(KindLease)).Inc()
+			ctx.Stop(ctx.Self())
+		}
+	}
+}
+
+// acquire writes a raised attempt floor through to the history store before
+// accepting, so a later, older handshake is refused even after this actor
+// passivates; if the write fails nothing changes.
+func (a *leaseActor) acquire(ctx actor.Context, m *messages.LeaseAcquire, now time.Time) *messages.LeaseAcquired {
+	h := m.GetHolder()
+	if m.GetHandshake() && h.GetEpoch() > a.l.Floor {
+		if err := a.n.deps.History.RaiseFloor(context.Background(), a.user, a.device, h.GetEpoch()); err != nil {
+			a.n.log.Error("lease: writing attempt floor", "user", a.user, "device", a.device, "err", err)
+			return &messages.LeaseAcquired{Floor: a.l.Floor, Error: "attempt floor not stored: " + err.Error()}
+		}
+	}
+	floor := a.l.Floor
+	res := a.l.Acquire(h, m.GetHandshake(), now, a.n.deps.Timing.TTL)
+	if !m.GetHandshake() {
+		a.saveFloor(floor)
+	}
+	a.apply(ctx, res, "acquire", now)
+	out := &messages.LeaseAcquired{Ok: res.Err == nil, Floor: a.l.Floor}
+	if res.Err != nil {
+		out.Error = res.Err.Error()
+	}
+	return out
+}
+
+// saveFloor writes the floor if a re-register or revive raised it above was.
+func (a *leaseActor) saveFloor(was uint64) {
+	if a.l.Floor <= was {
+		return
+	}
+	if err := a.n.deps.History.RaiseFloor(context.Background(), a.user, a.device, a.l.Floor); err != nil {
+		a.n.log.Error("lease: writing attempt floor", "user", a.user, "device", a.device, "err", err)
+	}
+}
+
+// lost tells the gateway of a connection whose renew was refused that it no
+// longer holds the lease, so it closes instead of living on as a ghost.
+func (a *leaseActor) lost(ctx actor.Context, h *messages.Holder) {
+	reason := messages.EndReason_superseded
+	if a.l.Holder == nil && a.l.EndedReason != messages.EndReason_end_reason_unspecified {
+		reason = a.l.EndedReason
+	}
+	if gw := pidOf(h.GetGateway()); gw != nil {
+		ctx.Send(gw, &messages.ConnLost{ConnId: h.GetConnId(), Epoch: h.GetEpoch(), Reason: reason})
+	}
+}
+
+func (a *leaseActor) apply(ctx actor.Context, res core.LeaseResult, op string, now time.Time) {
+	if res.Err != nil {
+		a.n.metrics.RejectedStale.WithLabelValues(op).Inc()
+		a.n.log.Debug("lease: refused", "op", op, "user", a.user, "device", a.device, "err", res.Err)
+		return
+	}
+	if res.Expiry != nil {
+		a.expiry.arm(a.n.sched, res.Expiry.At.Sub(now), ctx.Self(), leaseExpire{res.Expiry.Gen})
+	}
+	if old := res.Superseded; old != nil {
+		if gw := pidOf(old.GetGateway()); gw != nil {
+			ctx.Send(gw, &messages.ConnLost{ConnId: old.GetConnId(), Epoch: old.GetEpoch(), Reason: messages.EndReason_superseded})
+		}
+	}
+	switch {
+	case res.Up:
+		a.idleGen++
+		a.idle.stop()
+		a.n.metrics.DeviceTransitions.WithLabelValues("up", "").Inc()
+		a.n.dir.Send(KindView, a.user, &messages.DeviceUp{User: a.user, Device: a.device, Holder: a.l.Holder, SinceMs: now.UnixMilli()})
+	case res.Down:
+		a.expiry.stop()
+		a.n.metrics.DeviceTransitions.WithLabelValues("down", res.Reason.String()).Inc()
+		a.n.log.Debug("lease: ended", "user", a.user, "device", a.device, "reason", res.Reason.String(), slog.Uint64("epoch", a.l.EndedEpoch))
+		a.n.dir.Send(KindView, a.user, &messages.DeviceDown{User: a.user, Device: a.device, Epoch: a.l.EndedEpoch, Reason: res.Reason, LastAliveMs: res.LastAlive.UnixMilli()})
+		a.armIdle(ctx)
+	}
+}
+
+func (a *leaseActor) armIdle(ctx actor.Context) {
+	a.idleGen++
+	a.idle.arm(a.n.sched, a.n.deps.Timing.Idle, ctx.Self(), idleCheck{a.idleGen})
+}

@@ -1,0 +1,52 @@
+package actors
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are one node's presence counters. Device-level transitions are
+// counted apart from published (user-level) ones: a debounce can hide a
+// flapping lease from subscribers, never from these.
+type Metrics struct {
+	DeviceTransitions *prometheus.CounterVec // direction=up|down, reason
+	Published         *prometheus.CounterVec // status=online|offline
+	Delivered         prometheus.Counter
+	RejectedStale     *prometheus.CounterVec // op=acquire|renew|release
+	Passivations      *prometheus.CounterVec // kind
+	Activations       *prometheus.CounterVec // kind
+}
+
+// NewMetrics makes the collectors and registers them with reg (nil: not
+// registered, for tests that read them directly).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		DeviceTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "presence_device_transitions_total",
+			Help: "Device-level lease ups and downs, by direction and end reason.",
+		}, []string{"direction", "reason"}),
+		Published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "presence_published_changes_total",
+			Help: "User-level online/offline changes published after the debounce.",
+		}, []string{"status"}),
+		Delivered: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "presence_events_delivered_total",
+			Help: "Trimmed presence events sent to subscriber sinks.",
+		}),
+		RejectedStale: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "presence_lease_rejected_stale_total",
+			Help: "Lease requests refused for a stale attempt or epoch.",
+		}, []string{"op"}),
+		Passivations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "presence_actor_passivations_total",
+			Help: "Idle lease and view actors stopped.",
+		}, []string{"kind"}),
+		Activations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "presence_actor_activations_total",
+			Help: "Lease and view actors started.",
+		}, []string{"kind"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.DeviceTransitions, m.Published, m.Delivered, m.RejectedStale, m.Passivations, m.Activations)
+	}
+	return m
+}

@@ -1,0 +1,198 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/presence-im/presence/config"
+	"github.com/presence-im/presence/core"
+	"github.com/presence-im/presence/messages"
+	"github.com/presence-im/presence/store"
+)
+
+// Deps is what a node is made of.
+type Deps struct {
+	NodeID   string
+	Timing   config.Timing
+	Seed     int64 // seeds each connection's jitter with its conn id
+	Policies store.PolicyStore
+	History  store.HistoryStore
+	Metrics  *Metrics     // nil: unregistered collectors
+	Logger   *slog.Logger // nil: discard
+}
+
+// Node is one node's actor system: its lease and view actors (through a
+// Directory) and its gateway. Methods are safe for concurrent use.
+type Node struct {
+	deps    Deps
+	sys     *actor.ActorSystem
+	root    *actor.RootContext
+	sched   *scheduler.TimerScheduler
+	dir     Directory
+	metrics *Metrics
+	log     *slog.Logger
+
+	mu       sync.Mutex
+	gateways []*Gateway
+}
+
+// Gateway is a gateway actor and the node name its connections carry.
+type Gateway struct {
+	n       *Node
+	node    string
+	pid     *actor.PID
+	crashed atomic.Bool
+}
+
+// Start builds a node and its default gateway (named deps.NodeID).
+func Start(d Deps) (*Node, error) {
+	if err := d.Timing.Validate(); err != nil {
+		return nil, err
+	}
+	if d.Policies == nil || d.History == nil {
+		return nil, errors.New("actors: Deps.Policies and Deps.History are required")
+	}
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if d.Metrics == nil {
+		d.Metrics = NewMetrics(nil)
+	}
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return d.Logger.With("lib", "protoactor")
+	}))
+	n := &Node{deps: d, sys: sys, root: sys.Root, sched: scheduler.NewTimerScheduler(sys.Root), metrics: d.Metrics, log: d.Logger}
+	n.dir = NewLocalDirectory(sys.Root, n.props)
+	if _, err := n.StartGateway(d.NodeID); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) props(kind Kind, id string) *actor.Props {
+	switch kind {
+	case KindLease:
+		user, device, _ := cutID(id)
+		return actor.PropsFromProducer(func() actor.Actor { return &leaseActor{n: n, user: user, device: device} })
+	default:
+		return actor.PropsFromProducer(func() actor.Actor { return &viewActor{n: n, user: id} })
+	}
+}
+
+func cutID(id string) (user, device string, ok bool) {
+	for i := range len(id) {
+		if id[i] == '/' {
+			return id[:i], id[i+1:], true
+		}
+	}
+	return id, "", false
+}
+
+// StartGateway starts another gateway in this node's actor system under its
+// own node name: tests and the simulator use it to stand for several gateway
+// nodes sharing one lease and view layer.
+func (n *Node) StartGateway(name string) (*Gateway, error) {
+	g := &Gateway{n: n, node: name}
+	pid, err := n.root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &gatewayActor{g: g} }), "gateway-"+name)
+	if err != nil {
+		return nil, fmt.Errorf("actors: gateway %s: %w", name, err)
+	}
+	g.pid = pid
+	n.mu.Lock()
+	n.gateways = append(n.gateways, g)
+	n.mu.Unlock()
+	return g, nil
+}
+
+// Gateway returns the node's default gateway.
+func (n *Node) Gateway() *Gateway {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.gateways[0]
+}
+
+// Node returns the node name of the gateway's connections.
+func (g *Gateway) Node() string { return g.node }
+
+// Crash stops the gateway and its connections as a killed process would:
+// nothing is released, nothing renewed; their leases are left to expire
+// (or to be reclaimed with GatewayDown).
+func (g *Gateway) Crash() {
+	f := g.n.root.StopFuture(g.pid)
+	g.n.root.Send(g.pid, crash{})
+	_ = f.Wait()
+}
+
+// Stop stops the gateway gracefully: each connection releases its lease
+// with reason close and its socket is closed with 1001.
+func (g *Gateway) Stop() { _ = g.n.root.StopFuture(g.pid).Wait() }
+
+// GatewayDown reclaims the leases held through a dead node (reason
+// gateway_down) for the given (user, device) pairs.
+func (n *Node) GatewayDown(node string, devices [][2]string) {
+	for _, d := range devices {
+		n.dir.Send(KindLease, leaseID(d[0], d[1]), &messages.GatewayDown{Node: node})
+	}
+}
+
+// Query returns a user's raw view state (devices, online, last seen).
+func (n *Node) Query(ctx context.Context, user string) (*messages.ViewState, error) {
+	if err := core.ValidID("user", user); err != nil {
+		return nil, err
+	}
+	res, err := n.dir.Request(ctx, KindView, user, &messages.ViewQuery{User: user})
+	if err != nil {
+		return nil, err
+	}
+	return res.(*messages.ViewState), nil
+}
+
+// PolicyChanged tells a user's view to reload its policy.
+func (n *Node) PolicyChanged(user string) {
+	n.dir.Send(KindView, user, &messages.PolicyChanged{User: user})
+}
+
+// Subscribe registers a raw sink actor (tests, the admin API) for target's
+// changes as seen by viewer.
+func (n *Node) Subscribe(target, viewer string, sink *actor.PID, requestID string) {
+	n.dir.Send(KindView, target, &messages.ViewSubscribe{Target: target, Viewer: viewer, Sink: refOf(sink), RequestId: requestID})
+}
+
+// Counts returns the live actors by kind.
+func (n *Node) Counts() map[string]int {
+	c := map[string]int{string(KindLease): n.dir.Count(KindLease), string(KindView): n.dir.Count(KindView)}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, g := range n.gateways {
+		if !g.crashed.Load() {
+			c["gateway"]++
+		}
+	}
+	return c
+}
+
+// System is the node's actor system (tests spawn probe actors in it).
+func (n *Node) System() *actor.ActorSystem { return n.sys }
+
+// Metrics returns the node's collectors.
+func (n *Node) Metrics() *Metrics { return n.metrics }
+
+// Stop stops the gateways (releasing their connections' leases), then every
+// lease and view actor, then the actor system. It waits for all of them.
+func (n *Node) Stop() {
+	n.mu.Lock()
+	gws := n.gateways
+	n.mu.Unlock()
+	for _, g := range gws {
+		g.Stop()
+	}
+	n.dir.Stop()
+	n.sys.Shutdown()
+}

@@ -1,0 +1,170 @@
+package actors
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/presence-im/presence/core"
+	"github.com/presence-im/presence/messages"
+)
+
+// viewActor owns one user's core.View: devices up and down from the user's
+// leases, the debounced offline, and the subscriber sinks it sends trimmed
+// events to. It watches each sink, so a connection that dies without
+// unsubscribing is dropped.
+type viewActor struct {
+	n        *Node
+	user     string
+	v        *core.View
+	sinks    map[string]*actor.PID
+	received uint64
+
+	debounce, age, idle timer
+	idleGen             uint64
+}
+
+func (a *viewActor) Receive(ctx actor.Context) {
+	now := time.Now()
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.n.metrics.Activations.WithLabelValues(string(KindView)).Inc()
+		last, err := a.n.deps.History.LastSeen(context.Background(), a.user)
+		if err != nil {
+			a.n.log.Error("view: reading last seen", "user", a.user, "err", err)
+		}
+		a.v = core.NewView(a.user, a.n.deps.Timing.Debounce, a.policy(), last)
+		a.sinks = map[string]*actor.PID{}
+		a.armIdle(ctx)
+	case *actor.Stopping:
+		a.debounce.stop()
+		a.age.stop()
+		a.idle.stop()
+	case *messages.DeviceUp:
+		a.received++
+		a.apply(ctx, a.v.DeviceUp(m.GetDevice(), m.GetHolder(), now))
+	case *messages.DeviceDown:
+		a.received++
+		a.apply(ctx, a.v.DeviceDown(m.GetDevice(), m.GetEpoch(), time.UnixMilli(m.GetLastAliveMs()), now))
+	case *messages.DeviceShow:
+		a.received++
+		a.apply(ctx, a.v.SetShow(m.GetShow(), now))
+	case *messages.ViewSubscribe:
+		a.received++
+		a.subscribe(ctx, m, now)
+	case *messages.ViewUnsubscribe:
+		a.received++
+		if sink := pidOf(m.GetSink()); sink != nil {
+			a.drop(ctx, sink)
+		}
+		a.apply(ctx, core.ViewResult{})
+	case *messages.PolicyChanged:
+		a.received++
+		a.apply(ctx, a.v.SetPolicy(a.policy(), now))
+	case *messages.ViewQuery:
+		a.received++
+		ctx.Respond(a.state())
+	case *actor.Terminated:
+		a.drop(ctx, m.GetWho())
+		a.apply(ctx, core.ViewResult{})
+	case debounceFired:
+		a.apply(ctx, a.v.DebounceFired(m.gen, now))
+	case ageView:
+		a.apply(ctx, a.v.Age(now))
+	case idleCheck:
+		if m.gen == a.idleGen && a.v.Idle() && a.n.dir.Passivate(KindView, a.user, ctx.Self(), a.received) {
+			a.n.metrics.Passivations.WithLabelValues(string(KindView)).Inc()
+			ctx.Stop(ctx.Self())
+		}
+	}
+}
+
+// policy loads the user's policy; a store error makes the user visible to
+// nobody until the next PolicyChanged, rather than to the wrong viewers.
+func (a *viewActor) policy() *core.Policy {
+	doc, ok, err := a.n.deps.Policies.Get(context.Background(), a.user)
+	if err != nil {
+		a.n.log.Error("view: reading policy; visible to nobody", "user", a.user, "err", err)
+		return nil
+	}
+	if !ok {
+		return nil
+	}
+	return doc.Policy()
+}
+
+// subscribe answers with a SnapshotPart sent to the sink itself, so that it
+// is ordered before every event the sink gets from this view.
+func (a *viewActor) subscribe(ctx actor.Context, m *messages.ViewSubscribe, now time.Time) {
+	sink := pidOf(m.GetSink())
+	if sink == nil {
+		return
+	}
+	key := sinkKey(sink)
+	p, res := a.v.Subscribe(key, m.GetViewer(), now)
+	if _, ok := a.sinks[key]; !ok {
+		a.sinks[key] = sink
+		ctx.Watch(sink)
+	}
+	ctx.Send(sink, &messages.SnapshotPart{RequestId: m.GetRequestId(), Target: a.user, Visible: p != nil, Presence: p})
+	a.apply(ctx, res)
+}
+
+func (a *viewActor) drop(ctx actor.Context, sink *actor.PID) {
+	key := sinkKey(sink)
+	a.v.Unsubscribe(key)
+	if _, ok := a.sinks[key]; ok {
+		delete(a.sinks, key)
+		ctx.Unwatch(sink)
+	}
+}
+
+func (a *viewActor) apply(ctx actor.Context, res core.ViewResult) {
+	now := time.Now()
+	for _, d := range res.Deliveries {
+		if sink := a.sinks[d.Sink]; sink != nil {
+			ctx.Send(sink, &messages.PresenceEvent{Presence: d.Presence})
+			a.n.metrics.Delivered.Inc()
+		}
+	}
+	if res.Debounce != nil {
+		a.debounce.arm(a.n.sched, res.Debounce.At.Sub(now), ctx.Self(), debounceFired{res.Debounce.Gen})
+	}
+	if res.Age != nil {
+		a.age.arm(a.n.sched, res.Age.Sub(now), ctx.Self(), ageView{})
+	}
+	if res.Published {
+		status := "offline"
+		if a.v.Online {
+			status = "online"
+		} else if err := a.n.deps.History.SetLastSeen(context.Background(), a.user, a.v.LastSeen); err != nil {
+			a.n.log.Error("view: writing last seen", "user", a.user, "err", err)
+		}
+		a.n.metrics.Published.WithLabelValues(status).Inc()
+	}
+	if a.v.Idle() {
+		a.armIdle(ctx)
+	} else {
+		a.idleGen++
+		a.idle.stop()
+	}
+}
+
+func (a *viewActor) armIdle(ctx actor.Context) {
+	a.idleGen++
+	a.idle.arm(a.n.sched, a.n.deps.Timing.Idle, ctx.Self(), idleCheck{a.idleGen})
+}
+
+func (a *viewActor) state() *messages.ViewState {
+	s := &messages.ViewState{User: a.user, Online: a.v.Online, Show: a.v.Show, Version: a.v.Version, Subscribers: uint32(len(a.v.Subs))}
+	if !a.v.LastSeen.IsZero() {
+		s.LastSeenMs = a.v.LastSeen.UnixMilli()
+	}
+	for dev, h := range a.v.Devices {
+		s.Devices = append(s.Devices, &messages.DeviceState{Device: dev, Node: h.GetNode(), ConnId: h.GetConnId(), Epoch: h.GetEpoch(), SinceMs: a.v.Since[dev].UnixMilli()})
+	}
+	slices.SortFunc(s.Devices, func(x, y *messages.DeviceState) int { return strings.Compare(x.Device, y.Device) })
+	return s
+}

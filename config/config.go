@@ -1,0 +1,180 @@
+// Package config holds a node's configuration: the timing presets of the
+// contract, the addresses and keys, loading from YAML, environment and flags,
+// and validation that names the parameter, its value and the rule it breaks.
+//
+// Precedence, lowest first: preset defaults, YAML file (--config), environment
+// (PRESENCE_<FLAG>), command-line flags.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrInvalid is wrapped by every validation error.
+var ErrInvalid = errors.New("config: invalid")
+
+// Timing is the parameter set of the three heartbeat layers. Every field is a
+// duration or a fraction; Validate states the rules between them.
+type Timing struct {
+	// Heartbeat is the client heartbeat interval. Seed 30 s, fast 300 ms.
+	// Clients jitter each interval down by up to HeartbeatJitter.
+	Heartbeat time.Duration
+	// HeartbeatJitter is the fraction by which a client shortens each
+	// heartbeat interval at random. Default 0.1; rule: in [0, 0.5).
+	HeartbeatJitter float64
+	// Stale is how long a connection may go without a heartbeat (or Pong)
+	// before its gateway closes it with reason ping_timeout. Seed 75 s.
+	// Rule: > 2 x Heartbeat, so one lost heartbeat never closes a connection.
+	Stale time.Duration
+	// Check is the gateway's staleness check period. Seed 5 s. Rule: > 0 and
+	// < Stale.
+	Check time.Duration
+	// Renew is the lease renewal interval of a live connection. Seed 60 s.
+	// Each round is jittered by ±RenewJitter; the first is uniform in
+	// [0, Renew].
+	Renew time.Duration
+	// RenewJitter is the ± fraction of each renewal round. Default 0.1; rule:
+	// in [0, 0.5).
+	RenewJitter float64
+	// TTL is how long a lease lives after its last renewal. Seed 150 s.
+	// Rule: > 2 x Renew, so one lost renewal never expires a lease.
+	TTL time.Duration
+	// Debounce delays the user-level offline: a device that comes back
+	// within it publishes nothing. Seed 20 s. Rule: >= 0.
+	Debounce time.Duration
+	// Idle is how long a lease or view actor with nothing live waits before
+	// it passivates (stops). Seed 10 min, fast 5 s. Rule: > 0.
+	Idle time.Duration
+	// FailureDetection is the gossip layer's worst-case time to declare a
+	// crashed node dead, 0 when the node runs alone (no gossip). It is set by
+	// the cluster layer from its memberlist settings, not by presets.
+	FailureDetection time.Duration
+}
+
+// Config is one node's whole configuration.
+type Config struct {
+	NodeID     string // unique member name; default hostname plus a random suffix
+	Listen     string // device WebSocket address
+	Admin      string // admin HTTP + dashboard address
+	AdminToken string // bearer token required by the admin API when set
+	Gossip     string // memberlist bind address
+	Join       []string
+	Preset     string // "seed" or "fast"
+	Secret     string // device-token HMAC key
+	ClusterKey string // memberlist encryption key (16, 24 or 32 bytes) or empty
+	Seed       int64  // seed of the node's random source; 0 picks one at start
+	Timing     Timing
+}
+
+// DevSecret is the default device-token key. A node started with it logs a
+// warning: it is public.
+const DevSecret = "presence-dev-secret-do-not-use-in-production"
+
+// Seed returns the timings of the seed article (E01): 30 s heartbeats.
+func Seed() Timing {
+	return Timing{
+		Heartbeat:       30 * time.Second,
+		HeartbeatJitter: 0.1,
+		Stale:           75 * time.Second,
+		Check:           5 * time.Second,
+		Renew:           60 * time.Second,
+		RenewJitter:     0.1,
+		TTL:             150 * time.Second,
+		Debounce:        20 * time.Second,
+		Idle:            10 * time.Minute,
+	}
+}
+
+// Fast returns the seed timings divided by 100, for tests and demos.
+func Fast() Timing {
+	return Timing{
+		Heartbeat:       300 * time.Millisecond,
+		HeartbeatJitter: 0.1,
+		Stale:           750 * time.Millisecond,
+		Check:           50 * time.Millisecond,
+		Renew:           600 * time.Millisecond,
+		RenewJitter:     0.1,
+		TTL:             1500 * time.Millisecond,
+		Debounce:        200 * time.Millisecond,
+		Idle:            5 * time.Second,
+	}
+}
+
+// Preset returns the named timing preset.
+func Preset(name string) (Timing, error) {
+	switch name {
+	case "seed":
+		return Seed(), nil
+	case "fast":
+		return Fast(), nil
+	}
+	return Timing{}, fmt.Errorf("%w: timing %q: must be seed or fast", ErrInvalid, name)
+}
+
+// Default returns a configuration with the contract's defaults and the seed
+// preset.
+func Default() Config {
+	return Config{
+		Listen: "127.0.0.1:7600",
+		Admin:  "127.0.0.1:7700",
+		Gossip: "127.0.0.1:7946",
+		Preset: "seed",
+		Secret: DevSecret,
+		Timing: Seed(),
+	}
+}
+
+// Validate returns every broken rule, each naming the parameter, its value
+// and the rule, joined; nil when the configuration is usable.
+func (c Config) Validate() error {
+	errs := []error{c.Timing.Validate()}
+	if n := len(c.ClusterKey); n != 0 && n != 16 && n != 24 && n != 32 {
+		errs = append(errs, fmt.Errorf("%w: cluster-key has %d bytes: must be 16, 24 or 32", ErrInvalid, n))
+	}
+	if c.Secret == "" {
+		errs = append(errs, fmt.Errorf("%w: secret is empty: must be set", ErrInvalid))
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the rules between the timings.
+func (t Timing) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...))
+	}
+	for _, p := range []struct {
+		name string
+		v    time.Duration
+	}{{"heartbeat", t.Heartbeat}, {"stale", t.Stale}, {"check", t.Check}, {"renew", t.Renew}, {"ttl", t.TTL}, {"idle", t.Idle}} {
+		if p.v <= 0 {
+			bad("%s = %v: must be > 0", p.name, p.v)
+		}
+	}
+	if t.Debounce < 0 {
+		bad("debounce = %v: must be >= 0", t.Debounce)
+	}
+	if t.FailureDetection < 0 {
+		bad("failure detection = %v: must be >= 0", t.FailureDetection)
+	}
+	if t.Stale <= 2*t.Heartbeat {
+		bad("stale = %v: must be > 2 x heartbeat (%v) so one lost heartbeat never closes a connection", t.Stale, 2*t.Heartbeat)
+	}
+	if t.Check >= t.Stale {
+		bad("check = %v: must be < stale (%v)", t.Check, t.Stale)
+	}
+	if t.TTL <= 2*t.Renew {
+		bad("ttl = %v: must be > 2 x renew (%v) so one lost renewal never expires a lease", t.TTL, 2*t.Renew)
+	}
+	for _, j := range []struct {
+		name string
+		v    float64
+	}{{"heartbeat-jitter", t.HeartbeatJitter}, {"renew-jitter", t.RenewJitter}} {
+		if j.v < 0 || j.v >= 0.5 {
+			bad("%s = %v: must be in [0, 0.5)", j.name, j.v)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,226 @@
+package config
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// field is one settable parameter: its flag name (also the YAML key and, as
+// PRESENCE_<NAME> with dashes as underscores, the environment variable).
+type field struct {
+	name  string
+	usage string
+	set   func(c *Config, v string) error
+}
+
+func str(p func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error { *p(c) = v; return nil }
+}
+
+func dur(p func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return err
+		}
+		*p(c) = d
+		return nil
+	}
+}
+
+func frac(p func(*Config) *float64) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return err
+		}
+		*p(c) = f
+		return nil
+	}
+}
+
+// fields lists every parameter except --config and --timing, which are
+// resolved first because they choose the other defaults.
+var fields = []field{
+	{"node-id", "unique member name (default: hostname plus a random suffix)", str(func(c *Config) *string { return &c.NodeID })},
+	{"listen", "device WebSocket address", str(func(c *Config) *string { return &c.Listen })},
+	{"admin", "admin HTTP and dashboard address", str(func(c *Config) *string { return &c.Admin })},
+	{"admin-token", "bearer token required by the admin API (empty: none)", str(func(c *Config) *string { return &c.AdminToken })},
+	{"gossip", "memberlist bind address", str(func(c *Config) *string { return &c.Gossip })},
+	{"join", "comma-separated gossip seeds (empty: start a new cluster)", func(c *Config, v string) error {
+		c.Join = nil
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				c.Join = append(c.Join, s)
+			}
+		}
+		return nil
+	}},
+	{"secret", "device-token HMAC key (default: a public dev key)", str(func(c *Config) *string { return &c.Secret })},
+	{"cluster-key", "memberlist encryption key, 16, 24 or 32 bytes (empty: none)", str(func(c *Config) *string { return &c.ClusterKey })},
+	{"seed", "seed of the node's random source (0: random)", func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		c.Seed = n
+		return err
+	}},
+	{"heartbeat", "client heartbeat interval", dur(func(c *Config) *time.Duration { return &c.Timing.Heartbeat })},
+	{"heartbeat-jitter", "fraction clients shorten each heartbeat by at random", frac(func(c *Config) *float64 { return &c.Timing.HeartbeatJitter })},
+	{"stale", "a connection with no heartbeat for this long is closed", dur(func(c *Config) *time.Duration { return &c.Timing.Stale })},
+	{"check", "gateway staleness check period", dur(func(c *Config) *time.Duration { return &c.Timing.Check })},
+	{"renew", "lease renewal interval", dur(func(c *Config) *time.Duration { return &c.Timing.Renew })},
+	{"renew-jitter", "± fraction of each renewal round", frac(func(c *Config) *float64 { return &c.Timing.RenewJitter })},
+	{"ttl", "lease time to live after its last renewal", dur(func(c *Config) *time.Duration { return &c.Timing.TTL })},
+	{"debounce", "offline debounce", dur(func(c *Config) *time.Duration { return &c.Timing.Debounce })},
+	{"idle", "idle time before a lease or view actor passivates", dur(func(c *Config) *time.Duration { return &c.Timing.Idle })},
+}
+
+// EnvName is the environment variable of a flag: PRESENCE_ and the flag in
+// upper case with dashes as underscores.
+func EnvName(flagName string) string {
+	return "PRESENCE_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// Load builds a Config from command-line args (without the program name), the
+// environment (getenv) and the YAML file named by --config, then validates
+// it. Usage and errors go to stderr-like out. A returned error means the
+// node must not start; it wraps ErrInvalid for invalid values and
+// flag.ErrHelp for -h.
+func Load(args []string, getenv func(string) string, out io.Writer) (Config, error) {
+	fs := flag.NewFlagSet("presenced", flag.ContinueOnError)
+	fs.SetOutput(out)
+	flagVals := map[string]*string{}
+	configPath := fs.String("config", "", "YAML file of parameters (keys are the flag names)")
+	timing := fs.String("timing", "", "timing preset: seed or fast (default seed)")
+	for _, f := range fields {
+		flagVals[f.name] = fs.String(f.name, "", f.usage)
+	}
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("%w: unexpected argument %q", ErrInvalid, fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	// Layers, lowest precedence first, each a map from flag name to value.
+	fileVals := map[string]string{}
+	path := *configPath
+	if !set["config"] {
+		path = getenv(EnvName("config"))
+	}
+	if path != "" {
+		if err := readYAML(path, fileVals); err != nil {
+			return Config{}, err
+		}
+	}
+	envVals := map[string]string{}
+	for _, name := range append([]string{"timing"}, names()...) {
+		if v, ok := lookup(getenv, EnvName(name)); ok {
+			envVals[name] = v
+		}
+	}
+	cliVals := map[string]string{}
+	for name := range set {
+		switch name {
+		case "config":
+		case "timing":
+			cliVals[name] = *timing
+		default:
+			cliVals[name] = *flagVals[name]
+		}
+	}
+	layers := []struct {
+		origin string
+		vals   map[string]string
+	}{{"config file " + path, fileVals}, {"environment", envVals}, {"flag", cliVals}}
+
+	c := Default()
+	for _, l := range layers {
+		if v, ok := l.vals["timing"]; ok {
+			c.Preset = v
+		}
+	}
+	t, err := Preset(c.Preset)
+	if err != nil {
+		return Config{}, err
+	}
+	c.Timing = t
+	for _, l := range layers {
+		for _, f := range fields {
+			v, ok := l.vals[f.name]
+			if !ok {
+				continue
+			}
+			if err := f.set(&c, v); err != nil {
+				return Config{}, fmt.Errorf("%w: %s %q from %s: %v", ErrInvalid, f.name, v, l.origin, err)
+			}
+		}
+	}
+	if c.NodeID == "" {
+		c.NodeID = defaultNodeID()
+	}
+	return c, c.Validate()
+}
+
+func names() []string {
+	out := make([]string, len(fields))
+	for i, f := range fields {
+		out[i] = f.name
+	}
+	return out
+}
+
+func lookup(getenv func(string) string, key string) (string, bool) {
+	v := getenv(key)
+	return v, v != ""
+}
+
+func readYAML(path string, into map[string]string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("%w: config file: %v", ErrInvalid, err)
+	}
+	var raw map[string]any
+	if err := yaml.Unmarshal(b, &raw); err != nil {
+		return fmt.Errorf("%w: config file %s: %v", ErrInvalid, path, err)
+	}
+	known := map[string]bool{"timing": true}
+	for _, n := range names() {
+		known[n] = true
+	}
+	for k, v := range raw {
+		if !known[k] {
+			return fmt.Errorf("%w: config file %s: unknown key %q", ErrInvalid, path, k)
+		}
+		if list, ok := v.([]any); ok { // join may be a YAML list
+			parts := make([]string, len(list))
+			for i, p := range list {
+				parts[i] = fmt.Sprint(p)
+			}
+			into[k] = strings.Join(parts, ",")
+			continue
+		}
+		into[k] = fmt.Sprint(v)
+	}
+	return nil
+}
+
+func defaultNodeID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "node"
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return host + "-" + hex.EncodeToString(b[:])
+}

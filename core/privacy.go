@@ -1,0 +1,73 @@
+package core
+
+import (
+	"time"
+
+	"github.com/presence-im/presence/messages"
+)
+
+// Granularity is how much of a user's presence its contacts may see.
+type Granularity string
+
+const (
+	Exact  Granularity = "exact"  // online/offline and the last-seen minute
+	Coarse Granularity = "coarse" // online, recently (within 24 h) or long_ago
+	Hidden Granularity = "hidden" // unknown
+)
+
+// RecentWindow is where coarse "recently" ends and "long_ago" begins.
+const RecentWindow = 24 * time.Hour
+
+// Policy is a user's privacy policy. A user with no policy (nil) is visible
+// to nobody but itself.
+type Policy struct {
+	Granularity Granularity
+	Contacts    map[string]bool
+	Blocked     map[string]bool // wins over Contacts
+	HiddenFrom  map[string]bool // contacts that see "unknown"
+}
+
+// Presence is the untrimmed state of a user that trimming works from.
+type Presence struct {
+	User     string
+	Online   bool
+	LastSeen time.Time // zero: never seen leaving
+	Show     messages.Show
+}
+
+// Trim returns what viewer may see of p, or nil when viewer may see nothing:
+// no policy, not a contact, or blocked. Nil is distinct from offline, so a
+// blocked viewer cannot tell it was blocked. Times leave as whole minutes.
+func Trim(pol *Policy, viewer string, p Presence, now time.Time) *messages.Presence {
+	g := Exact
+	if viewer != p.User {
+		switch {
+		case pol == nil || pol.Blocked[viewer] || !pol.Contacts[viewer]:
+			return nil
+		case pol.HiddenFrom[viewer]:
+			g = Hidden
+		default:
+			g = pol.Granularity
+		}
+	}
+	out := &messages.Presence{User: p.User, Status: messages.Status_unknown}
+	online := p.Online && p.Show != messages.Show_invisible
+	if viewer == p.User {
+		online = p.Online // a user sees itself as it is
+	}
+	switch {
+	case g == Hidden:
+	case online:
+		out.Status, out.Show = messages.Status_online, p.Show
+	case g == Exact:
+		out.Status = messages.Status_offline
+		if !p.LastSeen.IsZero() {
+			out.LastSeenMinute = uint32(p.LastSeen.Unix() / 60)
+		}
+	case !p.LastSeen.IsZero() && now.Sub(p.LastSeen) <= RecentWindow:
+		out.Status = messages.Status_recently
+	default:
+		out.Status = messages.Status_long_ago
+	}
+	return out
+}

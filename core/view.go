@@ -1,0 +1,224 @@
+package core
+
+import (
+	"time"
+
+	"github.com/presence-im/presence/messages"
+)
+
+// View is one user's published presence and its subscribers, owned by its
+// UserViewActor. The user is online if any device is; the offline is
+// published only Debounce after the last device left, and a device coming
+// back inside that window publishes nothing (the debounce generation is
+// bumped, so the pending timer fires into nothing).
+type View struct {
+	User     string
+	Debounce time.Duration
+	Policy   *Policy
+
+	Devices  map[string]*messages.Holder // live devices and their connection
+	Since    map[string]time.Time
+	Online   bool      // the published state
+	LastSeen time.Time // last published departure
+	Show     messages.Show
+	Version  uint64 // of the last published change; grows strictly
+
+	pending   bool      // an offline is waiting out the debounce
+	departure time.Time // when the last device was last alive
+	Gen       uint64    // debounce timer generation
+
+	Subs map[string]*Sub // by sink id
+
+	DeviceFlips    uint64 // device-level ups and downs
+	PublishedFlips uint64 // user-level online/offline changes published
+}
+
+// Sub is one subscriber of a view: the viewer it sees as, and the last
+// presence it was sent (nil: nothing visible yet).
+type Sub struct {
+	Viewer string
+	Last   *messages.Presence
+}
+
+// Delivery is one event for one subscriber sink.
+type Delivery struct {
+	Sink     string
+	Presence *messages.Presence
+}
+
+// ViewResult is what a view operation asks its owner to do.
+type ViewResult struct {
+	Deliveries []Delivery
+	Debounce   *Timer     // arm the debounce timer
+	Age        *time.Time // re-trim at this time (coarse recently -> long_ago)
+	Stale      bool       // the change was from an older connection and ignored
+	Published  bool       // the user-level online/offline state changed
+}
+
+// NewView makes an empty view; lastSeen comes from the history store.
+func NewView(user string, debounce time.Duration, pol *Policy, lastSeen time.Time) *View {
+	return &View{
+		User: user, Debounce: debounce, Policy: pol, LastSeen: lastSeen,
+		Show:    messages.Show_available,
+		Devices: map[string]*messages.Holder{}, Since: map[string]time.Time{},
+		Subs: map[string]*Sub{},
+	}
+}
+
+// DeviceUp records a device's live connection. Coming back inside the
+// debounce window cancels the pending offline.
+func (v *View) DeviceUp(device string, h *messages.Holder, now time.Time) ViewResult {
+	if cur, ok := v.Devices[device]; ok {
+		if cur.GetEpoch() > h.GetEpoch() {
+			return ViewResult{Stale: true}
+		}
+	} else {
+		v.DeviceFlips++
+		v.Since[device] = now
+	}
+	v.Devices[device] = h
+	if v.pending {
+		v.pending = false
+		v.Gen++
+	}
+	if v.Online {
+		return ViewResult{}
+	}
+	v.Online = true
+	return v.flip(now)
+}
+
+// DeviceDown removes a device if epoch is its current connection's. When the
+// last device leaves, the offline waits out the debounce.
+func (v *View) DeviceDown(device string, epoch uint64, lastAlive, now time.Time) ViewResult {
+	cur, ok := v.Devices[device]
+	if !ok || cur.GetEpoch() != epoch {
+		return ViewResult{Stale: true}
+	}
+	delete(v.Devices, device)
+	delete(v.Since, device)
+	v.DeviceFlips++
+	if len(v.Devices) > 0 || !v.Online {
+		return ViewResult{}
+	}
+	v.departure = lastAlive
+	if v.Debounce <= 0 {
+		return v.goOffline(now)
+	}
+	v.pending = true
+	v.Gen++
+	return ViewResult{Debounce: &Timer{At: now.Add(v.Debounce), Gen: v.Gen}}
+}
+
+// DebounceFired publishes the offline if gen is still the pending one.
+func (v *View) DebounceFired(gen uint64, now time.Time) ViewResult {
+	if !v.pending || gen != v.Gen || len(v.Devices) > 0 {
+		return ViewResult{}
+	}
+	return v.goOffline(now)
+}
+
+func (v *View) goOffline(now time.Time) ViewResult {
+	v.pending = false
+	v.Online = false
+	if v.departure.After(v.LastSeen) {
+		v.LastSeen = v.departure
+	}
+	return v.flip(now)
+}
+
+// flip publishes a user-level online/offline change.
+func (v *View) flip(now time.Time) ViewResult {
+	v.PublishedFlips++
+	res := v.publish(now)
+	res.Published = true
+	return res
+}
+
+// SetShow changes the user's show; subscribers see it while the user is
+// online.
+func (v *View) SetShow(show messages.Show, now time.Time) ViewResult {
+	if show == messages.Show_show_unspecified || show == v.Show {
+		return ViewResult{}
+	}
+	v.Show = show
+	return v.publish(now)
+}
+
+// SetPolicy applies a new policy to existing subscribers at once: a viewer
+// that may no longer see the user gets nothing more (and is not told); one
+// that now may gets the current presence.
+func (v *View) SetPolicy(pol *Policy, now time.Time) ViewResult {
+	v.Policy = pol
+	return v.publish(now)
+}
+
+// Age re-trims for subscribers at now (coarse "recently" becoming
+// "long_ago" 24 h after the last departure).
+func (v *View) Age(now time.Time) ViewResult { return v.publish(now) }
+
+// Subscribe registers sink as viewer and returns what viewer may see now
+// (nil: nothing). Subscribing again replaces the registration.
+func (v *View) Subscribe(sink, viewer string, now time.Time) (*messages.Presence, ViewResult) {
+	p := v.trim(viewer, now)
+	if p != nil {
+		p.Version = v.Version
+	}
+	v.Subs[sink] = &Sub{Viewer: viewer, Last: p}
+	return p, ViewResult{Age: v.ageAt(now)}
+}
+
+// Unsubscribe is idempotent.
+func (v *View) Unsubscribe(sink string) { delete(v.Subs, sink) }
+
+// Presence is the untrimmed state.
+func (v *View) Presence() Presence {
+	return Presence{User: v.User, Online: v.Online, LastSeen: v.LastSeen, Show: v.Show}
+}
+
+// Idle reports whether nothing is live: no device, no subscriber, no
+// pending offline. An idle view may passivate.
+func (v *View) Idle() bool { return len(v.Devices) == 0 && len(v.Subs) == 0 && !v.pending }
+
+func (v *View) trim(viewer string, now time.Time) *messages.Presence {
+	return Trim(v.Policy, viewer, v.Presence(), now)
+}
+
+// publish bumps the version and sends each subscriber its trimmed presence
+// if that differs from the last one it was sent. The version is at least
+// the wall time in milliseconds, so it keeps growing for a subscriber when
+// the view is re-created empty on another node.
+func (v *View) publish(now time.Time) ViewResult {
+	var res ViewResult
+	v.Version = max(v.Version+1, uint64(now.UnixMilli()))
+	for sink, s := range v.Subs {
+		p := v.trim(s.Viewer, now)
+		if p == nil || sameView(p, s.Last) {
+			continue
+		}
+		p.Version = v.Version
+		s.Last = p
+		res.Deliveries = append(res.Deliveries, Delivery{Sink: sink, Presence: p})
+	}
+	res.Age = v.ageAt(now)
+	return res
+}
+
+// ageAt is when a coarse subscriber's "recently" turns into "long_ago", if
+// that is still ahead and anyone is subscribed.
+func (v *View) ageAt(now time.Time) *time.Time {
+	if v.Online || v.LastSeen.IsZero() || len(v.Subs) == 0 {
+		return nil
+	}
+	at := v.LastSeen.Add(RecentWindow + time.Minute)
+	if !at.After(now) {
+		return nil
+	}
+	return &at
+}
+
+// sameView compares two trimmed presences but for their versions.
+func sameView(a, b *messages.Presence) bool {
+	return b != nil && a.GetStatus() == b.GetStatus() && a.GetShow() == b.GetShow() &&
+		a.GetLastSeenMinute() == b.GetLastSeenMinute()
+}

@@ -1,0 +1,68 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/presence-im/presence/core"
+)
+
+// ErrBadPolicy is wrapped by every policy validation error.
+var ErrBadPolicy = errors.New("store: bad policy")
+
+// MaxListLen bounds each of a policy's lists.
+const MaxListLen = 5000
+
+// PolicyDoc is a policy as written by PUT /api/users/{user}/policy.
+type PolicyDoc struct {
+	Granularity core.Granularity `json:"granularity"`
+	Contacts    []string         `json:"contacts"`
+	Blocked     []string         `json:"blocked"`
+	HiddenFrom  []string         `json:"hidden_from"`
+}
+
+// Validate checks a policy document of user.
+func (d PolicyDoc) Validate(user string) error {
+	switch d.Granularity {
+	case core.Exact, core.Coarse, core.Hidden:
+	default:
+		return fmt.Errorf("%w: granularity %q: must be exact, coarse or hidden", ErrBadPolicy, d.Granularity)
+	}
+	for _, l := range []struct {
+		name string
+		v    []string
+	}{{"contacts", d.Contacts}, {"blocked", d.Blocked}, {"hidden_from", d.HiddenFrom}} {
+		if len(l.v) > MaxListLen {
+			return fmt.Errorf("%w: %s has %d entries: at most %d", ErrBadPolicy, l.name, len(l.v), MaxListLen)
+		}
+		if slices.Contains(l.v, "") {
+			return fmt.Errorf("%w: %s has an empty user id", ErrBadPolicy, l.name)
+		}
+		if slices.Contains(l.v, user) {
+			return fmt.Errorf("%w: %s names the user %q itself", ErrBadPolicy, l.name, user)
+		}
+	}
+	return nil
+}
+
+// Policy converts a document into the core's form.
+func (d PolicyDoc) Policy() *core.Policy {
+	set := func(l []string) map[string]bool {
+		m := make(map[string]bool, len(l))
+		for _, u := range l {
+			m[u] = true
+		}
+		return m
+	}
+	return &core.Policy{Granularity: d.Granularity, Contacts: set(d.Contacts), Blocked: set(d.Blocked), HiddenFrom: set(d.HiddenFrom)}
+}
+
+// PolicyStore keeps users' privacy policies.
+type PolicyStore interface {
+	// Get returns the user's policy, or ok false when it has none.
+	Get(ctx context.Context, user string) (doc PolicyDoc, ok bool, err error)
+	// Put validates and stores a policy; an invalid one changes nothing.
+	Put(ctx context.Context, user string, doc PolicyDoc) error
+}

@@ -20,10 +20,13 @@ const (
 
 // Connection messages from the socket layer and the gateway (local).
 type (
-	connActivate    struct{}
-	connBeat        struct{ seq uint64 }
-	connClosed      struct{}
-	connSubscribe   struct{ requestID string; targets []string }
+	connActivate  struct{}
+	connBeat      struct{ seq uint64 }
+	connClosed    struct{}
+	connSubscribe struct {
+		requestID string
+		targets   []string
+	}
 	connUnsubscribe struct{ targets []string }
 	connShow        struct{ show messages.Show }
 )

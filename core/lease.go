@@ -43,9 +43,9 @@ type Lease struct {
 
 // LeaseResult is what a lease operation asks its owner to do.
 type LeaseResult struct {
-	Err        error            // the request was refused (nothing changed but the counter)
-	Up         bool             // publish DeviceUp with the (new) holder
-	Down       bool             // publish DeviceDown with Reason and LastAlive
+	Err        error // the request was refused (nothing changed but the counter)
+	Up         bool  // publish DeviceUp with the (new) holder
+	Down       bool  // publish DeviceDown with Reason and LastAlive
 	Reason     messages.EndReason
 	LastAlive  time.Time
 	Superseded *messages.Holder // an older holder to close with ConnLost{superseded}

@@ -65,6 +65,7 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 			return
 		}
 		a.conns[m.req.ConnID] = pid
+		a.g.conns.Add(1)
 		ctx.Respond(pid)
 	case *messages.ConnLost:
 		if pid := a.conns[m.GetConnId()]; pid != nil {
@@ -74,6 +75,7 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 		for id, pid := range a.conns {
 			if pid.Equal(m.GetWho()) {
 				delete(a.conns, id)
+				a.g.conns.Add(-1)
 			}
 		}
 	case crash:

@@ -24,6 +24,7 @@ type env struct {
 	policies *store.MemoryPolicies
 	history  *store.MemoryHistory
 	start    time.Time
+	conns    int // connections opened, for unique conn ids
 }
 
 func newEnv(t *testing.T, timing config.Timing) *env {
@@ -108,27 +109,31 @@ type device struct {
 	sock   *fakeSocket
 	stop   chan struct{}
 	done   chan struct{}
-	skip   map[uint64]bool // heartbeat seqs to lose
-	mu     sync.Mutex
-	lastHB time.Time
+	skip   map[uint64]bool // heartbeat seqs to lose; fixed before the loop starts
 }
 
-func (e *env) connect(g *Gateway, user, dev string, attempt uint64) *device {
+// connect opens a device's connection; its heartbeats with the seqs in lose
+// never arrive.
+func (e *env) connect(g *Gateway, user, dev string, attempt uint64, lose ...uint64) *device {
 	e.t.Helper()
-	d, err := e.tryConnect(g, user, dev, attempt)
+	d, err := e.tryConnect(g, user, dev, attempt, lose...)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	return d
 }
 
-func (e *env) tryConnect(g *Gateway, user, dev string, attempt uint64) (*device, error) {
+func (e *env) tryConnect(g *Gateway, user, dev string, attempt uint64, lose ...uint64) (*device, error) {
 	sock := &fakeSocket{}
-	conn, err := g.Open(context.Background(), OpenRequest{User: user, Device: dev, Attempt: attempt, ConnID: fmt.Sprintf("%s-%s-%s-%d", g.Node(), user, dev, attempt), Socket: sock})
+	e.conns++
+	conn, err := g.Open(context.Background(), OpenRequest{User: user, Device: dev, Attempt: attempt, ConnID: fmt.Sprintf("%s-%s-%s-%d", g.Node(), user, dev, e.conns), Socket: sock})
 	if err != nil {
 		return nil, err
 	}
 	d := &device{e: e, user: user, name: dev, conn: conn, sock: sock, stop: make(chan struct{}), done: make(chan struct{}), skip: map[uint64]bool{}}
+	for _, seq := range lose {
+		d.skip[seq] = true
+	}
 	go d.beat(core.Rand(7, conn.ID))
 	e.t.Cleanup(d.halt)
 	return d, nil

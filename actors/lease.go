@@ -46,6 +46,8 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		res := a.l.Renew(m.GetHolder(), now, a.n.deps.Timing.TTL)
 		if res.Err != nil {
 			a.lost(ctx, m.GetHolder())
+		} else {
+			a.n.metrics.Renewals.Inc()
 		}
 		a.saveFloor(floor)
 		a.apply(ctx, res, "renew", now)

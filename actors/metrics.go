@@ -11,6 +11,7 @@ type Metrics struct {
 	DeviceTransitions *prometheus.CounterVec // direction=up|down, reason
 	Published         *prometheus.CounterVec // status=online|offline
 	Delivered         prometheus.Counter
+	Renewals          prometheus.Counter
 	RejectedStale     *prometheus.CounterVec // op=acquire|renew|release
 	Passivations      *prometheus.CounterVec // kind
 	Activations       *prometheus.CounterVec // kind
@@ -32,6 +33,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "presence_events_delivered_total",
 			Help: "Trimmed presence events sent to subscriber sinks.",
 		}),
+		Renewals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "presence_lease_renewals_total",
+			Help: "Lease renewals accepted.",
+		}),
 		RejectedStale: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "presence_lease_rejected_stale_total",
 			Help: "Lease requests refused for a stale attempt or epoch.",
@@ -46,7 +51,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"kind"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.DeviceTransitions, m.Published, m.Delivered, m.RejectedStale, m.Passivations, m.Activations)
+		reg.MustRegister(m.DeviceTransitions, m.Published, m.Delivered, m.Renewals, m.RejectedStale, m.Passivations, m.Activations)
 	}
 	return m
 }

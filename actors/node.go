@@ -49,6 +49,7 @@ type Gateway struct {
 	node    string
 	pid     *actor.PID
 	crashed atomic.Bool
+	conns   atomic.Int64 // live connection actors
 }
 
 // Start builds a node and its default gateway (named deps.NodeID).
@@ -173,6 +174,7 @@ func (n *Node) Counts() map[string]int {
 	for _, g := range n.gateways {
 		if !g.crashed.Load() {
 			c["gateway"]++
+			c["connection"] += int(g.conns.Load())
 		}
 	}
 	return c

@@ -1,0 +1,219 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/presence-im/presence/config"
+	"github.com/presence-im/presence/core"
+	"github.com/presence-im/presence/messages"
+	"github.com/presence-im/presence/store"
+)
+
+// E01 5.4: a non-contact and a blocked viewer get nothing, which is not
+// "offline": the snapshot part says invisible and no event ever comes.
+func TestNonContactAndBlockedGetNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, config.Seed())
+		if err := e.policies.Put(context.Background(), "alice", store.PolicyDoc{Granularity: core.Exact, Contacts: []string{"bob", "mallory"}, Blocked: []string{"mallory"}}); err != nil {
+			t.Fatal(err)
+		}
+		stranger, blocked, friend := e.subscribe("alice", "eve"), e.subscribe("alice", "mallory"), e.subscribe("alice", "bob")
+		d := e.connect(e.n.Gateway(), "alice", "phone", 1)
+		time.Sleep(time.Minute)
+		d.close()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		for name, p := range map[string]*probe{"non-contact": stranger, "blocked": blocked} {
+			parts := p.snapshot()
+			if len(parts) != 1 || parts[0].GetVisible() || parts[0].GetPresence() != nil {
+				t.Errorf("%s snapshot = %v, want one invisible part", name, parts)
+			}
+			if ev := p.all(); len(ev) != 0 {
+				t.Errorf("%s got %d events, want none", name, len(ev))
+			}
+		}
+		if got := e.statuses(friend); len(got) != 2 {
+			t.Errorf("contact got %v, want online and offline", got)
+		}
+	})
+}
+
+// E01 5.4: exact granularity shows the minute of the last departure, never
+// the second; coarse shows "recently" within 24 h and "long_ago" after (as
+// an event to a coarse subscriber that stays); hidden shows "unknown".
+func TestGranularities(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, config.Seed())
+		e.policy("alice", core.Exact, "bob")
+		e.policy("carol", core.Coarse, "bob")
+		e.policy("dave", core.Hidden, "bob")
+		exact, coarse, hidden := e.subscribe("alice", "bob"), e.subscribe("carol", "bob"), e.subscribe("dave", "bob")
+		var devs []*device
+		for _, u := range []string{"alice", "carol", "dave"} {
+			devs = append(devs, e.connect(e.n.Gateway(), u, "phone", 1))
+		}
+		time.Sleep(95 * time.Second) // depart at 1m35s: not a whole minute
+		left := time.Now()
+		for _, d := range devs {
+			d.close()
+		}
+		time.Sleep(25 * time.Hour)
+		synctest.Wait()
+
+		ev := exact.all()
+		if len(ev) != 2 || ev[1].p.GetStatus() != messages.Status_offline || ev[1].p.GetLastSeenMinute() != uint32(left.Unix()/60) {
+			t.Fatalf("exact events = %v, want offline with last seen minute %d", ev, left.Unix()/60)
+		}
+		var got []string
+		for _, s := range coarse.all() {
+			got = append(got, s.p.GetStatus().String())
+			if s.p.GetLastSeenMinute() != 0 {
+				t.Fatalf("coarse event carries a last seen minute: %v", s.p)
+			}
+		}
+		if want := []string{"online", "recently", "long_ago"}; !slices.Equal(got, want) {
+			t.Fatalf("coarse events = %v, want %v", got, want)
+		}
+		parts := hidden.snapshot()
+		if len(parts) != 1 || parts[0].GetPresence().GetStatus() != messages.Status_unknown {
+			t.Fatalf("hidden snapshot = %v, want unknown", parts)
+		}
+		if ev := hidden.all(); len(ev) != 0 {
+			t.Fatalf("hidden got events %v, want none", ev)
+		}
+	})
+}
+
+// Lease and view actors with nothing live passivate after Idle; later
+// messages re-create them with what must not be forgotten: the attempt floor
+// (a stale handshake is still refused) and the last-seen minute.
+func TestPassivatedActorsComeBackCorrect(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Seed()
+		e := newEnv(t, timing)
+		e.policy("alice", core.Exact, "bob")
+		d := e.connect(e.n.Gateway(), "alice", "phone", 5)
+		time.Sleep(time.Minute)
+		d.close()
+		left := time.Now()
+		time.Sleep(timing.Debounce + timing.Idle + time.Second)
+		synctest.Wait()
+		if c := e.n.Counts(); c["lease"] != 0 || c["view"] != 0 {
+			t.Fatalf("counts after idle = %v, want no lease or view actor", c)
+		}
+		_, err := e.tryConnect(e.n.Gateway(), "alice", "phone", 5)
+		if !errors.Is(err, ErrRefused) || !errors.Is(err, core.ErrStaleAttempt) {
+			t.Fatalf("stale attempt after passivation: err = %v, want ErrRefused and ErrStaleAttempt", err)
+		}
+		p := e.subscribe("alice", "bob")
+		synctest.Wait()
+		parts := p.snapshot()
+		if len(parts) != 1 || parts[0].GetPresence().GetStatus() != messages.Status_offline || parts[0].GetPresence().GetLastSeenMinute() != uint32(left.Unix()/60) {
+			t.Fatalf("snapshot after passivation = %v, want offline last seen at minute %d", parts, left.Unix()/60)
+		}
+		e.connect(e.n.Gateway(), "alice", "phone", 6)
+		synctest.Wait()
+		if ev := p.all(); len(ev) != 1 || ev[0].p.GetStatus() != messages.Status_online || ev[0].p.GetVersion() <= parts[0].GetPresence().GetVersion() {
+			t.Fatalf("events = %v, want one online newer than the snapshot", ev)
+		}
+	})
+}
+
+// A refused handshake leaves nothing behind: no live lease, no connection
+// actor, no floor moved.
+func TestRefusedHandshakeWritesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, config.Seed())
+		e.connect(e.n.Gateway(), "alice", "phone", 3)
+		for _, attempt := range []uint64{3, 2} {
+			if _, err := e.tryConnect(e.n.Gateway(), "alice", "phone", attempt); !errors.Is(err, core.ErrStaleAttempt) {
+				t.Fatalf("attempt %d: err = %v, want ErrStaleAttempt", attempt, err)
+			}
+		}
+		synctest.Wait()
+		if floor, _ := e.history.Floor(context.Background(), "alice", "phone"); floor != 3 {
+			t.Fatalf("floor = %d, want 3", floor)
+		}
+		st, _ := e.n.Query(context.Background(), "alice")
+		if len(st.Devices) != 1 || st.Devices[0].Epoch != 3 {
+			t.Fatalf("devices = %v, want the epoch 3 connection only", st.Devices)
+		}
+		if c := e.n.Counts(); c["connection"] != 1 {
+			t.Fatalf("connection actors = %d, want 1", c["connection"])
+		}
+	})
+}
+
+// Subscribing through a connection: the snapshot frame comes first with the
+// visible targets only, then change events, each newer than the last.
+func TestConnectionSubscribeSnapshotThenEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, config.Seed())
+		e.policy("alice", core.Exact, "bob")
+		bob := e.connect(e.n.Gateway(), "bob", "laptop", 1)
+		bob.conn.Subscribe("s1", []string{"alice", "carol"}) // carol has no policy
+		synctest.Wait()
+		alice := e.connect(e.n.Gateway(), "alice", "phone", 1)
+		time.Sleep(time.Minute)
+		alice.conn.SetShow(messages.Show_dnd)
+		time.Sleep(time.Minute)
+		alice.close()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		bob.sock.mu.Lock()
+		frames := slices.Clone(bob.sock.frames)
+		bob.sock.mu.Unlock()
+		if len(frames) != 4 {
+			t.Fatalf("frames = %v, want snapshot and 3 events", frames)
+		}
+		snap := frames[0].GetSnapshot()
+		if snap.GetRequestId() != "s1" || len(snap.GetPresences()) != 1 || snap.GetPresences()[0].GetUser() != "alice" || snap.GetPresences()[0].GetStatus() != messages.Status_offline {
+			t.Fatalf("snapshot = %v, want alice offline only", snap)
+		}
+		want := []string{"online available", "online dnd", "offline show_unspecified"}
+		last := snap.GetPresences()[0].GetVersion()
+		for i, f := range frames[1:] {
+			p := f.GetPresence()
+			if got := p.GetStatus().String() + " " + p.GetShow().String(); got != want[i] {
+				t.Fatalf("event %d = %q, want %q", i, got, want[i])
+			}
+			if p.GetVersion() <= last {
+				t.Fatalf("event %d version %d not newer than %d", i, p.GetVersion(), last)
+			}
+			last = p.GetVersion()
+		}
+	})
+}
+
+// Backpressure: a device that stops reading overflows its bounded outbox;
+// the connection is closed with 4008 and its lease released, and no sender
+// waited for it.
+func TestOutboxOverflowClosesWith4008(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, config.Seed())
+		e.policy("alice", core.Exact, "bob")
+		bob := e.connect(e.n.Gateway(), "bob", "laptop", 1)
+		bob.sock.mu.Lock()
+		bob.sock.limit = 2
+		bob.sock.mu.Unlock()
+		bob.conn.Subscribe("s1", []string{"alice"})
+		alice := e.connect(e.n.Gateway(), "alice", "phone", 1)
+		for _, s := range []messages.Show{messages.Show_away, messages.Show_dnd, messages.Show_available} {
+			alice.conn.SetShow(s)
+			time.Sleep(time.Second)
+		}
+		synctest.Wait()
+		if c := bob.sock.closeCode(); c != CloseOverflow {
+			t.Fatalf("slow receiver closed with %d, want %d", c, CloseOverflow)
+		}
+		st, _ := e.n.Query(context.Background(), "bob")
+		if len(st.Devices) != 0 {
+			t.Fatalf("bob's devices = %v, want none after the overflow", st.Devices)
+		}
+	})
+}

@@ -102,14 +102,14 @@ func (s *fakeSocket) presences() []*messages.Presence {
 // device is a simulated client: a connection and a heartbeat loop that
 // jitters each beat down by up to 10%, until it departs.
 type device struct {
-	e      *env
-	user   string
-	name   string
-	conn   *Conn
-	sock   *fakeSocket
-	stop   chan struct{}
-	done   chan struct{}
-	skip   map[uint64]bool // heartbeat seqs to lose; fixed before the loop starts
+	e    *env
+	user string
+	name string
+	conn *Conn
+	sock *fakeSocket
+	stop chan struct{}
+	done chan struct{}
+	skip map[uint64]bool // heartbeat seqs to lose; fixed before the loop starts
 }
 
 // connect opens a device's connection; its heartbeats with the seqs in lose

@@ -65,6 +65,7 @@ type Config struct {
 	Secret     string // device-token HMAC key
 	ClusterKey string // memberlist encryption key (16, 24 or 32 bytes) or empty
 	Seed       int64  // seed of the node's random source; 0 picks one at start
+	Demo       int    // simulated in-process devices to run (make run); 0: none
 	Timing     Timing
 }
 

@@ -72,6 +72,14 @@ var fields = []field{
 		c.Seed = n
 		return err
 	}},
+	{"demo", "simulated in-process demo devices to run (0: none)", func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err == nil && (n < 0 || n > 10000) {
+			err = fmt.Errorf("must be in [0, 10000]")
+		}
+		c.Demo = n
+		return err
+	}},
 	{"heartbeat", "client heartbeat interval", dur(func(c *Config) *time.Duration { return &c.Timing.Heartbeat })},
 	{"heartbeat-jitter", "fraction clients shorten each heartbeat by at random", frac(func(c *Config) *float64 { return &c.Timing.HeartbeatJitter })},
 	{"stale", "a connection with no heartbeat for this long is closed", dur(func(c *Config) *time.Duration { return &c.Timing.Stale })},

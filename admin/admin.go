@@ -1,0 +1,258 @@
+package admin
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/presence-im/presence/actors"
+	"github.com/presence-im/presence/config"
+	"github.com/presence-im/presence/core"
+	"github.com/presence-im/presence/messages"
+	"github.com/presence-im/presence/store"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// MaxBatch bounds POST /api/presence/batch.
+const MaxBatch = 1000
+
+// Server is the admin API of one node.
+type Server struct {
+	Node     *actors.Node
+	NodeID   string
+	Timing   config.Timing
+	Policies store.PolicyStore
+	Gatherer prometheus.Gatherer
+	Token    string // bearer token required when set
+	Log      *slog.Logger
+	Started  time.Time
+	// Timeout bounds each lookup through the actors.
+	Timeout time.Duration
+}
+
+// Handler returns the API's routes.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ready\n")) })
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.Gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /api/bounds", s.bounds)
+	mux.HandleFunc("GET /api/cluster", s.cluster)
+	mux.HandleFunc("GET /api/presence/{user}", s.presence)
+	mux.HandleFunc("POST /api/presence/batch", s.batch)
+	mux.HandleFunc("GET /api/route/{user}", s.route)
+	mux.HandleFunc("GET /api/users/{user}/policy", s.getPolicy)
+	mux.HandleFunc("PUT /api/users/{user}/policy", s.putPolicy)
+	if s.Token == "" {
+		return mux
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := r.Header.Get("Authorization")
+		if subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+s.Token)) != 1 && r.URL.Path != "/healthz" {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			writeErr(w, http.StatusUnauthorized, errors.New("admin: bearer token required"))
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, status int, err error) {
+	writeJSON(w, status, map[string]string{"error": err.Error()})
+}
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+func (s *Server) bounds(w http.ResponseWriter, _ *http.Request) {
+	b := s.Timing.Bounds()
+	t := s.Timing
+	writeJSON(w, http.StatusOK, map[string]any{
+		"graceful_close_ms": ms(b.GracefulClose),
+		"half_open_ms":      ms(b.HalfOpen),
+		"gateway_crash_ms":  ms(b.GatewayCrash),
+		"min_lease_life_ms": ms(b.MinLeaseLife),
+		"formulas": map[string]string{
+			"graceful_close": "debounce",
+			"half_open":      "stale + check + debounce",
+			"gateway_crash":  "min(ttl, failure_detection) + debounce",
+			"min_lease_life": "ttl after the last renewal",
+		},
+		"timing": map[string]any{
+			"heartbeat_ms": ms(t.Heartbeat), "heartbeat_jitter": t.HeartbeatJitter, "stale_ms": ms(t.Stale),
+			"check_ms": ms(t.Check), "renew_ms": ms(t.Renew), "renew_jitter": t.RenewJitter, "ttl_ms": ms(t.TTL),
+			"debounce_ms": ms(t.Debounce), "failure_detection_ms": ms(t.FailureDetection),
+		},
+	})
+}
+
+func (s *Server) cluster(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"members": []map[string]any{{"id": s.NodeID, "state": "alive", "since": s.Started.UTC().Format(time.RFC3339)}},
+		"actors":  map[string]map[string]int{s.NodeID: s.Node.Counts()},
+	})
+}
+
+// Device is one online device in presence and route answers.
+type Device struct {
+	Device string `json:"device"`
+	Node   string `json:"node"`
+	ConnID string `json:"conn_id"`
+	Epoch  uint64 `json:"epoch"`
+	Since  string `json:"since"`
+}
+
+// UserPresence is the raw (untrimmed) state of a user, for operators.
+type UserPresence struct {
+	User     string   `json:"user"`
+	Status   string   `json:"status"`
+	Show     string   `json:"show,omitempty"`
+	LastSeen string   `json:"last_seen,omitempty"`
+	Devices  []Device `json:"devices"`
+}
+
+func (s *Server) lookup(ctx context.Context, user string) (UserPresence, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout())
+	defer cancel()
+	st, err := s.Node.Query(ctx, user)
+	if err != nil {
+		return UserPresence{}, err
+	}
+	return toPresence(st), nil
+}
+
+func toPresence(st *messages.ViewState) UserPresence {
+	p := UserPresence{User: st.GetUser(), Status: "offline", Devices: []Device{}}
+	if st.GetOnline() {
+		p.Status, p.Show = "online", st.GetShow().String()
+	}
+	if st.GetLastSeenMs() != 0 {
+		p.LastSeen = time.UnixMilli(st.GetLastSeenMs()).UTC().Truncate(time.Minute).Format(time.RFC3339)
+	}
+	for _, d := range st.GetDevices() {
+		p.Devices = append(p.Devices, Device{d.GetDevice(), d.GetNode(), d.GetConnId(), d.GetEpoch(), time.UnixMilli(d.GetSinceMs()).UTC().Format(time.RFC3339Nano)})
+	}
+	return p
+}
+
+func (s *Server) timeout() time.Duration {
+	if s.Timeout > 0 {
+		return s.Timeout
+	}
+	return 2 * time.Second
+}
+
+// status maps a lookup error: a bad id is the caller's fault (400); anything
+// else means the owner could not be reached, which is unknown (503), never
+// offline.
+func status(err error) int {
+	if errors.Is(err, core.ErrBadID) {
+		return http.StatusBadRequest
+	}
+	return http.StatusServiceUnavailable
+}
+
+func (s *Server) presence(w http.ResponseWriter, r *http.Request) {
+	p, err := s.lookup(r.Context(), r.PathValue("user"))
+	if err != nil {
+		writeErr(w, status(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	p, err := s.lookup(r.Context(), r.PathValue("user"))
+	if err != nil {
+		writeErr(w, status(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"user": p.User, "devices": p.Devices})
+}
+
+func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Users []string `json:"users"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("admin: body: %w", err))
+		return
+	}
+	if len(req.Users) == 0 || len(req.Users) > MaxBatch {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("admin: %d users: must be 1 to %d", len(req.Users), MaxBatch))
+		return
+	}
+	out := make([]any, len(req.Users))
+	for i, u := range req.Users {
+		p, err := s.lookup(r.Context(), u)
+		if err != nil {
+			out[i] = map[string]any{"user": u, "status": "unknown", "error": err.Error()}
+			continue
+		}
+		out[i] = p
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"users": out})
+}
+
+func (s *Server) getPolicy(w http.ResponseWriter, r *http.Request) {
+	user := r.PathValue("user")
+	if err := core.ValidID("user", user); err != nil {
+		writeErr(w, http.StatusBadRequest, err)
+		return
+	}
+	doc, ok, err := s.Policies.Get(r.Context(), user)
+	switch {
+	case err != nil:
+		writeErr(w, http.StatusServiceUnavailable, err)
+	case !ok:
+		writeErr(w, http.StatusNotFound, fmt.Errorf("admin: user %q has no policy (visible to nobody)", user))
+	default:
+		writeJSON(w, http.StatusOK, withLists(doc))
+	}
+}
+
+func (s *Server) putPolicy(w http.ResponseWriter, r *http.Request) {
+	user := r.PathValue("user")
+	if err := core.ValidID("user", user); err != nil {
+		writeErr(w, http.StatusBadRequest, err)
+		return
+	}
+	var doc store.PolicyDoc
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("admin: policy body: %w", err))
+		return
+	}
+	if err := s.Policies.Put(r.Context(), user, doc); err != nil {
+		code := http.StatusServiceUnavailable
+		if errors.Is(err, store.ErrBadPolicy) {
+			code = http.StatusBadRequest
+		}
+		writeErr(w, code, err)
+		return
+	}
+	s.Node.PolicyChanged(user)
+	writeJSON(w, http.StatusOK, withLists(doc))
+}
+
+// withLists renders omitted lists as [] rather than null.
+func withLists(d store.PolicyDoc) store.PolicyDoc {
+	for _, l := range []*[]string{&d.Contacts, &d.Blocked, &d.HiddenFrom} {
+		if *l == nil {
+			*l = []string{}
+		}
+	}
+	return d
+}

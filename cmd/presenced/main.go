@@ -1,0 +1,85 @@
+// Command presenced is one presence node: lease and view actors, the
+// gateway, the admin HTTP API. Flags, PRESENCE_<FLAG> variables and a YAML
+// --config file are described in docs/operations.md; an invalid
+// configuration exits 2 naming the parameter and the rule.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/presence-im/presence/actors"
+	"github.com/presence-im/presence/admin"
+	"github.com/presence-im/presence/config"
+	"github.com/presence-im/presence/store"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	cfg, err := config.Load(args, os.Getenv, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "presenced:", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", cfg.NodeID)
+	if cfg.Secret == config.DevSecret {
+		log.Warn("using the public development token secret: set --secret or PRESENCE_SECRET")
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = time.Now().UnixNano()
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	policies := store.NewMemoryPolicies()
+	node, err := actors.Start(actors.Deps{
+		NodeID: cfg.NodeID, Timing: cfg.Timing, Seed: cfg.Seed,
+		Policies: policies, History: store.NewMemoryHistory(),
+		Metrics: actors.NewMetrics(reg), Logger: log,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "presenced:", err)
+		return 2
+	}
+	api := &admin.Server{Node: node, NodeID: cfg.NodeID, Timing: cfg.Timing, Policies: policies, Gatherer: reg, Token: cfg.AdminToken, Log: log, Started: time.Now()}
+	ln, err := net.Listen("tcp", cfg.Admin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "presenced: admin:", err)
+		node.Stop()
+		return 1
+	}
+	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("admin server", "err", err)
+		}
+	}()
+	log.Info("node started", "admin", ln.Addr().String(), "timing", cfg.Preset, "bounds", fmt.Sprintf("%+v", cfg.Timing.Bounds()))
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if cfg.Demo > 0 {
+		go runDemo(ctx, node, policies, cfg, log)
+	}
+	<-ctx.Done()
+	log.Info("stopping: releasing every lease")
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdown)
+	node.Stop()
+	return 0
+}

@@ -41,6 +41,7 @@ type Node struct {
 
 	mu       sync.Mutex
 	gateways []*Gateway
+	stopOnce sync.Once
 }
 
 // Gateway is a gateway actor and the node name its connections carry.
@@ -187,13 +188,18 @@ func (n *Node) System() *actor.ActorSystem { return n.sys }
 func (n *Node) Metrics() *Metrics { return n.metrics }
 
 // Stop stops the gateways (releasing their connections' leases), then every
-// lease and view actor, then the actor system. It waits for all of them.
-func (n *Node) Stop() {
+// lease and view actor, then the actor system. It waits for all of them;
+// later calls do nothing.
+func (n *Node) Stop() { n.stopOnce.Do(n.stop) }
+
+func (n *Node) stop() {
 	n.mu.Lock()
 	gws := n.gateways
 	n.mu.Unlock()
 	for _, g := range gws {
-		g.Stop()
+		if !g.crashed.Load() {
+			g.Stop()
+		}
 	}
 	n.dir.Stop()
 	n.sys.Shutdown()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/presence-im/presence/actors"
+	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
@@ -25,13 +26,12 @@ const MaxBatch = 1000
 // Server is the admin API of one node.
 type Server struct {
 	Node     *actors.Node
-	NodeID   string
+	Members  cluster.Membership
 	Timing   config.Timing
 	Policies store.PolicyStore
 	Gatherer prometheus.Gatherer
 	Token    string // bearer token required when set
 	Log      *slog.Logger
-	Started  time.Time
 	// Timeout bounds each lookup through the actors.
 	Timeout time.Duration
 }
@@ -99,8 +99,8 @@ func (s *Server) bounds(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) cluster(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{
-		"members": []map[string]any{{"id": s.NodeID, "state": "alive", "since": s.Started.UTC().Format(time.RFC3339)}},
-		"actors":  map[string]map[string]int{s.NodeID: s.Node.Counts()},
+		"members": s.Members.Members(),
+		"actors":  map[string]map[string]int{s.Members.Self().ID: s.Node.Counts()},
 	})
 }
 

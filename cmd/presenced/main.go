@@ -19,6 +19,7 @@ import (
 
 	"github.com/presence-im/presence/actors"
 	"github.com/presence-im/presence/admin"
+	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/store"
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,7 +56,8 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "presenced:", err)
 		return 2
 	}
-	api := &admin.Server{Node: node, NodeID: cfg.NodeID, Timing: cfg.Timing, Policies: policies, Gatherer: reg, Token: cfg.AdminToken, Log: log, Started: time.Now()}
+	self := cluster.Member{ID: cfg.NodeID, Addresses: []string{cfg.Listen, cfg.Admin}, State: cluster.Alive, Since: time.Now().UTC()}
+	api := &admin.Server{Node: node, Members: cluster.Single{Member: self}, Timing: cfg.Timing, Policies: policies, Gatherer: reg, Token: cfg.AdminToken, Log: log}
 	ln, err := net.Listen("tcp", cfg.Admin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced: admin:", err)

@@ -1,0 +1,154 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/presence-im/presence/actors"
+	"github.com/presence-im/presence/cluster"
+	"github.com/presence-im/presence/config"
+	"github.com/presence-im/presence/messages"
+	"github.com/presence-im/presence/store"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type fixture struct {
+	node     *actors.Node
+	policies *store.MemoryPolicies
+	srv      *httptest.Server
+}
+
+func newFixture(t *testing.T, token string) *fixture {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	f := &fixture{policies: store.NewMemoryPolicies()}
+	n, err := actors.Start(actors.Deps{NodeID: "n1", Timing: config.Fast(), Seed: 1, Policies: f.policies, History: store.NewMemoryHistory(), Metrics: actors.NewMetrics(reg)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.node = n
+	api := &Server{Node: n, Members: cluster.Single{Member: cluster.Member{ID: "n1", State: cluster.Alive}}, Timing: config.Fast(), Policies: f.policies, Gatherer: reg, Token: token}
+	f.srv = httptest.NewServer(api.Handler())
+	t.Cleanup(func() {
+		f.srv.Close()
+		n.Stop()
+		time.Sleep(1100 * time.Millisecond) // proto.actor's dead-letter throttle goroutine
+	})
+	return f
+}
+
+func (f *fixture) do(t *testing.T, method, path, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, f.srv.URL+path, strings.NewReader(body))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+type nopSocket struct{}
+
+func (nopSocket) Send(*messages.Frame) bool { return true }
+func (nopSocket) Close(uint16, string)      {}
+
+func TestRouteAndPresence(t *testing.T) {
+	f := newFixture(t, "")
+	if code, body := f.do(t, "GET", "/api/route/alice", ""); code != 200 || !strings.Contains(body, `"devices":[]`) {
+		t.Fatalf("route of an offline user = %d %s, want 200 with no devices", code, body)
+	}
+	c, err := f.node.Gateway().Open(context.Background(), actors.OpenRequest{User: "alice", Device: "phone", Attempt: 1, ConnID: "c1", Socket: nopSocket{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Closed()
+	var route struct {
+		Devices []Device `json:"devices"`
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(route.Devices) == 0 && time.Now().Before(deadline) {
+		_, body := f.do(t, "GET", "/api/route/alice", "")
+		_ = json.Unmarshal([]byte(body), &route)
+	}
+	if len(route.Devices) != 1 || route.Devices[0].ConnID != "c1" || route.Devices[0].Node != "n1" {
+		t.Fatalf("route = %+v, want c1 on n1", route)
+	}
+	code, body := f.do(t, "POST", "/api/presence/batch", `{"users":["alice","bob"]}`)
+	if code != 200 || !strings.Contains(body, `"status":"online"`) || !strings.Contains(body, `"status":"offline"`) {
+		t.Fatalf("batch = %d %s", code, body)
+	}
+	if code, body := f.do(t, "GET", "/api/bounds", ""); code != 200 || !strings.Contains(body, `"half_open_ms":1000`) {
+		t.Fatalf("bounds = %d %s", code, body)
+	}
+}
+
+// Bad input is refused with 400 and a message, and changes nothing.
+func TestBadInput(t *testing.T) {
+	f := newFixture(t, "")
+	if code, _ := f.do(t, "PUT", "/api/users/alice/policy", `{"granularity":"exact","contacts":["bob"]}`); code != 200 {
+		t.Fatalf("valid policy refused: %d", code)
+	}
+	for _, c := range []struct{ path, body, want string }{
+		{"/api/users/alice/policy", `{"granularity":"fuzzy"}`, "granularity"},
+		{"/api/users/alice/policy", `{"granularity":"exact","blocked":["alice"]}`, "itself"},
+		{"/api/users/alice/policy", `{"granularity":"exact","friends":["x"]}`, "unknown field"},
+		{"/api/users/alice/policy", `not json`, "policy body"},
+		{"/api/users/a%2Fb/policy", `{"granularity":"exact"}`, "only letters"},
+	} {
+		code, body := f.do(t, "PUT", c.path, c.body)
+		if code != 400 || !strings.Contains(body, c.want) {
+			t.Errorf("PUT %s %s = %d %s, want 400 mentioning %q", c.path, c.body, code, body, c.want)
+		}
+	}
+	if _, body := f.do(t, "GET", "/api/users/alice/policy", ""); !strings.Contains(body, `"contacts":["bob"]`) || !strings.Contains(body, `"blocked":[]`) {
+		t.Fatalf("policy after refused writes = %s, want the first one", body)
+	}
+	if code, _ := f.do(t, "POST", "/api/presence/batch", `{"users":[]}`); code != 400 {
+		t.Fatalf("empty batch = %d, want 400", code)
+	}
+	if code, _ := f.do(t, "GET", "/api/users/nobody/policy", ""); code != 404 {
+		t.Fatalf("missing policy = %d, want 404", code)
+	}
+}
+
+// A route lookup whose owner cannot be reached is unknown (503), never an
+// empty (offline) answer.
+func TestUnreachableOwnerIs503(t *testing.T) {
+	f := newFixture(t, "")
+	f.node.Stop()
+	code, body := f.do(t, "GET", "/api/route/alice", "")
+	if code != 503 || strings.Contains(body, "devices") {
+		t.Fatalf("route with the node stopped = %d %s, want 503 without devices", code, body)
+	}
+}
+
+func TestAdminToken(t *testing.T) {
+	f := newFixture(t, "s3cret")
+	if code, _ := f.do(t, "GET", "/api/bounds", ""); code != 401 {
+		t.Fatalf("no token = %d, want 401", code)
+	}
+	if code, _ := f.do(t, "GET", "/healthz", ""); code != 200 {
+		t.Fatalf("healthz without token = %d, want 200", code)
+	}
+	req, _ := http.NewRequest("GET", f.srv.URL+"/api/bounds", nil)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("with token = %d, want 200", res.StatusCode)
+	}
+}

@@ -26,6 +26,9 @@ type Deps struct {
 	History  store.HistoryStore
 	Metrics  *Metrics     // nil: unregistered collectors
 	Logger   *slog.Logger // nil: discard
+	// Unfenced switches lease epoch fencing off for the negative-control
+	// test only (see core.Lease.Unfenced).
+	Unfenced bool
 }
 
 // Node is one node's actor system: its lease and view actors (through a
@@ -82,7 +85,9 @@ func (n *Node) props(kind Kind, id string) *actor.Props {
 	switch kind {
 	case KindLease:
 		user, device, _ := cutID(id)
-		return actor.PropsFromProducer(func() actor.Actor { return &leaseActor{n: n, user: user, device: device} })
+		return actor.PropsFromProducer(func() actor.Actor {
+			return &leaseActor{n: n, user: user, device: device, l: core.Lease{Unfenced: n.deps.Unfenced}}
+		})
 	default:
 		return actor.PropsFromProducer(func() actor.Actor { return &viewActor{n: n, user: id} })
 	}

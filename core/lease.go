@@ -39,6 +39,11 @@ type Lease struct {
 	EndedReason messages.EndReason
 
 	RejectedStale uint64 // refused acquires, renews and releases
+
+	// Unfenced accepts a release from any connection of the device. It
+	// exists only for the negative-control test that shows what epoch
+	// fencing prevents; nothing else sets it.
+	Unfenced bool
 }
 
 // LeaseResult is what a lease operation asks its owner to do.
@@ -119,7 +124,8 @@ func (l *Lease) arm(now time.Time, ttl time.Duration) *Timer {
 // release from an older connection is refused and counted, and the newer
 // holder keeps the lease.
 func (l *Lease) Release(connID string, epoch uint64, reason messages.EndReason, lastAlive time.Time) LeaseResult {
-	if l.Holder == nil || l.Holder.GetEpoch() != epoch || l.Holder.GetConnId() != connID {
+	stale := l.Holder == nil || l.Holder.GetEpoch() != epoch || l.Holder.GetConnId() != connID
+	if stale && !(l.Unfenced && l.Holder != nil) {
 		l.RejectedStale++
 		return LeaseResult{Err: ErrStaleEpoch}
 	}

@@ -12,14 +12,17 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/presence-im/presence/config"
+	"github.com/presence-im/presence/gateway"
 	"github.com/presence-im/presence/internal/sim"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 const usage = `usage:
+  presencectl token --user U --device D [--ttl 24h] [--secret S]   (secret also PRESENCE_SECRET)
   presencectl sim e01 [--json] [--seed N] [--timing seed|fast]
 `
 
@@ -31,10 +34,40 @@ func run(args []string, out, errOut io.Writer) int {
 	switch args[0] {
 	case "sim":
 		return simCmd(args[1:], out, errOut)
+	case "token":
+		return tokenCmd(args[1:], out, errOut)
 	default:
 		fmt.Fprintf(errOut, "presencectl: unknown command %q\n%s", args[0], usage)
 		return 2
 	}
+}
+
+// tokenCmd prints a device token as the last line of output.
+func tokenCmd(args []string, out, errOut io.Writer) int {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	user := fs.String("user", "", "user id")
+	device := fs.String("device", "", "device id")
+	ttl := fs.Duration("ttl", 24*time.Hour, "validity")
+	secret := fs.String("secret", "", "HMAC key (default PRESENCE_SECRET, else the dev key)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	key := *secret
+	if key == "" {
+		key = os.Getenv(config.EnvName("secret"))
+	}
+	if key == "" {
+		key = config.DevSecret
+		fmt.Fprintln(errOut, "presencectl: warning: signing with the public dev secret")
+	}
+	tok, err := gateway.Tokens{Key: []byte(key)}.Mint(*user, *device, *ttl)
+	if err != nil {
+		fmt.Fprintln(errOut, "presencectl token:", err)
+		return 2
+	}
+	fmt.Fprintln(out, tok)
+	return 0
 }
 
 func simCmd(args []string, out, errOut io.Writer) int {

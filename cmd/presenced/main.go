@@ -21,6 +21,7 @@ import (
 	"github.com/presence-im/presence/admin"
 	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/config"
+	"github.com/presence-im/presence/gateway"
 	"github.com/presence-im/presence/store"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -70,7 +71,14 @@ func run(args []string) int {
 			log.Error("admin server", "err", err)
 		}
 	}()
-	log.Info("node started", "admin", ln.Addr().String(), "timing", cfg.Preset, "bounds", fmt.Sprintf("%+v", cfg.Timing.Bounds()))
+	ws := gateway.New(gateway.Options{Listen: cfg.Listen}, node.Gateway(), cfg.Timing, []byte(cfg.Secret), log)
+	if err := ws.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "presenced: listen:", err)
+		_ = srv.Close()
+		node.Stop()
+		return 1
+	}
+	log.Info("node started", "listen", ws.Addr(), "admin", ln.Addr().String(), "timing", cfg.Preset, "bounds", fmt.Sprintf("%+v", cfg.Timing.Bounds()))
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -78,10 +86,13 @@ func run(args []string) int {
 		go runDemo(ctx, node, policies, cfg, log)
 	}
 	<-ctx.Done()
-	log.Info("stopping: releasing every lease")
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	log.Info("draining: new handshakes get 503, devices are closed with 1001", "devices", ws.Live())
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	ws.Drain(shutdown.Done())
+	node.Stop() // releases whatever is left with reason close
+	ws.Stop()
 	_ = srv.Shutdown(shutdown)
-	node.Stop()
+	log.Info("stopped")
 	return 0
 }

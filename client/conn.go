@@ -1,0 +1,155 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/presence-im/presence/messages"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// Subprotocols (CONTRACT.md).
+const (
+	ProtoJSON   = "presence.v1.json"
+	ProtoBinary = "presence.v1.proto"
+)
+
+// HandshakeError is a refused handshake: the HTTP status and, for 429 and
+// 503, the server's Retry-After.
+type HandshakeError struct {
+	Status     int
+	RetryAfter time.Duration
+	Body       string
+}
+
+func (e *HandshakeError) Error() string {
+	return fmt.Sprintf("client: handshake refused: %d %s", e.Status, e.Body)
+}
+
+// Conn is one device connection. Next must be called from one goroutine;
+// the Send methods may be called from any.
+type Conn struct {
+	ws          *websocket.Conn
+	subprotocol string
+	Hello       *messages.Hello
+}
+
+// DialOptions are the knobs of one connection.
+type DialOptions struct {
+	Token       string
+	Attempt     uint64
+	Subprotocol string       // ProtoJSON (default) or ProtoBinary
+	HTTPClient  *http.Client // nil: http.DefaultClient
+}
+
+// Dial connects to a node's /ws URL and waits for hello.
+func Dial(ctx context.Context, rawURL string, o DialOptions) (*Conn, error) {
+	if o.Subprotocol == "" {
+		o.Subprotocol = ProtoJSON
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	q := u.Query()
+	q.Set("attempt", strconv.FormatUint(o.Attempt, 10))
+	u.RawQuery = q.Encode()
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+o.Token)
+	ws, res, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{
+		HTTPClient: o.HTTPClient, HTTPHeader: h, Subprotocols: []string{o.Subprotocol},
+	})
+	if err != nil {
+		if res != nil && res.StatusCode != http.StatusSwitchingProtocols {
+			he := &HandshakeError{Status: res.StatusCode}
+			if s, err := strconv.Atoi(res.Header.Get("Retry-After")); err == nil {
+				he.RetryAfter = time.Duration(s) * time.Second
+			}
+			return nil, he
+		}
+		return nil, err
+	}
+	ws.SetReadLimit(64 << 10)
+	c := &Conn{ws: ws, subprotocol: o.Subprotocol}
+	f, err := c.Next(ctx)
+	if err != nil {
+		ws.CloseNow()
+		return nil, err
+	}
+	if c.Hello = f.GetHello(); c.Hello == nil {
+		ws.CloseNow()
+		return nil, fmt.Errorf("client: first frame is not hello: %v", f)
+	}
+	return c, nil
+}
+
+// Next reads the next frame.
+func (c *Conn) Next(ctx context.Context) (*messages.Frame, error) {
+	kind, b, err := c.ws.Read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f := &messages.Frame{}
+	if c.subprotocol == ProtoBinary {
+		if kind != websocket.MessageBinary {
+			return nil, errors.New("client: text frame on the binary subprotocol")
+		}
+		return f, proto.Unmarshal(b, f)
+	}
+	return f, protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(b, f)
+}
+
+// Send writes one frame.
+func (c *Conn) Send(ctx context.Context, f *messages.Frame) error {
+	if c.subprotocol == ProtoBinary {
+		b, err := proto.Marshal(f)
+		if err != nil {
+			return err
+		}
+		return c.ws.Write(ctx, websocket.MessageBinary, b)
+	}
+	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(f)
+	if err != nil {
+		return err
+	}
+	return c.ws.Write(ctx, websocket.MessageText, b)
+}
+
+// Heartbeat sends a heartbeat frame.
+func (c *Conn) Heartbeat(ctx context.Context, seq uint64) error {
+	return c.Send(ctx, &messages.Frame{Kind: &messages.Frame_Heartbeat{Heartbeat: &messages.Heartbeat{Seq: seq, ClientTsMs: time.Now().UnixMilli()}}})
+}
+
+// Subscribe asks for a snapshot of targets and their changes.
+func (c *Conn) Subscribe(ctx context.Context, requestID string, targets ...string) error {
+	return c.Send(ctx, &messages.Frame{Kind: &messages.Frame_Subscribe{Subscribe: &messages.Subscribe{RequestId: requestID, Targets: targets}}})
+}
+
+// Unsubscribe stops changes of targets.
+func (c *Conn) Unsubscribe(ctx context.Context, targets ...string) error {
+	return c.Send(ctx, &messages.Frame{Kind: &messages.Frame_Unsubscribe{Unsubscribe: &messages.Unsubscribe{Targets: targets}}})
+}
+
+// SetStatus sets the user's show.
+func (c *Conn) SetStatus(ctx context.Context, show messages.Show) error {
+	return c.Send(ctx, &messages.Frame{Kind: &messages.Frame_SetStatus{SetStatus: &messages.SetStatus{Show: show}}})
+}
+
+// Ping sends a WebSocket ping and waits for its pong.
+func (c *Conn) Ping(ctx context.Context) error { return c.ws.Ping(ctx) }
+
+// Close closes normally.
+func (c *Conn) Close() error { return c.ws.Close(websocket.StatusNormalClosure, "") }
+
+// CloseNow drops the connection without a close handshake.
+func (c *Conn) CloseNow() error { return c.ws.CloseNow() }
+
+// CloseCode is the close code of a read error, or -1.
+func CloseCode(err error) int { return int(websocket.CloseStatus(err)) }

@@ -1,0 +1,17 @@
+// Package client is the Go SDK for devices and subscribers of presence.
+//
+// Conn is one WebSocket connection: Dial it, read frames with Next, send
+// heartbeats, subscriptions and status. Session keeps a device online over
+// many connections:
+//
+//	s := client.Start(ctx, client.Config{URLs: []string{"ws://127.0.0.1:7600/ws"}, Token: tok})
+//	s.Subscribe("alice", "bob")
+//	for ev := range s.Events() { ... }  // snapshots and changes, newest version only
+//
+// A Session heartbeats on the server's interval shortened at random by up to
+// 10%, reconnects with capped exponential backoff and full jitter using an
+// attempt number that only grows (also across restarts: it starts from the
+// clock in milliseconds), and obeys the close codes: 4001 stops (a newer
+// connection of this device took over), 1001 moves to the next URL, 4008
+// and resync reconnect and resubscribe, replacing state from the snapshot.
+package client

@@ -1,0 +1,337 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/presence-im/presence/messages"
+)
+
+// ErrSuperseded ends a Session whose device connected again elsewhere
+// (close 4001): this one must stay away.
+var ErrSuperseded = errors.New("client: superseded by a newer connection of this device")
+
+// Config configures a Session.
+type Config struct {
+	URLs        []string // node /ws URLs; 1001 and 503 move to the next
+	Token       string
+	Subprotocol string  // ProtoJSON (default) or ProtoBinary
+	Jitter      float64 // heartbeats are shortened at random by up to this; default 0.1
+	BackoffMin  time.Duration
+	BackoffMax  time.Duration
+	Rand        *rand.Rand // nil: seeded from the clock
+	HTTPClient  *http.Client
+	Log         *slog.Logger
+	// Heartbeats false leaves heartbeating to the caller (tests of half-open
+	// devices); the default (nil) heartbeats.
+	Heartbeats *bool
+}
+
+// Event is a presence the session delivers: from a snapshot (Snapshot true)
+// or a change newer than the last one kept for its user.
+type Event struct {
+	Presence *messages.Presence
+	Snapshot bool
+}
+
+// Session keeps one device connected, heartbeating and subscribed.
+type Session struct {
+	cfg    Config
+	events chan Event
+	done   chan struct{}
+
+	mu      sync.Mutex
+	conn    *Conn
+	targets map[string]bool
+	state   map[string]*messages.Presence
+	show    messages.Show
+	attempt uint64
+	err     error
+	reqs    int
+	conns   int // successful connections
+}
+
+// Start runs a session until ctx ends or the device is superseded.
+func Start(ctx context.Context, cfg Config) *Session {
+	if cfg.Jitter == 0 {
+		cfg.Jitter = 0.1
+	}
+	if cfg.BackoffMin <= 0 {
+		cfg.BackoffMin = 100 * time.Millisecond
+	}
+	if cfg.BackoffMax <= 0 {
+		cfg.BackoffMax = 30 * time.Second
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s := &Session{cfg: cfg, events: make(chan Event, 256), done: make(chan struct{}), targets: map[string]bool{}, state: map[string]*messages.Presence{}}
+	go s.run(ctx)
+	return s
+}
+
+// Events delivers snapshots and changes. A consumer that stops reading
+// makes the server cut the connection (4008); the session then reconnects
+// and resubscribes, so nothing is lost but intermediate versions.
+func (s *Session) Events() <-chan Event { return s.events }
+
+// Done is closed when the session ends; Err says why.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Hello is the current connection's hello, nil while disconnected.
+func (s *Session) Hello() *messages.Hello {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn == nil {
+		return nil
+	}
+	return s.conn.Hello
+}
+
+// Connections counts the connections made so far.
+func (s *Session) Connections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conns
+}
+
+// State is the newest presence kept for target.
+func (s *Session) State(target string) (*messages.Presence, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.state[target]
+	return p, ok
+}
+
+// Subscribe adds targets; they are subscribed again after every reconnect.
+func (s *Session) Subscribe(targets ...string) {
+	s.mu.Lock()
+	for _, t := range targets {
+		s.targets[t] = true
+	}
+	c, id := s.conn, s.nextReq()
+	s.mu.Unlock()
+	if c != nil {
+		_ = c.Subscribe(context.Background(), id, targets...)
+	}
+}
+
+// Unsubscribe removes targets.
+func (s *Session) Unsubscribe(targets ...string) {
+	s.mu.Lock()
+	for _, t := range targets {
+		delete(s.targets, t)
+		delete(s.state, t)
+	}
+	c := s.conn
+	s.mu.Unlock()
+	if c != nil {
+		_ = c.Unsubscribe(context.Background(), targets...)
+	}
+}
+
+// SetStatus sets the user's show, now and after every reconnect.
+func (s *Session) SetStatus(show messages.Show) {
+	s.mu.Lock()
+	s.show = show
+	c := s.conn
+	s.mu.Unlock()
+	if c != nil {
+		_ = c.SetStatus(context.Background(), show)
+	}
+}
+
+func (s *Session) nextReq() string {
+	s.reqs++
+	return fmt.Sprintf("r%d", s.reqs)
+}
+
+// nextAttempt grows strictly and starts from the clock, so a restarted
+// device still presents a higher attempt than any it used before.
+func (s *Session) nextAttempt() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.attempt = max(s.attempt+1, uint64(time.Now().UnixMilli()))
+	return s.attempt
+}
+
+func (s *Session) finish(err error) {
+	s.mu.Lock()
+	s.err, s.conn = err, nil
+	s.mu.Unlock()
+	close(s.done)
+}
+
+func (s *Session) run(ctx context.Context) {
+	backoff, url := s.cfg.BackoffMin, 0
+	wait := func(d time.Duration) bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(d):
+			return true
+		}
+	}
+	for ctx.Err() == nil {
+		c, err := Dial(ctx, s.cfg.URLs[url%len(s.cfg.URLs)], DialOptions{Token: s.cfg.Token, Attempt: s.nextAttempt(), Subprotocol: s.cfg.Subprotocol, HTTPClient: s.cfg.HTTPClient})
+		if err != nil {
+			var he *HandshakeError
+			delay := time.Duration(s.cfg.Rand.Float64() * float64(backoff)) // full jitter
+			switch {
+			case errors.As(err, &he) && he.Status == http.StatusUnauthorized:
+				s.finish(err)
+				return
+			case errors.As(err, &he) && he.Status == http.StatusConflict:
+				delay = 0 // a higher attempt next time
+			case errors.As(err, &he) && (he.Status == http.StatusTooManyRequests || he.Status == http.StatusServiceUnavailable):
+				delay = max(delay, he.RetryAfter)
+				url++
+			default:
+				url++
+			}
+			s.cfg.Log.Debug("client: connect failed", "err", err, "retry_in", delay)
+			backoff = min(2*backoff, s.cfg.BackoffMax)
+			if !wait(delay) {
+				break
+			}
+			continue
+		}
+		backoff = s.cfg.BackoffMin
+		code := s.serve(ctx, c)
+		switch code {
+		case 4001:
+			s.finish(ErrSuperseded)
+			return
+		case 1001:
+			url++ // reconnect elsewhere at once
+		case 4008:
+			// reconnect and resubscribe at once
+		default:
+			if !wait(time.Duration(s.cfg.Rand.Float64() * float64(backoff))) {
+				break
+			}
+		}
+	}
+	s.finish(ctx.Err())
+}
+
+// serve runs one connection until it ends and returns its close code.
+func (s *Session) serve(ctx context.Context, c *Conn) int {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.mu.Lock()
+	s.conn = c
+	s.conns++
+	targets := make([]string, 0, len(s.targets))
+	for t := range s.targets {
+		targets = append(targets, t)
+	}
+	id, show := s.nextReq(), s.show
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.conn = nil
+		s.mu.Unlock()
+		_ = c.CloseNow()
+	}()
+	if len(targets) > 0 {
+		_ = c.Subscribe(ctx, id, targets...)
+	}
+	if show != messages.Show_show_unspecified {
+		_ = c.SetStatus(ctx, show)
+	}
+	if s.cfg.Heartbeats == nil || *s.cfg.Heartbeats {
+		go s.heartbeat(ctx, c)
+	}
+	for {
+		f, err := c.Next(ctx)
+		if err != nil {
+			return CloseCode(err)
+		}
+		switch k := f.GetKind().(type) {
+		case *messages.Frame_Snapshot:
+			s.snapshot(ctx, k.Snapshot)
+		case *messages.Frame_Presence:
+			s.change(ctx, k.Presence)
+		case *messages.Frame_Resync:
+			s.mu.Lock()
+			all := make([]string, 0, len(s.targets))
+			for t := range s.targets {
+				all = append(all, t)
+			}
+			id := s.nextReq()
+			s.mu.Unlock()
+			_ = c.Subscribe(ctx, id, all...)
+		case *messages.Frame_Error:
+			s.cfg.Log.Warn("client: server error frame", "code", k.Error.GetCode(), "message", k.Error.GetMessage())
+		}
+	}
+}
+
+func (s *Session) heartbeat(ctx context.Context, c *Conn) {
+	interval := time.Duration(c.Hello.GetHeartbeatIntervalMs()) * time.Millisecond
+	if interval <= 0 {
+		interval = 30 * time.Second
+	}
+	for seq := uint64(1); ; seq++ {
+		s.mu.Lock()
+		d := time.Duration(float64(interval) * (1 - s.cfg.Jitter*s.cfg.Rand.Float64()))
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		}
+		if c.Heartbeat(ctx, seq) != nil {
+			return
+		}
+	}
+}
+
+// snapshot replaces the state of its targets: a target absent from it is
+// not visible and is forgotten.
+func (s *Session) snapshot(ctx context.Context, snap *messages.Snapshot) {
+	s.mu.Lock()
+	for _, p := range snap.GetPresences() {
+		s.state[p.GetUser()] = p
+	}
+	s.mu.Unlock()
+	for _, p := range snap.GetPresences() {
+		s.emit(ctx, Event{Presence: p, Snapshot: true})
+	}
+}
+
+// change keeps an event only if its version is newer than the last kept.
+func (s *Session) change(ctx context.Context, p *messages.Presence) {
+	s.mu.Lock()
+	if old, ok := s.state[p.GetUser()]; ok && p.GetVersion() <= old.GetVersion() {
+		s.mu.Unlock()
+		return
+	}
+	s.state[p.GetUser()] = p
+	s.mu.Unlock()
+	s.emit(ctx, Event{Presence: p})
+}
+
+func (s *Session) emit(ctx context.Context, ev Event) {
+	select {
+	case s.events <- ev:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,124 @@
+package gateway
+
+import (
+	"time"
+
+	"github.com/lesismal/nbio/nbhttp/websocket"
+	"github.com/presence-im/presence/actors"
+	"github.com/presence-im/presence/messages"
+)
+
+// Close codes of the device WebSocket beyond those the actors use.
+const (
+	CloseProtocolError uint16 = 1002
+	CloseWrongType     uint16 = 1003
+)
+
+func (s *socket) beat(seq uint64) {
+	if c := s.conn.Load(); c != nil {
+		c.Heartbeat(seq)
+	}
+}
+
+func (s *socket) errorFrame(code uint32, requestID, msg string) {
+	s.Send(&messages.Frame{Kind: &messages.Frame_Error{Error: &messages.Error{Code: code, RequestId: requestID, Message: msg}}})
+}
+
+// onMessage handles one client message: a frame of the connection's
+// subprotocol, or a close for the wrong frame type (1003) or repeated
+// undecodable frames (1002).
+func (s *Server) onMessage(c *websocket.Conn, kind websocket.MessageType, data []byte) {
+	sock, ok := c.Session().(*socket)
+	if !ok || sock.conn.Load() == nil {
+		return // nothing may come before hello; see docs/protocol.md
+	}
+	if kind != sock.codec.kind {
+		sock.Close(CloseWrongType, "wrong frame type for "+sock.codec.name)
+		return
+	}
+	f := &messages.Frame{}
+	if err := sock.codec.unmarshal(data, f); err != nil {
+		sock.errs++
+		if sock.errs >= s.opt.MaxErrors {
+			sock.Close(CloseProtocolError, "undecodable frames")
+			return
+		}
+		sock.errorFrame(400, "", "undecodable frame: "+err.Error())
+		return
+	}
+	sock.errs = 0
+	conn := sock.conn.Load()
+	switch k := f.GetKind().(type) {
+	case *messages.Frame_Heartbeat:
+		conn.Heartbeat(max(k.Heartbeat.GetSeq(), 1))
+		sock.Send(&messages.Frame{Kind: &messages.Frame_HeartbeatAck{HeartbeatAck: &messages.HeartbeatAck{
+			Seq: k.Heartbeat.GetSeq(), ClientTsMs: k.Heartbeat.GetClientTsMs(), ServerTsMs: time.Now().UnixMilli(),
+		}}})
+	case *messages.Frame_Subscribe:
+		conn.Subscribe(k.Subscribe.GetRequestId(), k.Subscribe.GetTargets())
+	case *messages.Frame_Unsubscribe:
+		conn.Unsubscribe(k.Unsubscribe.GetTargets())
+	case *messages.Frame_SetStatus:
+		if sh := k.SetStatus.GetShow(); sh == messages.Show_show_unspecified {
+			sock.errorFrame(400, "", "set_status: show must be available, away, dnd or invisible")
+		} else {
+			conn.SetShow(sh)
+		}
+	default:
+		sock.errorFrame(400, "", "unexpected frame from a device")
+	}
+}
+
+// onClose ends the connection's actor: a close the device (or the network)
+// initiated releases the lease with reason close; after a close the server
+// initiated the actor has already ended and the message goes nowhere.
+func (s *Server) onClose(c *websocket.Conn, _ error) {
+	sock, ok := c.Session().(*socket)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	delete(s.live, sock)
+	s.mu.Unlock()
+	sock.mu.Lock()
+	sock.closed = true
+	sock.mu.Unlock()
+	if conn := sock.conn.Load(); conn != nil {
+		conn.Closed()
+	}
+}
+
+// Drain refuses new handshakes (503) and closes every device with 1001,
+// spread over DrainSpread so they do not all reconnect in the same instant;
+// each release has reason close. It returns when all are closed or done is.
+func (s *Server) Drain(done <-chan struct{}) {
+	s.draining.Store(true)
+	s.mu.Lock()
+	socks := make([]*socket, 0, len(s.live))
+	for sock := range s.live {
+		socks = append(socks, sock)
+	}
+	s.mu.Unlock()
+	if len(socks) == 0 {
+		return
+	}
+	step := s.opt.DrainSpread / time.Duration(len(socks))
+	for _, sock := range socks {
+		sock.Close(actors.CloseGoingAway, "node draining")
+		if conn := sock.conn.Load(); conn != nil {
+			conn.Closed()
+		}
+		select {
+		case <-done:
+			return
+		case <-time.After(step):
+		}
+	}
+}
+
+// Live is the number of open device connections.
+func (s *Server) Live() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.live)
+}

@@ -1,0 +1,104 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/presence-im/presence/actors"
+	"github.com/presence-im/presence/client"
+)
+
+// The contract's handshake checks, in order, each with its status and
+// headers; a failed handshake writes nothing: no lease, no floor moved, no
+// connection actor.
+func TestHandshakeChecksInOrder(t *testing.T) {
+	nd := startNode(t, func(o *Options, _ *actors.Deps) { o.AdmitRate, o.AdmitBurst = 0.001, 5 }) // 1 dial + 4 handshakes past admission
+	nd.dial("alice", "phone", 5)                                                                  // floor 5; uses one admission token
+	good := func() *http.Request {
+		r := upgradeRequest(nd.url() + "?attempt=9")
+		r.Header.Set("Authorization", "Bearer "+nd.token("bob", "phone"))
+		return r
+	}
+	cases := []struct {
+		name   string
+		mutate func(*http.Request)
+		status int
+		header string // a header the answer must carry
+	}{
+		{"not an upgrade", func(r *http.Request) { r.Header.Del("Upgrade") }, 400, ""},
+		{"no key", func(r *http.Request) { r.Header.Del("Sec-WebSocket-Key") }, 400, ""},
+		{"POST", func(r *http.Request) { r.Method = "POST" }, 400, ""},
+		{"version 8", func(r *http.Request) { r.Header.Set("Sec-WebSocket-Version", "8") }, 426, "Sec-WebSocket-Version"},
+		{"version 8 and a bad token: version first", func(r *http.Request) {
+			r.Header.Set("Sec-WebSocket-Version", "8")
+			r.Header.Set("Authorization", "Bearer nope")
+		}, 426, "Sec-WebSocket-Version"},
+		{"bad token", func(r *http.Request) { r.Header.Set("Authorization", "Bearer nope") }, 401, ""},
+		{"token of another secret", func(r *http.Request) {
+			tok, _ := Tokens{Key: []byte("other")}.Mint("bob", "phone", time.Hour)
+			r.Header.Set("Authorization", "Bearer "+tok)
+		}, 401, ""},
+		{"expired token", func(r *http.Request) {
+			tok, _ := Tokens{Key: secret, Now: func() time.Time { return time.Now().Add(-2 * time.Hour) }}.Mint("bob", "phone", time.Hour)
+			r.Header.Set("Authorization", "Bearer "+tok)
+		}, 401, ""},
+		{"stale attempt", func(r *http.Request) {
+			*r = *upgradeRequest(nd.url() + "?attempt=5")
+			r.Header.Set("Authorization", "Bearer "+nd.token("alice", "phone"))
+		}, 409, ""},
+		{"admission bucket empty, and a bad token: admission first", func(r *http.Request) { r.Header.Set("Authorization", "Bearer nope") }, 429, "Retry-After"},
+	}
+	for _, c := range cases {
+		r := good()
+		c.mutate(r)
+		res, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != c.status || (c.header != "" && res.Header.Get(c.header) == "") {
+			t.Errorf("%s: %d %q (headers %v), want %d with %s", c.name, res.StatusCode, body, res.Header, c.status, c.header)
+		}
+	}
+	if v := nd.srv.upgrader; v == nil {
+		t.Fatal("no upgrader")
+	}
+	// Nothing was written by any refused handshake.
+	if d := nd.route("bob"); len(d) != 0 {
+		t.Fatalf("bob has devices %v after refused handshakes", d)
+	}
+	if d := nd.route("alice"); len(d) != 1 || d[0].Epoch != 5 {
+		t.Fatalf("alice = %v, want the one epoch 5 connection", d)
+	}
+	if floor, _ := nd.history.Floor(context.Background(), "alice", "phone"); floor != 5 {
+		t.Fatalf("alice's floor = %d, want 5", floor)
+	}
+	if c := nd.n.Counts()["connection"]; c != 1 {
+		t.Fatalf("connection actors = %d, want 1", c)
+	}
+}
+
+// Draining: new handshakes get 503 with Retry-After; devices are closed with
+// 1001 and their leases released.
+func TestDrain(t *testing.T) {
+	nd := startNode(t)
+	c := nd.dial("alice", "phone", 1)
+	done := make(chan struct{})
+	nd.srv.Drain(done)
+	if code := closeCode(t, c, 2*time.Second); code != int(actors.CloseGoingAway) {
+		t.Fatalf("close code %d, want 1001", code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := client.Dial(ctx, nd.url(), client.DialOptions{Token: nd.token("bob", "phone"), Attempt: 1})
+	var he *client.HandshakeError
+	if !errors.As(err, &he) || he.Status != 503 || he.RetryAfter != time.Second {
+		t.Fatalf("handshake while draining: %v, want 503 with Retry-After 1", err)
+	}
+	eventually(t, 2*time.Second, "lease released", func() bool { return len(nd.route("alice")) == 0 })
+}

@@ -93,6 +93,11 @@ func (a *connActor) Receive(ctx actor.Context) {
 		if m.GetEpoch() != a.epoch || a.ended {
 			return
 		}
+		if a.g.n.deps.Unfenced {
+			// Negative control: a naive gateway cleans up after its socket
+			// whatever happened; only fencing stops that from hurting.
+			a.release(messages.EndReason_close, now)
+		}
 		a.ended = true // the lease is someone else's: release nothing
 		code := CloseGoingAway
 		if m.GetReason() == messages.EndReason_superseded {

@@ -106,7 +106,7 @@ func (a *leaseActor) saveFloor(was uint64) {
 // longer holds the lease, so it closes instead of living on as a ghost.
 func (a *leaseActor) lost(ctx actor.Context, h *messages.Holder) {
 	reason := messages.EndReason_superseded
-	if a.l.Holder == nil && a.l.EndedReason != messages.EndReason_end_reason_unspecified {
+	if a.l.Holder == nil && a.l.Ended {
 		reason = a.l.EndedReason
 	}
 	if gw := pidOf(h.GetGateway()); gw != nil {

@@ -45,7 +45,7 @@ type Timing struct {
 	// within it publishes nothing. Seed 20 s. Rule: >= 0.
 	Debounce time.Duration
 	// Idle is how long a lease or view actor with nothing live waits before
-	// it passivates (stops). Seed 10 min, fast 5 s. Rule: > 0.
+	// it passivates (stops). Seed 10 min, fast 6 s. Rule: > 0.
 	Idle time.Duration
 	// FailureDetection is the gossip layer's worst-case time to declare a
 	// crashed node dead, 0 when the node runs alone (no gossip). It is set by
@@ -99,7 +99,7 @@ func Fast() Timing {
 		RenewJitter:     0.1,
 		TTL:             1500 * time.Millisecond,
 		Debounce:        200 * time.Millisecond,
-		Idle:            5 * time.Second,
+		Idle:            6 * time.Second,
 	}
 }
 
@@ -160,20 +160,21 @@ func (t Timing) Validate() error {
 	if t.FailureDetection < 0 {
 		bad("failure detection = %v: must be >= 0", t.FailureDetection)
 	}
-	if t.Stale <= 2*t.Heartbeat {
+	// Written as halves so that huge values cannot overflow.
+	if t.Heartbeat > (t.Stale-1)/2 {
 		bad("stale = %v: must be > 2 x heartbeat (%v) so one lost heartbeat never closes a connection", t.Stale, 2*t.Heartbeat)
 	}
 	if t.Check >= t.Stale {
 		bad("check = %v: must be < stale (%v)", t.Check, t.Stale)
 	}
-	if t.TTL <= 2*t.Renew {
+	if t.Renew > (t.TTL-1)/2 {
 		bad("ttl = %v: must be > 2 x renew (%v) so one lost renewal never expires a lease", t.TTL, 2*t.Renew)
 	}
 	for _, j := range []struct {
 		name string
 		v    float64
 	}{{"heartbeat-jitter", t.HeartbeatJitter}, {"renew-jitter", t.RenewJitter}} {
-		if j.v < 0 || j.v >= 0.5 {
+		if !(j.v >= 0 && j.v < 0.5) { // also refuses NaN
 			bad("%s = %v: must be in [0, 0.5)", j.name, j.v)
 		}
 	}

@@ -210,6 +210,10 @@ func readYAML(path string, into map[string]string) error {
 		if !known[k] {
 			return fmt.Errorf("%w: config file %s: unknown key %q", ErrInvalid, path, k)
 		}
+		if v == nil { // "key:" or "key: ~" is empty, not "<nil>"
+			into[k] = ""
+			continue
+		}
 		if list, ok := v.([]any); ok { // join may be a YAML list
 			parts := make([]string, len(list))
 			for i, p := range list {

@@ -35,6 +35,7 @@ type Lease struct {
 	ExpiresAt time.Time
 	Gen       uint64 // generation of the pending expiry timer
 
+	Ended       bool   // the last holder's lease ended (it is not live)
 	EndedEpoch  uint64 // epoch of the last holder, once the lease ended
 	EndedReason messages.EndReason
 
@@ -60,9 +61,12 @@ type LeaseResult struct {
 // Acquire claims the lease for holder h. A handshake must carry an epoch
 // above the floor (a late, older handshake is refused with ErrStaleAttempt).
 // A re-register of a live connection (handshake false, after an owner
-// failover) may repeat the current epoch. A newer holder supersedes the old.
+// failover) may repeat the current epoch; from the current holder itself it
+// is a renewal. A newer holder supersedes the old.
 func (l *Lease) Acquire(h *messages.Holder, handshake bool, now time.Time, ttl time.Duration) LeaseResult {
 	switch {
+	case !handshake && l.holds(h):
+		return l.Renew(h, now, ttl)
 	case handshake && h.GetEpoch() <= l.Floor:
 		l.RejectedStale++
 		return LeaseResult{Err: ErrStaleAttempt}
@@ -77,7 +81,7 @@ func (l *Lease) Acquire(h *messages.Holder, handshake bool, now time.Time, ttl t
 // lease that expired (a gateway that was slow, not dead) revives it; a renew
 // from anything older than the current holder is refused.
 func (l *Lease) Renew(h *messages.Holder, now time.Time, ttl time.Duration) LeaseResult {
-	if l.Holder != nil && l.Holder.GetConnId() == h.GetConnId() && l.Holder.GetEpoch() == h.GetEpoch() {
+	if l.holds(h) {
 		l.RenewedAt = now
 		return LeaseResult{Expiry: l.arm(now, ttl)}
 	}
@@ -86,6 +90,11 @@ func (l *Lease) Renew(h *messages.Holder, now time.Time, ttl time.Duration) Leas
 		return LeaseResult{Err: ErrStaleEpoch}
 	}
 	return l.take(h, now, ttl)
+}
+
+// holds reports whether h is the current holder.
+func (l *Lease) holds(h *messages.Holder) bool {
+	return l.Holder != nil && l.Holder.GetConnId() == h.GetConnId() && l.Holder.GetEpoch() == h.GetEpoch()
 }
 
 // mayHold reports whether h may become the holder without a handshake: its
@@ -97,7 +106,7 @@ func (l *Lease) mayHold(h *messages.Holder) bool {
 	if e < l.Floor || (l.Holder != nil && e <= l.Holder.GetEpoch()) {
 		return false
 	}
-	ended := l.Holder == nil && l.EndedEpoch == e && l.EndedReason != messages.EndReason_end_reason_unspecified
+	ended := l.Holder == nil && l.Ended && l.EndedEpoch == e
 	return !ended || l.EndedReason == messages.EndReason_lease_expired
 }
 
@@ -108,7 +117,7 @@ func (l *Lease) take(h *messages.Holder, now time.Time, ttl time.Duration) Lease
 	}
 	l.Holder = h
 	l.Floor = max(l.Floor, h.GetEpoch())
-	l.EndedEpoch, l.EndedReason = 0, messages.EndReason_end_reason_unspecified
+	l.Ended, l.EndedEpoch, l.EndedReason = false, 0, messages.EndReason_end_reason_unspecified
 	l.RenewedAt = now
 	res.Expiry = l.arm(now, ttl)
 	return res
@@ -151,7 +160,7 @@ func (l *Lease) GatewayDown(node string) LeaseResult {
 }
 
 func (l *Lease) end(reason messages.EndReason, lastAlive time.Time) LeaseResult {
-	l.EndedEpoch, l.EndedReason = l.Holder.GetEpoch(), reason
+	l.Ended, l.EndedEpoch, l.EndedReason = true, l.Holder.GetEpoch(), reason
 	l.Holder = nil
 	l.Gen++ // a pending expiry timer is now stale
 	return LeaseResult{Down: true, Reason: reason, LastAlive: lastAlive}

@@ -563,13 +563,12 @@ func TestLeaseStaleHandshakeChangesNothing(t *testing.T) {
 	}
 }
 
-// SUSPECTED BUG (core/lease.go:96-98 mayHold, with Release at :130): a
+// SUSPECTED BUG (core/lease.go, Lease.mayHold's `ended` test): a
 // release whose reason is end_reason_unspecified (the proto default of
 // LeaseRelease.Reason) ends the lease but records EndedReason unspecified,
 // which mayHold reads as "never ended"; a later Renew from the released
 // connection then revives it, although a released epoch must never come back.
 func TestLeaseReleaseWithUnspecifiedReasonIsFinal(t *testing.T) {
-	t.Skip("known bug: core/lease.go mayHold treats EndReason_end_reason_unspecified as not ended; see the report")
 	h := hold("g1", "c1", 1)
 	l := leaseWith(t, h)
 	if res := l.Release("c1", 1, messages.EndReason_end_reason_unspecified, t0); !res.Down {
@@ -580,13 +579,12 @@ func TestLeaseReleaseWithUnspecifiedReasonIsFinal(t *testing.T) {
 	}
 }
 
-// SUSPECTED BUG (core/lease.go:62-68 Acquire, :91-98 mayHold): the doc says a
+// SUSPECTED BUG (core/lease.go, Lease.Acquire and Lease.mayHold): the doc says a
 // re-register (handshake false) "may repeat the current epoch", but when the
 // same connection already holds the lease (a duplicated or retried
 // re-register) mayHold requires an epoch strictly above the holder's, so the
 // live holder is refused with ErrStaleEpoch and counted as stale.
 func TestLeaseReRegisterByCurrentHolder(t *testing.T) {
-	t.Skip("suspected bug: core/lease.go Acquire(handshake=false) refuses the current holder; see the report")
 	h := hold("g1", "c1", 1)
 	l := leaseWith(t, h)
 	if res := l.Acquire(h, false, at(time.Second), seedTTL); res.Err != nil {
@@ -594,5 +592,44 @@ func TestLeaseReRegisterByCurrentHolder(t *testing.T) {
 	}
 	if l.RejectedStale != 0 {
 		t.Fatalf("rejected stale = %d, want 0", l.RejectedStale)
+	}
+}
+
+// Unfenced (the negative control that shows what epoch fencing prevents)
+// lets a late release from any connection end the current holder's lease;
+// the default, fenced lease refuses it.
+func TestLeaseUnfencedNegativeControl(t *testing.T) {
+	old, cur := hold("g1", "c1", 1), hold("g2", "c2", 2)
+	tests := []struct {
+		name     string
+		unfenced bool
+		holder   bool
+		wantDown bool
+	}{
+		{"fenced refuses the old epoch's close", false, true, false},
+		{"unfenced lets the old epoch's close end the new holder", true, true, true},
+		{"unfenced still refuses a release of an empty lease", true, false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := &core.Lease{Unfenced: tc.unfenced}
+			l.Acquire(old, true, t0, seedTTL)
+			l.Acquire(cur, true, at(100*time.Second), seedTTL)
+			if !tc.holder {
+				l.Release("c2", 2, messages.EndReason_close, at(100*time.Second))
+			}
+			rejected := l.RejectedStale
+			res := l.Release("c1", 1, messages.EndReason_close, at(130*time.Second))
+			if res.Down != tc.wantDown || (res.Err == nil) != tc.wantDown {
+				t.Fatalf("late close: %+v, want down %v", res, tc.wantDown)
+			}
+			if tc.wantDown {
+				if l.Live() || l.EndedEpoch != 2 || l.RejectedStale != rejected {
+					t.Fatalf("live %v ended epoch %d rejected +%d, want the new holder's lease ended", l.Live(), l.EndedEpoch, l.RejectedStale-rejected)
+				}
+			} else if l.RejectedStale != rejected+1 || l.Live() != tc.holder {
+				t.Fatalf("refused close: rejected +%d live %v", l.RejectedStale-rejected, l.Live())
+			}
+		})
 	}
 }

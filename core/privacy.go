@@ -31,8 +31,14 @@ type Policy struct {
 type Presence struct {
 	User     string
 	Online   bool
-	LastSeen time.Time // zero: never seen leaving
+	// LastSeen is the last departure others may know (zero: none): an
+	// invisible user's real departures stay hidden, so for others it stops
+	// at the moment the user went invisible, when they saw it go offline.
+	LastSeen time.Time
 	Show     messages.Show
+	// OwnLastSeen is the real last departure, which only the user sees
+	// (zero: same as LastSeen).
+	OwnLastSeen time.Time
 }
 
 // Trim returns what viewer may see of p, or nil when viewer may see nothing:
@@ -54,6 +60,9 @@ func Trim(pol *Policy, viewer string, p Presence, now time.Time) *messages.Prese
 	online := p.Online && p.Show != messages.Show_invisible
 	if viewer == p.User {
 		online = p.Online // a user sees itself as it is
+		if !p.OwnLastSeen.IsZero() {
+			p.LastSeen = p.OwnLastSeen
+		}
 	}
 	switch {
 	case g == Hidden:

@@ -20,6 +20,8 @@ type View struct {
 	Since    map[string]time.Time
 	Online   bool      // the published state
 	LastSeen time.Time // last published departure
+	// seenByOthers is LastSeen as others may know it (see Presence).
+	seenByOthers time.Time
 	Show     messages.Show
 	Version  uint64 // of the last published change; grows strictly
 
@@ -58,7 +60,7 @@ type ViewResult struct {
 // NewView makes an empty view; lastSeen comes from the history store.
 func NewView(user string, debounce time.Duration, pol *Policy, lastSeen time.Time) *View {
 	return &View{
-		User: user, Debounce: debounce, Policy: pol, LastSeen: lastSeen,
+		User: user, Debounce: debounce, Policy: pol, LastSeen: lastSeen, seenByOthers: lastSeen,
 		Show:    messages.Show_available,
 		Devices: map[string]*messages.Holder{}, Since: map[string]time.Time{},
 		Subs: map[string]*Sub{},
@@ -124,6 +126,9 @@ func (v *View) goOffline(now time.Time) ViewResult {
 	if v.departure.After(v.LastSeen) {
 		v.LastSeen = v.departure
 	}
+	if v.Show != messages.Show_invisible {
+		v.seenByOthers = v.LastSeen
+	}
 	return v.flip(now)
 }
 
@@ -140,6 +145,9 @@ func (v *View) flip(now time.Time) ViewResult {
 func (v *View) SetShow(show messages.Show, now time.Time) ViewResult {
 	if show == messages.Show_show_unspecified || show == v.Show {
 		return ViewResult{}
+	}
+	if show == messages.Show_invisible && v.Online {
+		v.seenByOthers = now // others see the user leave now
 	}
 	v.Show = show
 	return v.publish(now)
@@ -173,7 +181,7 @@ func (v *View) Unsubscribe(sink string) { delete(v.Subs, sink) }
 
 // Presence is the untrimmed state.
 func (v *View) Presence() Presence {
-	return Presence{User: v.User, Online: v.Online, LastSeen: v.LastSeen, Show: v.Show}
+	return Presence{User: v.User, Online: v.Online, LastSeen: v.seenByOthers, Show: v.Show, OwnLastSeen: v.LastSeen}
 }
 
 // Idle reports whether nothing is live: no device, no subscriber, no

@@ -19,6 +19,7 @@ func (s *MemoryPolicies) Get(_ context.Context, user string) (PolicyDoc, bool, e
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	d, ok := s.m[user]
+	d.Contacts, d.Blocked, d.HiddenFrom = slices.Clone(d.Contacts), slices.Clone(d.Blocked), slices.Clone(d.HiddenFrom)
 	return d, ok, nil
 }
 

@@ -29,8 +29,8 @@ type Policy struct {
 
 // Presence is the untrimmed state of a user that trimming works from.
 type Presence struct {
-	User     string
-	Online   bool
+	User   string
+	Online bool
 	// LastSeen is the last departure others may know (zero: none): an
 	// invisible user's real departures stay hidden, so for others it stops
 	// at the moment the user went invisible, when they saw it go offline.

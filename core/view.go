@@ -22,8 +22,8 @@ type View struct {
 	LastSeen time.Time // last published departure
 	// seenByOthers is LastSeen as others may know it (see Presence).
 	seenByOthers time.Time
-	Show     messages.Show
-	Version  uint64 // of the last published change; grows strictly
+	Show         messages.Show
+	Version      uint64 // of the last published change; grows strictly
 
 	pending   bool      // an offline is waiting out the debounce
 	departure time.Time // when the last device was last alive

@@ -122,6 +122,16 @@ func (c *Conn) Send(ctx context.Context, f *messages.Frame) error {
 	return c.ws.Write(ctx, websocket.MessageText, b)
 }
 
+// SendRaw writes one message as it is, binary or text: for protocol tests
+// (wrong frame types, undecodable frames, oversize messages).
+func (c *Conn) SendRaw(ctx context.Context, binary bool, b []byte) error {
+	kind := websocket.MessageText
+	if binary {
+		kind = websocket.MessageBinary
+	}
+	return c.ws.Write(ctx, kind, b)
+}
+
 // Heartbeat sends a heartbeat frame.
 func (c *Conn) Heartbeat(ctx context.Context, seq uint64) error {
 	return c.Send(ctx, &messages.Frame{Kind: &messages.Frame_Heartbeat{Heartbeat: &messages.Heartbeat{Seq: seq, ClientTsMs: time.Now().UnixMilli()}}})

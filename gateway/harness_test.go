@@ -154,3 +154,15 @@ func upgradeRequest(url string) *http.Request {
 	req.Header.Set("Sec-WebSocket-Version", "13")
 	return req
 }
+
+// keepAlive heartbeats c until ctx ends.
+func (nd *node) keepAlive(ctx context.Context, c *client.Conn) {
+	go func() {
+		for seq := uint64(1); ctx.Err() == nil; seq++ {
+			if c.Heartbeat(ctx, seq) != nil {
+				return
+			}
+			time.Sleep(nd.timing.Heartbeat / 2)
+		}
+	}()
+}

@@ -3,6 +3,7 @@ GO      ?= go
 NODES   ?= 1
 DEMO    ?= 20
 TIMING  ?= fast
+FUZZTIME ?= 8s
 BIN     := bin
 
 .PHONY: all build run test test-unit fuzz sim bench chaos proto tools lint verify docker clean
@@ -28,11 +29,15 @@ tools:
 test: tools
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 10m ./...
-	$(GO) test -run '^$$' -fuzz FuzzLease -fuzztime 15s ./core/
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
 	$(GO) run ./cmd/presencectl sim e01
 
+## fuzz: each fuzz target for FUZZTIME (make fuzz FUZZTIME=5m for a long run)
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzLease -fuzztime 2m ./core/
+	$(GO) test -run '^$$' -fuzz '^FuzzLease$$' -fuzztime $(FUZZTIME) ./core/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(FUZZTIME) ./gateway/
+	$(GO) test -run '^$$' -fuzz '^FuzzMaskGuard$$' -fuzztime $(FUZZTIME) ./gateway/
+	$(GO) test -run '^$$' -fuzz '^FuzzHandshake$$' -fuzztime $(FUZZTIME) ./gateway/
 
 ## sim: the E01 experiments in virtual time, as JSON
 sim:

@@ -27,7 +27,7 @@ var secret = []byte("test-secret")
 // node is one presenced-like node on loopback: actors, the WebSocket
 // endpoint on a free port, memory stores. Real time, fast preset.
 type node struct {
-	t        *testing.T
+	t        testing.TB
 	n        *actors.Node
 	srv      *Server
 	policies *store.MemoryPolicies
@@ -37,7 +37,7 @@ type node struct {
 
 type nodeOpt func(*Options, *actors.Deps)
 
-func startNode(t *testing.T, opts ...nodeOpt) *node {
+func startNode(t testing.TB, opts ...nodeOpt) *node {
 	t.Helper()
 	nd := &node{t: t, policies: store.NewMemoryPolicies(), history: store.NewMemoryHistory(), timing: config.Fast()}
 	deps := actors.Deps{NodeID: "n1", Timing: nd.timing, Seed: 1, Policies: nd.policies, History: nd.history}

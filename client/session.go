@@ -55,7 +55,8 @@ type Session struct {
 	attempt uint64
 	err     error
 	reqs    int
-	conns   int // successful connections
+	asked   map[string][]string // request id -> targets, until its snapshot
+	conns   int                 // successful connections
 }
 
 // Start runs a session until ctx ends or the device is superseded.
@@ -80,7 +81,8 @@ func Start(ctx context.Context, cfg Config) *Session {
 	return s
 }
 
-// Events delivers snapshots and changes. A consumer that stops reading
+// Events delivers snapshots and changes; it is closed when the session
+// ends. A consumer that stops reading
 // makes the server cut the connection (4008); the session then reconnects
 // and resubscribes, so nothing is lost but intermediate versions.
 func (s *Session) Events() <-chan Event { return s.events }
@@ -125,7 +127,7 @@ func (s *Session) Subscribe(targets ...string) {
 	for _, t := range targets {
 		s.targets[t] = true
 	}
-	c, id := s.conn, s.nextReq()
+	c, id := s.conn, s.request(targets)
 	s.mu.Unlock()
 	if c != nil {
 		_ = c.Subscribe(context.Background(), id, targets...)
@@ -157,9 +159,15 @@ func (s *Session) SetStatus(show messages.Show) {
 	}
 }
 
-func (s *Session) nextReq() string {
+// request names a subscribe of targets; callers hold mu.
+func (s *Session) request(targets []string) string {
 	s.reqs++
-	return fmt.Sprintf("r%d", s.reqs)
+	id := fmt.Sprintf("r%d", s.reqs)
+	if s.asked == nil {
+		s.asked = map[string][]string{}
+	}
+	s.asked[id] = targets
+	return id
 }
 
 // nextAttempt grows strictly and starts from the clock, so a restarted
@@ -175,6 +183,7 @@ func (s *Session) finish(err error) {
 	s.mu.Lock()
 	s.err, s.conn = err, nil
 	s.mu.Unlock()
+	close(s.events) // only run's goroutine sends, and it is here
 	close(s.done)
 }
 
@@ -206,7 +215,7 @@ func (s *Session) run(ctx context.Context) {
 				url++
 			}
 			s.cfg.Log.Debug("client: connect failed", "err", err, "retry_in", delay)
-			backoff = min(2*backoff, s.cfg.BackoffMax)
+			backoff = nextBackoff(backoff, s.cfg.BackoffMax)
 			if !wait(delay) {
 				break
 			}
@@ -231,6 +240,11 @@ func (s *Session) run(ctx context.Context) {
 	s.finish(ctx.Err())
 }
 
+// nextBackoff doubles the backoff up to max; each wait is drawn uniformly
+// from [0, backoff] (full jitter), so a crowd of devices that lost the same
+// node spreads out instead of returning in waves.
+func nextBackoff(cur, max time.Duration) time.Duration { return min(2*cur, max) }
+
 // serve runs one connection until it ends and returns its close code.
 func (s *Session) serve(ctx context.Context, c *Conn) int {
 	ctx, cancel := context.WithCancel(ctx)
@@ -242,7 +256,7 @@ func (s *Session) serve(ctx context.Context, c *Conn) int {
 	for t := range s.targets {
 		targets = append(targets, t)
 	}
-	id, show := s.nextReq(), s.show
+	id, show := s.request(targets), s.show
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -275,7 +289,7 @@ func (s *Session) serve(ctx context.Context, c *Conn) int {
 			for t := range s.targets {
 				all = append(all, t)
 			}
-			id := s.nextReq()
+			id := s.request(all)
 			s.mu.Unlock()
 			_ = c.Subscribe(ctx, id, all...)
 		case *messages.Frame_Error:
@@ -308,6 +322,10 @@ func (s *Session) heartbeat(ctx context.Context, c *Conn) {
 // not visible and is forgotten.
 func (s *Session) snapshot(ctx context.Context, snap *messages.Snapshot) {
 	s.mu.Lock()
+	for _, t := range s.asked[snap.GetRequestId()] {
+		delete(s.state, t)
+	}
+	delete(s.asked, snap.GetRequestId())
 	for _, p := range snap.GetPresences() {
 		s.state[p.GetUser()] = p
 	}

@@ -1,0 +1,167 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/presence-im/presence/actors"
+	"github.com/presence-im/presence/client"
+	"github.com/presence-im/presence/config"
+	"github.com/presence-im/presence/core"
+	"github.com/presence-im/presence/gateway"
+	"github.com/presence-im/presence/messages"
+	"github.com/presence-im/presence/store"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleak.IgnoreCurrent()) }
+
+var secret = []byte("sdk-test")
+
+type node struct {
+	n        *actors.Node
+	srv      *gateway.Server
+	policies *store.MemoryPolicies
+}
+
+func startNode(t *testing.T, id string, opts gateway.Options) *node {
+	t.Helper()
+	nd := &node{policies: store.NewMemoryPolicies()}
+	n, err := actors.Start(actors.Deps{NodeID: id, Timing: config.Fast(), Seed: 1, Policies: nd.policies, History: store.NewMemoryHistory()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Listen = "127.0.0.1:0"
+	nd.n, nd.srv = n, gateway.New(opts, n.Gateway(), config.Fast(), secret, nil)
+	if err := nd.srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		nd.srv.Stop()
+		n.Stop()
+		time.Sleep(1100 * time.Millisecond) // proto.actor's dead-letter throttle goroutine
+	})
+	return nd
+}
+
+func (nd *node) url() string { return "ws://" + nd.srv.Addr() + "/ws" }
+
+func token(t *testing.T, user, device string) string {
+	tok, err := gateway.Tokens{Key: secret}.Mint(user, device, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A session heartbeats on hello's interval (jittered down) and stays on
+// one connection well past the stale threshold.
+func TestSessionStaysConnected(t *testing.T) {
+	nd := startNode(t, "n1", gateway.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	s := client.Start(ctx, client.Config{URLs: []string{nd.url()}, Token: token(t, "alice", "phone")})
+	defer func() { cancel(); <-s.Done() }()
+	waitFor(t, 2*time.Second, "connected", func() bool { return s.Hello() != nil })
+	time.Sleep(4 * config.Fast().Stale)
+	if n := s.Connections(); n != 1 {
+		t.Fatalf("%d connections, want 1", n)
+	}
+}
+
+// 1001 (draining) moves the session to the next node; it keeps its
+// subscriptions.
+func TestSessionMovesOnGoingAway(t *testing.T) {
+	a, b := startNode(t, "a", gateway.Options{}), startNode(t, "b", gateway.Options{})
+	for _, nd := range []*node{a, b} {
+		_ = nd.policies.Put(context.Background(), "dave", store.PolicyDoc{Granularity: core.Exact, Contacts: []string{"alice"}})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := client.Start(ctx, client.Config{URLs: []string{a.url(), b.url()}, Token: token(t, "alice", "phone")})
+	defer func() { cancel(); <-s.Done() }()
+	s.Subscribe("dave")
+	waitFor(t, 2*time.Second, "on a", func() bool { return s.Hello().GetNode() == "a" })
+	a.srv.Drain(nil)
+	waitFor(t, 3*time.Second, "moved to b", func() bool { return s.Hello().GetNode() == "b" })
+	ev := <-s.Events()
+	for ev.Presence.GetUser() != "dave" || !ev.Snapshot {
+		ev = <-s.Events()
+	}
+	// On b, dave comes online: the resubscribed session hears it.
+	d := client.Start(ctx, client.Config{URLs: []string{b.url()}, Token: token(t, "dave", "laptop")})
+	defer func() { cancel(); <-d.Done() }()
+	for ev = range s.Events() {
+		if ev.Presence.GetStatus() == messages.Status_online {
+			break
+		}
+	}
+}
+
+// 4001: a newer connection of the device took over; the session ends with
+// ErrSuperseded and does not come back.
+func TestSessionStopsWhenSuperseded(t *testing.T) {
+	nd := startNode(t, "n1", gateway.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := client.Start(ctx, client.Config{URLs: []string{nd.url()}, Token: token(t, "alice", "phone")})
+	waitFor(t, 2*time.Second, "connected", func() bool { return s.Hello() != nil })
+	c, err := client.Dial(ctx, nd.url(), client.DialOptions{Token: token(t, "alice", "phone"), Attempt: uint64(time.Now().UnixMilli()) + 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	select {
+	case <-s.Done():
+	case <-time.After(3 * time.Second):
+		t.Fatal("session still running after 4001")
+	}
+	if !errors.Is(s.Err(), client.ErrSuperseded) || s.Connections() != 1 {
+		t.Fatalf("err %v after %d connections, want ErrSuperseded after 1", s.Err(), s.Connections())
+	}
+}
+
+// A consumer that stops reading events makes the server cut the
+// connection (4008); the session reconnects, resubscribes and ends with the
+// newest state.
+func TestSessionRecoversFromOverflow(t *testing.T) {
+	nd := startNode(t, "n1", gateway.Options{Outbox: 8, SendBuffer: 4096, CloseGrace: 100 * time.Millisecond})
+	_ = nd.policies.Put(context.Background(), "dave", store.PolicyDoc{Granularity: core.Exact, Contacts: []string{"alice"}})
+	ctx, cancel := context.WithCancel(context.Background())
+	s := client.Start(ctx, client.Config{URLs: []string{nd.url()}, Token: token(t, "alice", "phone")})
+	defer func() { cancel(); <-s.Done() }()
+	s.Subscribe("dave")
+	d := client.Start(ctx, client.Config{URLs: []string{nd.url()}, Token: token(t, "dave", "laptop")})
+	defer func() { cancel(); <-d.Done() }()
+	waitFor(t, 2*time.Second, "dave connected", func() bool { return d.Hello() != nil })
+	shows := []messages.Show{messages.Show_away, messages.Show_dnd}
+	for i := 0; s.Connections() < 2; i++ { // nobody reads s.Events()
+		if i > 200000 {
+			t.Fatal("no overflow")
+		}
+		d.SetStatus(shows[i%2])
+		if i%10 == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	d.SetStatus(messages.Show_available)
+	go func() { // drain
+		for range s.Events() {
+		}
+	}()
+	waitFor(t, 5*time.Second, "newest state after resubscribing", func() bool {
+		p, ok := s.State("dave")
+		return ok && p.GetShow() == messages.Show_available
+	})
+}

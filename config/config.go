@@ -67,6 +67,18 @@ type Config struct {
 	Seed       int64  // seed of the node's random source; 0 picks one at start
 	Demo       int    // simulated in-process devices to run (make run); 0: none
 	Timing     Timing
+	Gateway    Gateway
+}
+
+// Gateway tunes the device WebSocket endpoint. Zero values take the
+// gateway's defaults (see gateway.Options).
+type Gateway struct {
+	Outbox       int           // frames queued per connection before 4008; default 64
+	WriteTimeout time.Duration // cut a peer that takes nothing for this long; default 10 s
+	AdmitRate    float64       // handshakes admitted per second; default 500
+	AdmitBurst   int           // default 1000
+	DrainSpread  time.Duration // SIGTERM closes devices over this long; default 2 s
+	SendBuffer   int           // SO_SNDBUF of device sockets; 0: the kernel's
 }
 
 // DevSecret is the default device-token key. A node started with it logs a
@@ -133,6 +145,16 @@ func (c Config) Validate() error {
 	errs := []error{c.Timing.Validate()}
 	if n := len(c.ClusterKey); n != 0 && n != 16 && n != 24 && n != 32 {
 		errs = append(errs, fmt.Errorf("%w: cluster-key has %d bytes: must be 16, 24 or 32", ErrInvalid, n))
+	}
+	g := c.Gateway
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"outbox", float64(g.Outbox)}, {"write-timeout", float64(g.WriteTimeout)}, {"admit-rate", g.AdmitRate},
+		{"admit-burst", float64(g.AdmitBurst)}, {"drain-spread", float64(g.DrainSpread)}, {"send-buffer", float64(g.SendBuffer)}} {
+		if !(f.v >= 0) {
+			errs = append(errs, fmt.Errorf("%w: %s = %v: must be >= 0 (0: the default)", ErrInvalid, f.name, f.v))
+		}
 	}
 	if c.Secret == "" {
 		errs = append(errs, fmt.Errorf("%w: secret is empty: must be set", ErrInvalid))

@@ -37,6 +37,14 @@ func dur(p func(*Config) *time.Duration) func(*Config, string) error {
 	}
 }
 
+func intField(p func(*Config) *int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		*p(c) = n
+		return err
+	}
+}
+
 func frac(p func(*Config) *float64) func(*Config, string) error {
 	return func(c *Config, v string) error {
 		f, err := strconv.ParseFloat(v, 64)
@@ -80,6 +88,12 @@ var fields = []field{
 		c.Demo = n
 		return err
 	}},
+	{"outbox", "frames queued per device connection before it is closed with 4008 (default 64)", intField(func(c *Config) *int { return &c.Gateway.Outbox })},
+	{"write-timeout", "cut a device that takes no data for this long (default 10s)", dur(func(c *Config) *time.Duration { return &c.Gateway.WriteTimeout })},
+	{"admit-rate", "handshakes admitted per second before 429 (default 500)", frac(func(c *Config) *float64 { return &c.Gateway.AdmitRate })},
+	{"admit-burst", "handshake burst admitted (default 1000)", intField(func(c *Config) *int { return &c.Gateway.AdmitBurst })},
+	{"drain-spread", "on SIGTERM, close devices over this long (default 2s)", dur(func(c *Config) *time.Duration { return &c.Gateway.DrainSpread })},
+	{"send-buffer", "SO_SNDBUF of device sockets in bytes (0: the kernel's)", intField(func(c *Config) *int { return &c.Gateway.SendBuffer })},
 	{"heartbeat", "client heartbeat interval", dur(func(c *Config) *time.Duration { return &c.Timing.Heartbeat })},
 	{"heartbeat-jitter", "fraction clients shorten each heartbeat by at random", frac(func(c *Config) *float64 { return &c.Timing.HeartbeatJitter })},
 	{"stale", "a connection with no heartbeat for this long is closed", dur(func(c *Config) *time.Duration { return &c.Timing.Stale })},

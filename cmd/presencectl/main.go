@@ -24,6 +24,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 const usage = `usage:
   presencectl token --user U --device D [--ttl 24h] [--secret S]   (secret also PRESENCE_SECRET)
   presencectl sim e01 [--json] [--seed N] [--timing seed|fast]
+  presencectl load --conns N --pid PID [--url ws://127.0.0.1:7600/ws] [--admin http://127.0.0.1:7700]
 `
 
 func run(args []string, out, errOut io.Writer) int {
@@ -36,6 +37,8 @@ func run(args []string, out, errOut io.Writer) int {
 		return simCmd(args[1:], out, errOut)
 	case "token":
 		return tokenCmd(args[1:], out, errOut)
+	case "load":
+		return loadCmd(args[1:], out, errOut)
 	default:
 		fmt.Fprintf(errOut, "presencectl: unknown command %q\n%s", args[0], usage)
 		return 2

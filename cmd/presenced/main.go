@@ -71,7 +71,11 @@ func run(args []string) int {
 			log.Error("admin server", "err", err)
 		}
 	}()
-	ws := gateway.New(gateway.Options{Listen: cfg.Listen}, node.Gateway(), cfg.Timing, []byte(cfg.Secret), log)
+	g := cfg.Gateway
+	ws := gateway.New(gateway.Options{
+		Listen: cfg.Listen, Outbox: g.Outbox, WriteTimeout: g.WriteTimeout, AdmitRate: g.AdmitRate,
+		AdmitBurst: g.AdmitBurst, DrainSpread: g.DrainSpread, SendBuffer: g.SendBuffer,
+	}, node.Gateway(), cfg.Timing, []byte(cfg.Secret), log)
 	if err := ws.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "presenced: listen:", err)
 		_ = srv.Close()

@@ -1,9 +1,7 @@
-// Command presencectl is the operator and developer CLI of presence.
-//
-//	presencectl sim e01 [--json] [--seed N] [--timing seed|fast]
-//
-// runs the E01 experiments of the seed article in virtual time over the
-// core state machines and prints the report.
+// Command presencectl is the operator and developer CLI of presence:
+// device tokens, status and watch against a node's admin API, the E01
+// simulation in virtual time, and a loopback load generator that measures a
+// node's memory per connection. Run it without arguments for the usage.
 package main
 
 import (
@@ -22,6 +20,8 @@ import (
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 const usage = `usage:
+  presencectl status [--admin URL] USER                 status and devices of a user
+  presencectl watch [--admin URL] [--every 1s] USER...   print each change of the users' statuses
   presencectl token --user U --device D [--ttl 24h] [--secret S]   (secret also PRESENCE_SECRET)
   presencectl sim e01 [--json] [--seed N] [--timing seed|fast]
   presencectl load --conns N --pid PID [--url ws://127.0.0.1:7600/ws] [--admin http://127.0.0.1:7700]
@@ -39,6 +39,10 @@ func run(args []string, out, errOut io.Writer) int {
 		return tokenCmd(args[1:], out, errOut)
 	case "load":
 		return loadCmd(args[1:], out, errOut)
+	case "status":
+		return statusCmd(args[1:], out, errOut)
+	case "watch":
+		return watchCmd(args[1:], out, errOut)
 	default:
 		fmt.Fprintf(errOut, "presencectl: unknown command %q\n%s", args[0], usage)
 		return 2

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/presence-im/presence/gateway"
+)
+
+func TestTokenVerifies(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"token", "--user", "alice", "--device", "phone", "--secret", "k"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	c, err := gateway.Tokens{Key: []byte("k")}.Verify(lines[len(lines)-1])
+	if err != nil || c.User != "alice" || c.Device != "phone" {
+		t.Fatalf("token does not verify: %v %+v", err, c)
+	}
+	if code := run([]string{"token", "--user", "a/b", "--device", "d"}, &out, &errOut); code != 2 {
+		t.Fatalf("bad user: exit %d, want 2", code)
+	}
+}
+
+func TestSimIsDeterministic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole E01 simulation twice")
+	}
+	var a, b, errOut bytes.Buffer
+	if run([]string{"sim", "e01", "--json", "--timing", "fast"}, &a, &errOut) != 0 || run([]string{"sim", "e01", "--json", "--timing", "fast"}, &b, &errOut) != 0 {
+		t.Fatal(errOut.String())
+	}
+	if a.String() != b.String() || !strings.Contains(a.String(), `"lower_bound_ok":true`) {
+		t.Fatalf("runs differ or fail:\n%s\n%s", a.String(), b.String())
+	}
+}
+
+func TestStatusReportsAdminErrors(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/presence/alice" {
+			_, _ = w.Write([]byte(`{"user":"alice","status":"online"}`))
+			return
+		}
+		http.Error(w, `{"error":"unknown"}`, 503)
+	}))
+	defer srv.Close()
+	var out, errOut bytes.Buffer
+	if code := run([]string{"status", "--admin", srv.URL, "alice"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "online") {
+		t.Fatalf("status alice: exit %d, %q", code, out.String())
+	}
+	if code := run([]string{"status", "--admin", srv.URL, "bob"}, &out, &errOut); code != 1 {
+		t.Fatalf("status of an unreachable owner: exit %d, want 1", code)
+	}
+}

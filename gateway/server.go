@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 )
 
@@ -38,6 +40,8 @@ type Options struct {
 	DrainSpread  time.Duration // SIGTERM closes devices over this long; default 2 s
 	MaxErrors    int           // consecutive undecodable frames before 1002; default 3
 	SendBuffer   int           // SO_SNDBUF of device sockets in bytes; 0: the kernel's default
+	// Registerer takes the endpoint's metrics; nil: not registered.
+	Registerer prometheus.Registerer
 }
 
 func (o *Options) defaults() {
@@ -83,6 +87,7 @@ type Server struct {
 
 	addr     atomic.Value // string, once listening
 	draining atomic.Bool
+	metrics  *metrics
 	mu       sync.Mutex
 	live     map[*socket]struct{}
 }
@@ -90,9 +95,13 @@ type Server struct {
 // New makes a server for gw. Start listens.
 func New(opt Options, gw *actors.Gateway, timing config.Timing, secret []byte, log *slog.Logger) *Server {
 	opt.defaults()
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	logging.SetLevel(logging.LevelError) // nbio logs to stdout; errors only
 	s := &Server{opt: opt, node: gw.Node(), timing: timing, gw: gw, tokens: Tokens{Key: secret}, log: log,
 		admit: rate.NewLimiter(rate.Limit(opt.AdmitRate), opt.AdmitBurst), live: map[*socket]struct{}{}}
+	s.metrics = newMetrics(opt.Registerer, s.Live)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ws", s.serveWS)
 	s.engine = nbhttp.NewEngine(nbhttp.Config{
@@ -160,7 +169,8 @@ func (s *Server) Addr() string {
 // Stop closes the listener and every connection at once.
 func (s *Server) Stop() { s.engine.Stop() }
 
-func httpError(w http.ResponseWriter, code int, retryAfter bool, format string, args ...any) {
+func (s *Server) refuse(w http.ResponseWriter, code int, retryAfter bool, format string, args ...any) {
+	s.metrics.handshake(code)
 	if retryAfter {
 		w.Header().Set("Retry-After", "1")
 	}
@@ -183,30 +193,30 @@ func hasToken(h http.Header, name, token string) bool {
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	h := r.Header
 	if r.Method != http.MethodGet || !hasToken(h, "Connection", "upgrade") || !hasToken(h, "Upgrade", "websocket") || h.Get("Sec-WebSocket-Key") == "" {
-		httpError(w, http.StatusBadRequest, false, "not a WebSocket upgrade")
+		s.refuse(w, http.StatusBadRequest, false, "not a WebSocket upgrade")
 		return
 	}
 	if h.Get("Sec-WebSocket-Version") != "13" {
 		w.Header().Set("Sec-WebSocket-Version", "13")
-		httpError(w, http.StatusUpgradeRequired, false, "Sec-WebSocket-Version must be 13")
+		s.refuse(w, http.StatusUpgradeRequired, false, "Sec-WebSocket-Version must be 13")
 		return
 	}
 	if s.draining.Load() {
-		httpError(w, http.StatusServiceUnavailable, true, "node draining: reconnect elsewhere")
+		s.refuse(w, http.StatusServiceUnavailable, true, "node draining: reconnect elsewhere")
 		return
 	}
 	if !s.admit.Allow() {
-		httpError(w, http.StatusTooManyRequests, true, "too many handshakes: retry later")
+		s.refuse(w, http.StatusTooManyRequests, true, "too many handshakes: retry later")
 		return
 	}
 	claims, err := s.tokens.Verify(bearer(r))
 	if err != nil {
-		httpError(w, http.StatusUnauthorized, false, "%v", err)
+		s.refuse(w, http.StatusUnauthorized, false, "%v", err)
 		return
 	}
 	attempt, err := strconv.ParseUint(r.URL.Query().Get("attempt"), 10, 64)
 	if err != nil || attempt == 0 {
-		httpError(w, http.StatusBadRequest, false, "attempt must be a positive integer")
+		s.refuse(w, http.StatusBadRequest, false, "attempt must be a positive integer")
 		return
 	}
 	c := pickCodec(h)
@@ -217,10 +227,10 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	conn, err := s.gw.Open(ctx, actors.OpenRequest{User: claims.User, Device: claims.Device, Attempt: attempt, ConnID: connID, Socket: sock})
 	switch {
 	case errors.Is(err, core.ErrStaleAttempt):
-		httpError(w, http.StatusConflict, false, "%v", err)
+		s.refuse(w, http.StatusConflict, false, "%v", err)
 		return
 	case err != nil:
-		httpError(w, http.StatusServiceUnavailable, true, "%v", err)
+		s.refuse(w, http.StatusServiceUnavailable, true, "%v", err)
 		return
 	}
 	resp := http.Header{}
@@ -241,6 +251,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	} else {
 		s.log.Error("gateway: not an nbio connection: no mask check, no outbox accounting")
 	}
+	s.metrics.handshake(http.StatusSwitchingProtocols)
 	s.mu.Lock()
 	s.live[sock] = struct{}{}
 	s.mu.Unlock()

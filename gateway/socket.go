@@ -22,7 +22,7 @@ type socket struct {
 
 	mu     sync.Mutex // orders writes with the outbox bookkeeping
 	ws     *websocket.Conn
-	early  []*messages.Frame // sent before the upgrade completed
+	early  []earlyMsg // written before the upgrade completed
 	ends   []uint64          // cumulative queued bytes at the end of each frame in the outbox
 	queued uint64            // bytes handed to nbio
 	closed bool
@@ -32,6 +32,11 @@ type socket struct {
 	written atomic.Uint64               // bytes the kernel took (engine hook)
 	conn    atomic.Pointer[actors.Conn] // set once upgraded
 	errs    int                         // consecutive undecodable frames (read side only)
+}
+
+type earlyMsg struct {
+	kind websocket.MessageType
+	b    []byte
 }
 
 // wireSize is the size of a server frame carrying n payload bytes, as nbio
@@ -77,13 +82,10 @@ func (s *socket) write(kind websocket.MessageType, b []byte, bounded bool) bool 
 		return true // closing: drop quietly
 	}
 	if s.ws == nil {
-		if len(s.early) >= s.s.opt.Outbox {
+		if bounded && len(s.early) >= s.s.opt.Outbox {
 			return false
 		}
-		f, err := DecodeFrame(s.codec.name, b)
-		if err == nil {
-			s.early = append(s.early, f)
-		}
+		s.early = append(s.early, earlyMsg{kind, b})
 		return true
 	}
 	w := s.written.Load()
@@ -121,6 +123,7 @@ func (s *socket) Close(code uint16, reason string) {
 }
 
 func (s *socket) closeLocked(code uint16, reason string) {
+	s.s.metrics.closed(code)
 	ws := s.ws
 	_ = ws.WriteClose(int(code), reason)
 	time.AfterFunc(s.s.opt.CloseGrace, func() { _ = ws.Close() })
@@ -139,8 +142,8 @@ func (s *socket) attach(ws *websocket.Conn, conn *actors.Conn) {
 		return
 	}
 	s.mu.Unlock()
-	for _, f := range early {
-		s.Send(f)
+	for _, m := range early {
+		s.write(m.kind, m.b, false)
 	}
 }
 

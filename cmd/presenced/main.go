@@ -74,7 +74,7 @@ func run(args []string) int {
 	g := cfg.Gateway
 	ws := gateway.New(gateway.Options{
 		Listen: cfg.Listen, Outbox: g.Outbox, WriteTimeout: g.WriteTimeout, AdmitRate: g.AdmitRate,
-		AdmitBurst: g.AdmitBurst, DrainSpread: g.DrainSpread, SendBuffer: g.SendBuffer,
+		AdmitBurst: g.AdmitBurst, DrainSpread: g.DrainSpread, SendBuffer: g.SendBuffer, Registerer: reg,
 	}, node.Gateway(), cfg.Timing, []byte(cfg.Secret), log)
 	if err := ws.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "presenced: listen:", err)

@@ -76,7 +76,9 @@ func (a *connActor) Receive(ctx actor.Context) {
 		a.active = true
 		a.renew.arm(a.g.n.sched, core.RenewDelay(a.rng, t.Renew, t.RenewJitter, true), ctx.Self(), renewDue{})
 	case connBeat:
-		a.c.Beat(now, m.seq)
+		if a.c.Beat(now, m.seq) {
+			a.g.n.metrics.ClientRestarts.Inc()
+		}
 	case checkTick:
 		if a.active && a.c.Stale(now, t.Stale) {
 			a.end(ctx, messages.EndReason_ping_timeout, a.c.LastAlive, CloseGoingAway, "ping timeout")

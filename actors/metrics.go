@@ -12,6 +12,7 @@ type Metrics struct {
 	Published         *prometheus.CounterVec // status=online|offline
 	Delivered         prometheus.Counter
 	Renewals          prometheus.Counter
+	ClientRestarts    prometheus.Counter
 	RejectedStale     *prometheus.CounterVec // op=acquire|renew|release
 	Passivations      *prometheus.CounterVec // kind
 	Activations       *prometheus.CounterVec // kind
@@ -37,6 +38,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "presence_lease_renewals_total",
 			Help: "Lease renewals accepted.",
 		}),
+		ClientRestarts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "presence_client_restarts_total",
+			Help: "Heartbeat seqs that started again on a live connection (the client restarted its counter).",
+		}),
 		RejectedStale: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "presence_lease_rejected_stale_total",
 			Help: "Lease requests refused for a stale attempt or epoch.",
@@ -51,7 +56,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"kind"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.DeviceTransitions, m.Published, m.Delivered, m.Renewals, m.RejectedStale, m.Passivations, m.Activations)
+		reg.MustRegister(m.DeviceTransitions, m.Published, m.Delivered, m.Renewals, m.ClientRestarts, m.RejectedStale, m.Passivations, m.Activations)
 	}
 	return m
 }

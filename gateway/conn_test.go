@@ -309,3 +309,31 @@ func TestSlowReceiverCut4008AndRecovers(t *testing.T) {
 	}
 	t.Logf("bob cut after %d flips", flips)
 }
+
+// A peer that stops reading while the kernel buffers are full is cut by the
+// write deadline even when no new event overflows its outbox.
+func TestWriteDeadlineCutsStuckPeer(t *testing.T) {
+	nd := startNode(t, func(o *Options, _ *actors.Deps) {
+		o.Outbox, o.WriteTimeout, o.SendBuffer = 100000, 300*time.Millisecond, 4096
+	})
+	nd.policy("alice", "bob")
+	small := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 2048) })
+	}}).DialContext}}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	bob, err := client.Dial(ctx, nd.url(), client.DialOptions{Token: nd.token("bob", "phone"), Attempt: 1, HTTPClient: small})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bob.CloseNow()
+	alice := nd.dial("alice", "phone", 1)
+	nd.keepAlive(ctx, alice)
+	nd.keepAlive(ctx, bob)
+	_ = bob.Subscribe(ctx, "s1", "alice")
+	shows := []messages.Show{messages.Show_away, messages.Show_dnd}
+	for i := range 2000 { // far more than the kernel holds, far less than the outbox
+		_ = alice.SetStatus(ctx, shows[i%2])
+	}
+	eventually(t, 5*time.Second, "stuck peer cut by the write deadline", func() bool { return len(nd.route("bob")) == 0 })
+}

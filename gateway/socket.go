@@ -20,14 +20,15 @@ type socket struct {
 	s     *Server
 	codec codec
 
-	mu     sync.Mutex // orders writes with the outbox bookkeeping
-	ws     *websocket.Conn
-	early  []earlyMsg // written before the upgrade completed
-	ends   []uint64          // cumulative queued bytes at the end of each frame in the outbox
-	queued uint64            // bytes handed to nbio
-	closed bool
-	code   uint16 // close code and reason, kept when closed before the upgrade
-	reason string
+	mu      sync.Mutex // orders writes with the outbox bookkeeping
+	ws      *websocket.Conn
+	early   []earlyMsg // written before the upgrade completed
+	ends    []uint64   // cumulative queued bytes at the end of each frame in the outbox
+	queued  uint64     // bytes handed to nbio
+	armedAt uint64     // bytes written when the write deadline was last armed
+	closed  bool
+	code    uint16 // close code and reason, kept when closed before the upgrade
+	reason  string
 
 	written atomic.Uint64               // bytes the kernel took (engine hook)
 	conn    atomic.Pointer[actors.Conn] // set once upgraded
@@ -95,13 +96,17 @@ func (s *socket) write(kind websocket.MessageType, b []byte, bounded bool) bool 
 	if bounded && len(s.ends) >= s.s.opt.Outbox {
 		return false
 	}
+	backlog := s.queued > w
 	s.queued += wireSize(len(b), s.s.maxPayload)
 	s.ends = append(s.ends, s.queued)
 	if err := s.ws.WriteMessage(kind, b); err != nil {
 		return true // the connection is closing; OnClose ends the actor
 	}
-	if s.queued > s.written.Load() {
-		// Cleared by nbio when a later write empties its buffer.
+	// A peer that takes nothing for WriteTimeout is cut: arm the deadline
+	// when a backlog starts, and push it back only when the kernel took
+	// something since (nbio clears it when the backlog is written).
+	if s.queued > s.written.Load() && (!backlog || w > s.armedAt) {
+		s.armedAt = w
 		_ = s.ws.UnderlayerConn().SetWriteDeadline(time.Now().Add(s.s.opt.WriteTimeout))
 	}
 	return true

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
 )
@@ -35,7 +34,7 @@ var ErrRefused = errors.New("actors: handshake refused")
 type gatewayActor struct {
 	g     *Gateway
 	conns map[string]*actor.PID
-	tick  scheduler.CancelFunc
+	tick  timer
 }
 
 // Gateway messages (local).
@@ -49,11 +48,14 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.conns = map[string]*actor.PID{}
-		c := a.g.n.deps.Timing.Check
-		a.tick = a.g.n.sched.SendRepeatedly(c, c, ctx.Self(), checkTick{})
+		a.tick.arm(a.g.n.sched, a.g.n.deps.Timing.Check, ctx.Self(), checkTick{})
 	case *actor.Stopping:
-		a.tick()
+		a.tick.stop()
 	case checkTick:
+		// Re-armed each round rather than SendRepeatedly: proto.actor's
+		// repeating timer reads its state without an atomic (a data race
+		// under -race when cancelled while firing).
+		a.tick.arm(a.g.n.sched, a.g.n.deps.Timing.Check, ctx.Self(), checkTick{})
 		for _, pid := range a.conns {
 			ctx.Send(pid, checkTick{})
 		}

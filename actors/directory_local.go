@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 )
@@ -61,9 +60,9 @@ func (d *LocalDirectory) Send(kind Kind, id string, msg any) {
 }
 
 func (d *LocalDirectory) Request(ctx context.Context, kind Kind, id string, msg any) (any, error) {
-	timeout := 5 * time.Second
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = time.Until(dl)
+	timeout := requestTimeout(ctx)
+	if timeout <= 0 {
+		return nil, fmt.Errorf("actors: %s %s: %w", kind, id, context.DeadlineExceeded)
 	}
 	d.mu.Lock()
 	if d.stopped {

@@ -105,7 +105,11 @@ func (g *Gateway) Open(ctx context.Context, r OpenRequest) (*Conn, error) {
 	if r.Attempt == 0 {
 		return nil, fmt.Errorf("%w: attempt must be >= 1", ErrRefused)
 	}
-	res, err := g.n.root.RequestFuture(g.pid, spawnConn{r}, requestTimeout(ctx)).Result()
+	timeout := requestTimeout(ctx)
+	if timeout <= 0 {
+		return nil, fmt.Errorf("actors: gateway %s: %w", g.node, context.DeadlineExceeded)
+	}
+	res, err := g.n.root.RequestFuture(g.pid, spawnConn{r}, timeout).Result()
 	if err != nil {
 		return nil, fmt.Errorf("actors: gateway %s: %w", g.node, err)
 	}
@@ -130,6 +134,7 @@ func (g *Gateway) Open(ctx context.Context, r OpenRequest) (*Conn, error) {
 	return &Conn{n: g.n, pid: pid, ID: r.ConnID, Epoch: r.Attempt}, nil
 }
 
+// requestTimeout is what is left of ctx, or 5 s without a deadline.
 func requestTimeout(ctx context.Context) time.Duration {
 	if dl, ok := ctx.Deadline(); ok {
 		return time.Until(dl)

@@ -252,9 +252,7 @@ func TestProtocolErrors(t *testing.T) {
 func TestSlowReceiverCut4008AndRecovers(t *testing.T) {
 	nd := startNode(t, func(o *Options, _ *actors.Deps) { o.CloseGrace, o.SendBuffer = 3*time.Second, 8192 })
 	nd.policy("alice", "bob", "carol")
-	small := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 2048) })
-	}}).DialContext}}
+	small := smallReceiver()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	bob, err := client.Dial(ctx, nd.url(), client.DialOptions{Token: nd.token("bob", "phone"), Attempt: 1, HTTPClient: small})
@@ -317,9 +315,7 @@ func TestWriteDeadlineCutsStuckPeer(t *testing.T) {
 		o.Outbox, o.WriteTimeout, o.SendBuffer = 100000, 300*time.Millisecond, 4096
 	})
 	nd.policy("alice", "bob")
-	small := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 2048) })
-	}}).DialContext}}
+	small := smallReceiver()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	bob, err := client.Dial(ctx, nd.url(), client.DialOptions{Token: nd.token("bob", "phone"), Attempt: 1, HTTPClient: small})
@@ -336,4 +332,11 @@ func TestWriteDeadlineCutsStuckPeer(t *testing.T) {
 		_ = alice.SetStatus(ctx, shows[i%2])
 	}
 	eventually(t, 5*time.Second, "stuck peer cut by the write deadline", func() bool { return len(nd.route("bob")) == 0 })
+}
+
+// smallReceiver is an HTTP client whose sockets have a 2 KiB receive buffer.
+func smallReceiver() *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 2048) })
+	}}).DialContext}}
 }

@@ -9,6 +9,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -66,6 +67,10 @@ type Config struct {
 	ClusterKey string // memberlist encryption key (16, 24 or 32 bytes) or empty
 	Seed       int64  // seed of the node's random source; 0 picks one at start
 	Demo       int    // simulated in-process devices to run (make run); 0: none
+	// PolicyDSN names the store of policies, attempt floors and last seen:
+	// "sqlite:PATH" (default sqlite:presence-data/presence.db, one file for
+	// every node on a host) or "memory" (lost on exit; one node only).
+	PolicyDSN string
 	Timing     Timing
 	Gateway    Gateway
 }
@@ -134,8 +139,9 @@ func Default() Config {
 		Admin:  "127.0.0.1:7700",
 		Gossip: "127.0.0.1:7946",
 		Preset: "seed",
-		Secret: DevSecret,
-		Timing: Seed(),
+		Secret:    DevSecret,
+		PolicyDSN: "sqlite:presence-data/presence.db",
+		Timing:    Seed(),
 	}
 }
 
@@ -155,6 +161,9 @@ func (c Config) Validate() error {
 		if !(f.v >= 0) {
 			errs = append(errs, fmt.Errorf("%w: %s = %v: must be >= 0 (0: the default)", ErrInvalid, f.name, f.v))
 		}
+	}
+	if c.PolicyDSN != "memory" && !strings.HasPrefix(c.PolicyDSN, "sqlite:") {
+		errs = append(errs, fmt.Errorf("%w: policy-dsn %q: must be sqlite:PATH or memory", ErrInvalid, c.PolicyDSN))
 	}
 	if c.Secret == "" {
 		errs = append(errs, fmt.Errorf("%w: secret is empty: must be set", ErrInvalid))

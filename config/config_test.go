@@ -385,6 +385,13 @@ secret: s3cret
 cluster-key: 0123456789abcdef
 seed: 42
 demo: 3
+policy-dsn: memory
+outbox: 8
+write-timeout: 3s
+admit-rate: 9.5
+admit-burst: 10
+drain-spread: 4s
+send-buffer: 4096
 heartbeat: 10s
 heartbeat-jitter: 0.2
 stale: 25s
@@ -397,7 +404,8 @@ idle: 1m
 `)
 	want := config.Config{
 		NodeID: "n-file", Listen: "0.0.0.0:1", Admin: "0.0.0.0:2", AdminToken: "tok", Gossip: "0.0.0.0:3",
-		Join: []string{"a:1", "b:2"}, Preset: "seed", Secret: "s3cret", ClusterKey: "0123456789abcdef", Seed: 42, Demo: 3,
+		Join: []string{"a:1", "b:2"}, Preset: "seed", Secret: "s3cret", ClusterKey: "0123456789abcdef", Seed: 42, Demo: 3, PolicyDSN: "memory",
+		Gateway: config.Gateway{Outbox: 8, WriteTimeout: 3 * time.Second, AdmitRate: 9.5, AdmitBurst: 10, DrainSpread: 4 * time.Second, SendBuffer: 4096},
 		Timing: config.Timing{
 			Heartbeat: 10 * time.Second, HeartbeatJitter: 0.2, Stale: 25 * time.Second, Check: time.Second,
 			Renew: 20 * time.Second, RenewJitter: 0.3, TTL: 50 * time.Second, Debounce: 7 * time.Second, Idle: time.Minute,
@@ -416,7 +424,8 @@ idle: 1m
 		"node-id": "n-file", "listen": "0.0.0.0:1", "admin": "0.0.0.0:2", "admin-token": "tok", "gossip": "0.0.0.0:3",
 		"join": " a:1 , b:2 ,", "secret": "s3cret", "cluster-key": "0123456789abcdef", "seed": "42", "demo": "3",
 		"heartbeat": "10s", "heartbeat-jitter": "0.2", "stale": "25s", "check": "1s", "renew": "20s",
-		"renew-jitter": "0.3", "ttl": "50s", "debounce": "7s", "idle": "1m",
+		"renew-jitter": "0.3", "ttl": "50s", "debounce": "7s", "idle": "1m", "policy-dsn": "memory",
+		"outbox": "8", "write-timeout": "3s", "admit-rate": "9.5", "admit-burst": "10", "drain-spread": "4s", "send-buffer": "4096",
 	} {
 		kv = append(kv, config.EnvName(k), v)
 		args = append(args, "--"+k+"="+v)

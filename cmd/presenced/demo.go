@@ -31,13 +31,16 @@ func (s *demoSocket) Close(uint16, string) {
 // other's exact contacts. Each connects, heartbeats, and now and then closes,
 // goes silent (half-open) or reconnects, so the admin API and metrics show a
 // living node. It stops with ctx.
-func runDemo(ctx context.Context, n *actors.Node, policies *store.MemoryPolicies, cfg config.Config, log *slog.Logger) {
+func runDemo(ctx context.Context, n *actors.Node, policies store.PolicyStore, cfg config.Config, log *slog.Logger) {
 	users := make([]string, cfg.Demo)
 	for i := range users {
 		users[i] = fmt.Sprintf("demo-%03d", i)
 	}
 	for _, u := range users {
-		_ = policies.Put(ctx, u, store.PolicyDoc{Granularity: core.Exact, Contacts: others(users, u)})
+		if err := policies.Put(ctx, u, store.PolicyDoc{Granularity: core.Exact, Contacts: others(users, u)}); err != nil {
+			log.Error("demo: policy", "user", u, "err", err)
+		}
+		n.PolicyChanged(u)
 	}
 	log.Info("demo devices starting", "devices", cfg.Demo, "try", "curl -s "+cfg.Admin+"/api/presence/"+users[0])
 	for i, u := range users {

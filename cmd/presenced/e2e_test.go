@@ -38,7 +38,8 @@ func TestBinaryEndToEnd(t *testing.T) {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	listen, admin := freePort(t), freePort(t)
-	cmd := exec.Command(bin, "--timing", "fast", "--listen", listen, "--admin", admin, "--secret", "e2e", "--node-id", "e2e", "--drain-spread", "200ms")
+	cmd := exec.Command(bin, "--timing", "fast", "--listen", listen, "--admin", admin, "--secret", "e2e", "--node-id", "e2e", "--drain-spread", "200ms",
+		"--policy-dsn", "sqlite:"+filepath.Join(t.TempDir(), "p.db"))
 	var logs strings.Builder
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {

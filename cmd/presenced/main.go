@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -28,6 +30,22 @@ import (
 )
 
 func main() { os.Exit(run(os.Args[1:])) }
+
+// openStore opens the store a DSN names (validated by config).
+func openStore(dsn string) (store.PolicyStore, store.HistoryStore, func(), error) {
+	if dsn == "memory" {
+		return store.NewMemoryPolicies(), store.NewMemoryHistory(), func() {}, nil
+	}
+	path := strings.TrimPrefix(dsn, "sqlite:")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, nil, nil, fmt.Errorf("store: %w", err)
+	}
+	s, err := store.OpenSQLite(path)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return s, s, func() { s.Close() }, nil
+}
 
 func run(args []string) int {
 	cfg, err := config.Load(args, os.Getenv, os.Stderr)
@@ -47,10 +65,15 @@ func run(args []string) int {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	policies := store.NewMemoryPolicies()
+	policies, history, closeStore, err := openStore(cfg.PolicyDSN)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "presenced:", err)
+		return 1
+	}
+	defer closeStore()
 	node, err := actors.Start(actors.Deps{
 		NodeID: cfg.NodeID, Timing: cfg.Timing, Seed: cfg.Seed,
-		Policies: policies, History: store.NewMemoryHistory(),
+		Policies: policies, History: history,
 		Metrics: actors.NewMetrics(reg), Logger: log,
 	})
 	if err != nil {

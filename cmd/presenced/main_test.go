@@ -10,6 +10,7 @@ func TestInvalidConfigExits2(t *testing.T) {
 		{"--stale", "10s"},
 		{"--outbox", "-1"},
 		{"--cluster-key", "short"},
+		{"--policy-dsn", "mysql://x"},
 		{"stray-argument"},
 	} {
 		if code := run(args); code != 2 {

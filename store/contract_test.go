@@ -1,0 +1,129 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/presence-im/presence/core"
+)
+
+// stores are the implementations every contract test runs against; both
+// returned values are the same store.
+type both interface {
+	PolicyStore
+	HistoryStore
+}
+
+type memoryBoth struct {
+	*MemoryPolicies
+	*MemoryHistory
+}
+
+func implementations(t *testing.T) map[string]func() both {
+	return map[string]func() both{
+		"memory": func() both { return memoryBoth{NewMemoryPolicies(), NewMemoryHistory()} },
+		"sqlite": func() both {
+			s, err := OpenSQLite(filepath.Join(t.TempDir(), "presence.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		},
+	}
+}
+
+func TestStoreContract(t *testing.T) {
+	ctx := context.Background()
+	for name, open := range implementations(t) {
+		t.Run(name, func(t *testing.T) {
+			s := open()
+			if _, ok, err := s.Get(ctx, "alice"); ok || err != nil {
+				t.Fatalf("empty store: ok %v err %v", ok, err)
+			}
+			good := PolicyDoc{Granularity: core.Coarse, Contacts: []string{"bob"}, Blocked: []string{"eve"}}
+			if err := s.Put(ctx, "alice", good); err != nil {
+				t.Fatal(err)
+			}
+			err := s.Put(ctx, "alice", PolicyDoc{Granularity: "fuzzy"})
+			if !errors.Is(err, ErrBadPolicy) {
+				t.Fatalf("bad policy: %v, want ErrBadPolicy", err)
+			}
+			d, ok, err := s.Get(ctx, "alice")
+			if !ok || err != nil || d.Granularity != core.Coarse || len(d.Contacts) != 1 || d.Blocked[0] != "eve" {
+				t.Fatalf("after a refused write: %+v %v %v, want the first policy", d, ok, err)
+			}
+
+			for _, a := range []uint64{5, 3, 9, 7} {
+				if err := s.RaiseFloor(ctx, "alice", "phone", a); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if f, err := s.Floor(ctx, "alice", "phone"); f != 9 || err != nil {
+				t.Fatalf("floor %d %v, want 9 (never lowered)", f, err)
+			}
+			if f, _ := s.Floor(ctx, "alice", "laptop"); f != 0 {
+				t.Fatalf("unknown device floor %d", f)
+			}
+			t1 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+			_ = s.SetLastSeen(ctx, "alice", t1)
+			_ = s.SetLastSeen(ctx, "alice", t1.Add(-time.Hour))
+			if got, _ := s.LastSeen(ctx, "alice"); !got.Equal(t1) {
+				t.Fatalf("last seen %v, want %v (never moved back)", got, t1)
+			}
+		})
+	}
+}
+
+// Two handles on one SQLite file (two nodes on one host) see each other's
+// writes, and concurrent floor raises from both keep the maximum.
+func TestSQLiteSharedByNodes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "presence.db")
+	a, err := OpenSQLite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := OpenSQLite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	if err := a.Put(ctx, "alice", PolicyDoc{Granularity: core.Exact, Contacts: []string{"bob"}}); err != nil {
+		t.Fatal(err)
+	}
+	if d, ok, _ := b.Get(ctx, "alice"); !ok || d.Contacts[0] != "bob" {
+		t.Fatalf("other node sees %+v %v", d, ok)
+	}
+	var wg sync.WaitGroup
+	for i, s := range []*SQLite{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := uint64(1); n <= 200; n++ {
+				if err := s.RaiseFloor(ctx, "alice", "phone", n*2+uint64(i)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if f, _ := a.Floor(ctx, "alice", "phone"); f != 401 {
+		t.Fatalf("floor %d, want 401", f)
+	}
+	a.Close()
+	c, err := OpenSQLite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if f, _ := c.Floor(ctx, "alice", "phone"); f != 401 {
+		t.Fatalf("after reopening: floor %d, want 401", f)
+	}
+}

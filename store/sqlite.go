@@ -1,0 +1,127 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
+)
+
+// SQLite is a PolicyStore and HistoryStore in one SQLite file in WAL mode:
+// the embedded default, shared by every node on one host (WAL lets the
+// nodes read while one writes; busy_timeout queues the writers). Safe for
+// concurrent use.
+type SQLite struct {
+	db *sql.DB
+}
+
+const sqliteSchema = `
+CREATE TABLE IF NOT EXISTS policies (user TEXT PRIMARY KEY, doc TEXT NOT NULL, updated_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS floors (user TEXT NOT NULL, device TEXT NOT NULL, attempt INTEGER NOT NULL, PRIMARY KEY (user, device));
+CREATE TABLE IF NOT EXISTS last_seen (user TEXT PRIMARY KEY, at_ms INTEGER NOT NULL);
+`
+
+// OpenSQLite opens (creating if needed) the store at path.
+func OpenSQLite(path string) (*SQLite, error) {
+	q := url.Values{}
+	for _, p := range []string{"journal_mode(WAL)", "busy_timeout(5000)", "synchronous(NORMAL)", "foreign_keys(ON)"} {
+		q.Add("_pragma", p)
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("store: sqlite %s: %w", path, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := db.ExecContext(ctx, sqliteSchema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: sqlite %s: schema: %w", path, err)
+	}
+	return &SQLite{db: db}, nil
+}
+
+// Close closes the database.
+func (s *SQLite) Close() error { return s.db.Close() }
+
+func (s *SQLite) Get(ctx context.Context, user string) (PolicyDoc, bool, error) {
+	var raw string
+	err := s.db.QueryRowContext(ctx, `SELECT doc FROM policies WHERE user = ?`, user).Scan(&raw)
+	if errors.Is(err, sql.ErrNoRows) {
+		return PolicyDoc{}, false, nil
+	}
+	if err != nil {
+		return PolicyDoc{}, false, fmt.Errorf("store: policy of %s: %w", user, err)
+	}
+	var d PolicyDoc
+	if err := json.Unmarshal([]byte(raw), &d); err != nil {
+		return PolicyDoc{}, false, fmt.Errorf("store: policy of %s: %w", user, err)
+	}
+	return d, true, nil
+}
+
+func (s *SQLite) Put(ctx context.Context, user string, d PolicyDoc) error {
+	if err := d.Validate(user); err != nil {
+		return err
+	}
+	raw, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.ExecContext(ctx, `INSERT INTO policies (user, doc, updated_ms) VALUES (?, ?, ?)
+		ON CONFLICT (user) DO UPDATE SET doc = excluded.doc, updated_ms = excluded.updated_ms`,
+		user, string(raw), time.Now().UnixMilli())
+	if err != nil {
+		return fmt.Errorf("store: put policy of %s: %w", user, err)
+	}
+	return nil
+}
+
+func (s *SQLite) Floor(ctx context.Context, user, device string) (uint64, error) {
+	var n int64
+	err := s.db.QueryRowContext(ctx, `SELECT attempt FROM floors WHERE user = ? AND device = ?`, user, device).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: floor of %s/%s: %w", user, device, err)
+	}
+	return uint64(n), nil
+}
+
+func (s *SQLite) RaiseFloor(ctx context.Context, user, device string, attempt uint64) error {
+	if attempt > 1<<63-1 {
+		return fmt.Errorf("store: floor of %s/%s: attempt %d out of range", user, device, attempt)
+	}
+	_, err := s.db.ExecContext(ctx, `INSERT INTO floors (user, device, attempt) VALUES (?, ?, ?)
+		ON CONFLICT (user, device) DO UPDATE SET attempt = max(attempt, excluded.attempt)`, user, device, int64(attempt))
+	if err != nil {
+		return fmt.Errorf("store: raise floor of %s/%s: %w", user, device, err)
+	}
+	return nil
+}
+
+func (s *SQLite) LastSeen(ctx context.Context, user string) (time.Time, error) {
+	var ms int64
+	err := s.db.QueryRowContext(ctx, `SELECT at_ms FROM last_seen WHERE user = ?`, user).Scan(&ms)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("store: last seen of %s: %w", user, err)
+	}
+	return time.UnixMilli(ms), nil
+}
+
+func (s *SQLite) SetLastSeen(ctx context.Context, user string, t time.Time) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO last_seen (user, at_ms) VALUES (?, ?)
+		ON CONFLICT (user) DO UPDATE SET at_ms = max(at_ms, excluded.at_ms)`, user, t.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("store: set last seen of %s: %w", user, err)
+	}
+	return nil
+}

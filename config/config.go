@@ -71,8 +71,8 @@ type Config struct {
 	// "sqlite:PATH" (default sqlite:presence-data/presence.db, one file for
 	// every node on a host) or "memory" (lost on exit; one node only).
 	PolicyDSN string
-	Timing     Timing
-	Gateway    Gateway
+	Timing    Timing
+	Gateway   Gateway
 }
 
 // Gateway tunes the device WebSocket endpoint. Zero values take the
@@ -135,10 +135,10 @@ func Preset(name string) (Timing, error) {
 // preset.
 func Default() Config {
 	return Config{
-		Listen: "127.0.0.1:7600",
-		Admin:  "127.0.0.1:7700",
-		Gossip: "127.0.0.1:7946",
-		Preset: "seed",
+		Listen:    "127.0.0.1:7600",
+		Admin:     "127.0.0.1:7700",
+		Gossip:    "127.0.0.1:7946",
+		Preset:    "seed",
 		Secret:    DevSecret,
 		PolicyDSN: "sqlite:presence-data/presence.db",
 		Timing:    Seed(),

@@ -17,12 +17,10 @@ build:
 run: build
 	$(BIN)/presenced --timing $(TIMING) --demo $(DEMO)
 
-## tools: what the tests need that Go does not bring (protoc), idempotently
+## tools: what the tests need that Go does not bring (protoc, the
+## PostgreSQL server binaries), idempotently
 tools:
-	@command -v protoc >/dev/null 2>&1 || { \
-	  echo "installing protobuf-compiler"; \
-	  (apt-get install -y -qq protobuf-compiler >/dev/null 2>&1 || \
-	   (apt-get update -qq >/dev/null && apt-get install -y -qq protobuf-compiler >/dev/null)); }
+	@sh scripts/tools.sh
 
 ## test: vet, every test with -race (actor tests in virtual time, goroutine
 ## leak checks), a short fuzz run, and the E01 report

@@ -69,7 +69,8 @@ type Config struct {
 	Demo       int    // simulated in-process devices to run (make run); 0: none
 	// PolicyDSN names the store of policies, attempt floors and last seen:
 	// "sqlite:PATH" (default sqlite:presence-data/presence.db, one file for
-	// every node on a host) or "memory" (lost on exit; one node only).
+	// every node on a host), "postgres://..." (nodes on several hosts) or
+	// "memory" (lost on exit; one node only).
 	PolicyDSN string
 	Timing    Timing
 	Gateway   Gateway
@@ -162,8 +163,8 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%w: %s = %v: must be >= 0 (0: the default)", ErrInvalid, f.name, f.v))
 		}
 	}
-	if c.PolicyDSN != "memory" && !strings.HasPrefix(c.PolicyDSN, "sqlite:") {
-		errs = append(errs, fmt.Errorf("%w: policy-dsn %q: must be sqlite:PATH or memory", ErrInvalid, c.PolicyDSN))
+	if !ValidDSN(c.PolicyDSN) {
+		errs = append(errs, fmt.Errorf("%w: policy-dsn %q: must be sqlite:PATH, postgres://... or memory", ErrInvalid, c.PolicyDSN))
 	}
 	if c.Secret == "" {
 		errs = append(errs, fmt.Errorf("%w: secret is empty: must be set", ErrInvalid))
@@ -210,4 +211,10 @@ func (t Timing) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ValidDSN reports whether a policy DSN names a store kind presenced has.
+func ValidDSN(dsn string) bool {
+	return dsn == "memory" || strings.HasPrefix(dsn, "sqlite:") && len(dsn) > len("sqlite:") ||
+		strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/presence-im/presence/core"
+	"github.com/presence-im/presence/internal/pgtest"
 )
 
 // stores are the implementations every contract test runs against; both
@@ -26,6 +27,14 @@ type memoryBoth struct {
 func implementations(t *testing.T) map[string]func() both {
 	return map[string]func() both{
 		"memory": func() both { return memoryBoth{NewMemoryPolicies(), NewMemoryHistory()} },
+		"postgres": func() both {
+			s, err := OpenPostgres(context.Background(), pgtest.Start(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(s.Close)
+			return s
+		},
 		"sqlite": func() both {
 			s, err := OpenSQLite(filepath.Join(t.TempDir(), "presence.db"))
 			if err != nil {

@@ -33,8 +33,17 @@ func main() { os.Exit(run(os.Args[1:])) }
 
 // openStore opens the store a DSN names (validated by config).
 func openStore(dsn string) (store.PolicyStore, store.HistoryStore, func(), error) {
-	if dsn == "memory" {
+	switch {
+	case dsn == "memory":
 		return store.NewMemoryPolicies(), store.NewMemoryHistory(), func() {}, nil
+	case strings.HasPrefix(dsn, "postgres"):
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s, err := store.OpenPostgres(ctx, dsn)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return s, s, s.Close, nil
 	}
 	path := strings.TrimPrefix(dsn, "sqlite:")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

@@ -1,0 +1,16 @@
+#!/bin/sh
+# Installs what the tests need beyond Go, if missing (idempotent):
+# protoc (Debian's protobuf-compiler) and the PostgreSQL server binaries
+# (Debian's postgresql; tests start their own throwaway server).
+set -eu
+need=""
+command -v protoc >/dev/null 2>&1 || need="$need protobuf-compiler"
+command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need="$need postgresql"
+[ -z "$need" ] && exit 0
+echo "installing:$need"
+if [ "$(id -u)" != 0 ]; then
+  echo "not root: install$need yourself" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get install -y -qq $need >/dev/null 2>&1 || { apt-get update -qq >/dev/null && apt-get install -y -qq $need >/dev/null; }

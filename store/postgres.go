@@ -1,0 +1,120 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Postgres is a PolicyStore and HistoryStore in PostgreSQL, for clusters
+// whose nodes are on several hosts (--policy-dsn postgres://...). Safe for
+// concurrent use.
+type Postgres struct {
+	pool *pgxpool.Pool
+}
+
+const postgresSchema = `
+CREATE TABLE IF NOT EXISTS presence_policies (user_id TEXT PRIMARY KEY, doc JSONB NOT NULL, updated_ms BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS presence_floors (user_id TEXT NOT NULL, device TEXT NOT NULL, attempt BIGINT NOT NULL, PRIMARY KEY (user_id, device));
+CREATE TABLE IF NOT EXISTS presence_last_seen (user_id TEXT PRIMARY KEY, at_ms BIGINT NOT NULL);
+`
+
+// OpenPostgres connects to dsn and creates the tables if needed.
+func OpenPostgres(ctx context.Context, dsn string) (*Postgres, error) {
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: postgres: %w", err)
+	}
+	if _, err := pool.Exec(ctx, postgresSchema); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("store: postgres: schema: %w", err)
+	}
+	return &Postgres{pool: pool}, nil
+}
+
+// Close closes the pool.
+func (s *Postgres) Close() { s.pool.Close() }
+
+func (s *Postgres) Get(ctx context.Context, user string) (PolicyDoc, bool, error) {
+	var raw []byte
+	err := s.pool.QueryRow(ctx, `SELECT doc FROM presence_policies WHERE user_id = $1`, user).Scan(&raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return PolicyDoc{}, false, nil
+	}
+	if err != nil {
+		return PolicyDoc{}, false, fmt.Errorf("store: policy of %s: %w", user, err)
+	}
+	var d PolicyDoc
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return PolicyDoc{}, false, fmt.Errorf("store: policy of %s: %w", user, err)
+	}
+	return d, true, nil
+}
+
+func (s *Postgres) Put(ctx context.Context, user string, d PolicyDoc) error {
+	if err := d.Validate(user); err != nil {
+		return err
+	}
+	raw, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	_, err = s.pool.Exec(ctx, `INSERT INTO presence_policies (user_id, doc, updated_ms) VALUES ($1, $2, $3)
+		ON CONFLICT (user_id) DO UPDATE SET doc = EXCLUDED.doc, updated_ms = EXCLUDED.updated_ms`,
+		user, raw, time.Now().UnixMilli())
+	if err != nil {
+		return fmt.Errorf("store: put policy of %s: %w", user, err)
+	}
+	return nil
+}
+
+func (s *Postgres) Floor(ctx context.Context, user, device string) (uint64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT attempt FROM presence_floors WHERE user_id = $1 AND device = $2`, user, device).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: floor of %s/%s: %w", user, device, err)
+	}
+	return uint64(n), nil
+}
+
+func (s *Postgres) RaiseFloor(ctx context.Context, user, device string, attempt uint64) error {
+	if attempt > 1<<63-1 {
+		return fmt.Errorf("store: floor of %s/%s: attempt %d out of range", user, device, attempt)
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO presence_floors (user_id, device, attempt) VALUES ($1, $2, $3)
+		ON CONFLICT (user_id, device) DO UPDATE SET attempt = GREATEST(presence_floors.attempt, EXCLUDED.attempt)`,
+		user, device, int64(attempt))
+	if err != nil {
+		return fmt.Errorf("store: raise floor of %s/%s: %w", user, device, err)
+	}
+	return nil
+}
+
+func (s *Postgres) LastSeen(ctx context.Context, user string) (time.Time, error) {
+	var ms int64
+	err := s.pool.QueryRow(ctx, `SELECT at_ms FROM presence_last_seen WHERE user_id = $1`, user).Scan(&ms)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("store: last seen of %s: %w", user, err)
+	}
+	return time.UnixMilli(ms), nil
+}
+
+func (s *Postgres) SetLastSeen(ctx context.Context, user string, t time.Time) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO presence_last_seen (user_id, at_ms) VALUES ($1, $2)
+		ON CONFLICT (user_id) DO UPDATE SET at_ms = GREATEST(presence_last_seen.at_ms, EXCLUDED.at_ms)`, user, t.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("store: set last seen of %s: %w", user, err)
+	}
+	return nil
+}

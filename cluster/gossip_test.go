@@ -1,0 +1,109 @@
+package cluster
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleak.IgnoreCurrent()) }
+
+// recorder keeps the events one node saw.
+type recorder struct {
+	mu     sync.Mutex
+	events []Event
+}
+
+func (r *recorder) add(ev Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, ev)
+}
+
+func (r *recorder) find(kind EventKind, id string) (Event, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ev := range r.events {
+		if ev.Kind == kind && ev.Member.ID == id {
+			return ev, true
+		}
+	}
+	return Event{}, false
+}
+
+func startGossip(t *testing.T, name string, join ...string) (*Gossip, *recorder) {
+	t.Helper()
+	r := &recorder{}
+	g, err := NewGossip(GossipConfig{Name: name, Bind: "127.0.0.1:0", Join: join, Preset: "fast", Key: []byte("0123456789abcdef"),
+		Meta: Meta{Actor: "127.0.0.1:9" + name[len(name)-1:], Kinds: []string{"lease", "view"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Subscribe(r.add)
+	return g, r
+}
+
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > within {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// Three members find each other with their metadata; a crashed member is
+// declared failed within FailureDetection, a leaving one is seen as left.
+func TestGossipJoinFailLeave(t *testing.T) {
+	a, ra := startGossip(t, "n1")
+	b, _ := startGossip(t, "n2", a.Addr())
+	c, rc := startGossip(t, "n3", a.Addr())
+	waitUntil(t, 5*time.Second, "3 members everywhere", func() bool {
+		return len(a.Members()) == 3 && len(b.Members()) == 3 && len(c.Members()) == 3
+	})
+	if m, ok := c.Meta("n2"); !ok || m.Actor != "127.0.0.1:92" || len(m.Kinds) != 2 {
+		t.Fatalf("n3 sees n2's meta %+v", m)
+	}
+
+	b.Shutdown() // a crash: no leave message
+	bound := FailureDetection("fast", 3)
+	took := waitUntil(t, bound+time.Second, "n2 failed at n1", func() bool { _, ok := ra.find(EventFailed, "n2"); return ok })
+	t.Logf("crash detected after %v (bound %v)", took, bound)
+	if took > bound {
+		t.Fatalf("crash detected after %v, bound %v", took, bound)
+	}
+	if _, ok := rc.find(EventLeft, "n2"); ok {
+		t.Fatal("a crash was reported as a graceful leave")
+	}
+
+	if err := c.Leave(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 2*time.Second, "n3 left at n1", func() bool { _, ok := ra.find(EventLeft, "n3"); return ok })
+	a.Shutdown()
+}
+
+// A wrong cluster key keeps a node out.
+func TestGossipKeyMismatch(t *testing.T) {
+	a, _ := startGossip(t, "n1")
+	defer a.Shutdown()
+	_, err := NewGossip(GossipConfig{Name: "x", Bind: "127.0.0.1:0", Join: []string{a.Addr()}, Preset: "fast", Key: []byte("fedcba9876543210")})
+	if err == nil {
+		t.Fatal("joined with the wrong key")
+	}
+}
+
+func TestFailureDetectionFormula(t *testing.T) {
+	// LAN: 1 s probe + 0.5 s timeout + 4 x 1 x 1 s x 6.
+	if got := FailureDetection("seed", 3); got != 25500*time.Millisecond {
+		t.Fatalf("seed, 3 nodes: %v", got)
+	}
+	if FailureDetection("seed", 100) <= FailureDetection("seed", 3) {
+		t.Fatal("suspicion must grow with log10 of the cluster size")
+	}
+}

@@ -27,6 +27,9 @@ tools:
 test: tools
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 10m ./...
+	# two proto.actor members in one process race on grpc's global logger
+	# (upstream), so this one test runs without -race
+	$(GO) test -count=1 -run TestProviderGrainsMoveOnCrash ./cluster/
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
 	$(GO) run ./cmd/presencectl sim e01
 

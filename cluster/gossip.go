@@ -19,6 +19,7 @@ import (
 // Meta is what a member tells the others about itself, carried in
 // memberlist's node metadata (at most 512 bytes).
 type Meta struct {
+	ID     string   `json:"i,omitempty"` // proto.actor actor system id (new on every start)
 	Actor  string   `json:"a"`           // proto.actor remote host:port
 	Listen string   `json:"l,omitempty"` // device WebSocket
 	Admin  string   `json:"m,omitempty"` // admin API

@@ -1,0 +1,97 @@
+package cluster
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+)
+
+// Provider is a proto.actor ClusterProvider over Gossip: every membership
+// change hands proto.actor the full list of alive members, each with its
+// actor system id, remote address and kinds from the gossip metadata.
+//
+// proto.actor blocks a member that left the topology for good, so a node
+// that was declared dead must restart its actor system (new id) to come
+// back; presenced does that by restarting.
+type Provider struct {
+	cfg GossipConfig
+
+	mu sync.Mutex
+	g  *Gossip
+	c  *pcluster.Cluster
+}
+
+// NewProvider makes a provider; the gossip starts with the member.
+func NewProvider(cfg GossipConfig) *Provider { return &Provider{cfg: cfg} }
+
+// Gossip is the membership, once the member started.
+func (p *Provider) Gossip() *Gossip {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.g
+}
+
+func (p *Provider) StartMember(c *pcluster.Cluster) error {
+	host, port, err := c.ActorSystem.GetHostPort()
+	if err != nil {
+		return fmt.Errorf("cluster: actor address: %w", err)
+	}
+	cfg := p.cfg
+	cfg.Meta.ID, cfg.Meta.Actor, cfg.Meta.Kinds = c.ActorSystem.ID, net.JoinHostPort(host, strconv.Itoa(port)), c.GetClusterKinds()
+	g, err := NewGossip(cfg)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.g, p.c = g, c
+	p.mu.Unlock()
+	g.Subscribe(func(Event) { p.publish() })
+	p.publish()
+	return nil
+}
+
+func (p *Provider) StartClient(*pcluster.Cluster) error {
+	return fmt.Errorf("cluster: client-only members are not supported")
+}
+
+// publish gives proto.actor the alive members. It runs on the gossip's
+// delivery goroutine (or once at start), so calls never overlap.
+func (p *Provider) publish() {
+	p.mu.Lock()
+	g, c := p.g, p.c
+	p.mu.Unlock()
+	if g == nil || c == nil {
+		return
+	}
+	var members []*pcluster.Member
+	for _, m := range g.Members() {
+		meta, ok := g.Meta(m.ID)
+		if !ok || m.State != Alive || meta.ID == "" {
+			continue
+		}
+		host, port, err := net.SplitHostPort(meta.Actor)
+		if err != nil {
+			continue
+		}
+		n, _ := strconv.Atoi(port)
+		members = append(members, &pcluster.Member{Id: meta.ID, Host: host, Port: int32(n), Kinds: append([]string(nil), meta.Kinds...)})
+	}
+	c.MemberList.UpdateClusterTopology(members)
+}
+
+// Shutdown leaves the gossip (graceful) or just stops it.
+func (p *Provider) Shutdown(graceful bool) error {
+	g := p.Gossip()
+	if g == nil {
+		return nil
+	}
+	if graceful {
+		return g.Leave(time.Second)
+	}
+	g.Shutdown()
+	return nil
+}

@@ -1,0 +1,92 @@
+//go:build !race
+
+// proto.actor's remote sets grpc's global logger on every start, which the
+// race detector reports when two members share a process; the cluster tests
+// of real presenced processes (one member each) run under -race instead.
+
+package cluster
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+	"github.com/asynkron/protoactor-go/remote"
+	"github.com/presence-im/presence/messages"
+)
+
+// whoami answers a ViewQuery with the name of the member it runs on.
+type whoami struct{ member string }
+
+func (w whoami) Receive(ctx actor.Context) {
+	if q, ok := ctx.Message().(*messages.ViewQuery); ok {
+		ctx.Respond(&messages.ViewState{User: q.GetUser() + "@" + w.member})
+	}
+}
+
+type member struct {
+	name string
+	sys  *actor.ActorSystem
+	c    *pcluster.Cluster
+	p    *Provider
+}
+
+func startMember(t *testing.T, name string, join ...string) *member {
+	t.Helper()
+	quiet := actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) })
+	sys := actor.NewActorSystem(quiet)
+	p := NewProvider(GossipConfig{Name: name, Bind: "127.0.0.1:0", Join: join, Preset: "fast"})
+	kind := pcluster.NewKind("view", actor.PropsFromProducer(func() actor.Actor { return whoami{name} }))
+	cfg := pcluster.Configure("presence-test", p, disthash.New(), remote.Configure("127.0.0.1", 0),
+		pcluster.WithKinds(kind), pcluster.WithRequestTimeout(2*time.Second))
+	c := pcluster.New(sys, cfg)
+	c.StartMember()
+	return &member{name, sys, c, p}
+}
+
+func (m *member) ask(identity string) (string, error) {
+	res, err := m.c.Request(identity, "view", &messages.ViewQuery{User: identity})
+	if err != nil {
+		return "", err
+	}
+	return res.(*messages.ViewState).GetUser(), nil
+}
+
+// Two proto.actor members over the gossip provider reach each other's
+// virtual actors; when one crashes, its identities come back on the other.
+func TestProviderGrainsMoveOnCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two cluster members")
+	}
+	a := startMember(t, "n1")
+	b := startMember(t, "n2", a.p.Gossip().Addr())
+	waitUntil(t, 5*time.Second, "both in each gossip", func() bool {
+		return len(a.p.Gossip().Members()) == 2 && len(b.p.Gossip().Members()) == 2
+	})
+	onB := ""
+	waitUntil(t, 5*time.Second, "an identity answered by n2", func() bool {
+		for i := range 50 {
+			id := fmt.Sprintf("u%d", i)
+			if got, err := a.ask(id); err == nil && got == id+"@n2" {
+				onB = id
+				return true
+			}
+		}
+		return false
+	})
+	if onB == "" {
+		t.Fatal("no identity of 50 hashed to n2")
+	}
+	b.p.Gossip().Shutdown() // n2 crashes: gossip stops, its actors go unanswered
+	b.c.Shutdown(false)
+	waitUntil(t, FailureDetection("fast", 2)+2*time.Second, onB+" re-activated on n1", func() bool {
+		got, err := a.ask(onB)
+		return err == nil && got == onB+"@n1"
+	})
+	a.c.Shutdown(true)
+}

@@ -45,6 +45,8 @@ type connActor struct {
 	active bool // the lease was acquired
 	ended  bool // released, lost or closed: nothing more to send
 	renew  timer
+	rereg  timer
+	show   messages.Show // last set_status, told again after a re-register
 
 	subs    map[string]uint64 // target -> version last sent to the device
 	pending map[string]*pendingSnap
@@ -89,6 +91,11 @@ func (a *connActor) Receive(ctx actor.Context) {
 		}
 		a.g.n.dir.Send(KindLease, leaseID(a.user, a.device), &messages.LeaseRenew{User: a.user, Device: a.device, Holder: a.holder()})
 		a.renew.arm(a.g.n.sched, core.RenewDelay(a.rng, t.Renew, t.RenewJitter, false), ctx.Self(), renewDue{})
+	case reregister:
+		// Spread over half a renewal so a topology change is not a storm.
+		a.rereg.arm(a.g.n.sched, time.Duration(a.rng.Float64()*float64(t.Renew/2)), ctx.Self(), reregisterDue{})
+	case reregisterDue:
+		a.reregisterNow(ctx)
 	case connClosed:
 		a.end(ctx, messages.EndReason_close, now, 0, "")
 	case *messages.ConnLost:
@@ -117,6 +124,7 @@ func (a *connActor) Receive(ctx actor.Context) {
 			}
 		}
 	case connShow:
+		a.show = m.show
 		a.g.n.dir.Send(KindView, a.user, &messages.DeviceShow{User: a.user, Device: a.device, Show: m.show})
 	case *messages.SnapshotPart:
 		a.snapshotPart(ctx, m)
@@ -124,6 +132,7 @@ func (a *connActor) Receive(ctx actor.Context) {
 		a.event(ctx, m.GetPresence())
 	case *actor.Stopping:
 		a.renew.stop()
+		a.rereg.stop()
 		for target := range a.subs {
 			a.g.n.dir.Send(KindView, target, &messages.ViewUnsubscribe{Target: target, Sink: refOf(ctx.Self())})
 		}
@@ -131,6 +140,23 @@ func (a *connActor) Receive(ctx actor.Context) {
 			a.release(messages.EndReason_close, now)
 			a.sock.Close(CloseGoingAway, "node stopping")
 		}
+	}
+}
+
+// reregisterNow tells the (possibly re-created) lease and views about this
+// live connection: the lease re-announces the device to its view, the views
+// take this sink back without a snapshot, and the show is set again.
+func (a *connActor) reregisterNow(ctx actor.Context) {
+	if !a.active || a.ended {
+		return
+	}
+	dir := a.g.n.dir
+	dir.Send(KindLease, leaseID(a.user, a.device), &messages.LeaseAcquire{User: a.user, Device: a.device, Holder: a.holder()})
+	for target := range a.subs {
+		dir.Send(KindView, target, &messages.ViewSubscribe{Target: target, Viewer: a.user, Sink: refOf(ctx.Self()), Reattach: true})
+	}
+	if a.show != messages.Show_show_unspecified {
+		dir.Send(KindView, a.user, &messages.DeviceShow{User: a.user, Device: a.device, Show: a.show})
 	}
 }
 

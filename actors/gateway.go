@@ -73,6 +73,10 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 		if pid := a.conns[m.GetConnId()]; pid != nil {
 			ctx.Send(pid, m)
 		}
+	case topologyChanged:
+		for _, pid := range a.conns {
+			ctx.Send(pid, reregister{})
+		}
 	case *actor.Terminated:
 		for id, pid := range a.conns {
 			if pid.Equal(m.GetWho()) {

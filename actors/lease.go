@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
 )
@@ -27,6 +28,11 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 	now := time.Now()
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		if a.user == "" { // a virtual actor: its identity is "user/device"
+			a.user, a.device, _ = cutID(pcluster.GetClusterIdentity(ctx).GetIdentity())
+		}
+		a.n.live[0].Add(1)
+		a.n.leases.Store(ctx.Self().GetId(), ctx.Self())
 		a.n.metrics.Activations.WithLabelValues(string(KindLease)).Inc()
 		floor, err := a.n.deps.History.Floor(context.Background(), a.user, a.device)
 		if err != nil {
@@ -35,11 +41,16 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		a.l.Floor = floor
 		a.armIdle(ctx)
 	case *actor.Stopping:
+		a.n.live[0].Add(-1)
+		a.n.leases.Delete(ctx.Self().GetId())
 		a.expiry.stop()
 		a.idle.stop()
 	case *messages.LeaseAcquire:
 		a.received++
-		ctx.Respond(a.acquire(ctx, m, now))
+		res := a.acquire(ctx, m, now)
+		if ctx.Sender() != nil { // re-registers are sent, not requested
+			ctx.Respond(res)
+		}
 	case *messages.LeaseRenew:
 		a.received++
 		floor := a.l.Floor

@@ -9,8 +9,14 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"time"
+
 	"github.com/asynkron/protoactor-go/actor"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+	"github.com/asynkron/protoactor-go/remote"
 	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
@@ -29,6 +35,15 @@ type Deps struct {
 	// Unfenced switches lease epoch fencing off for the negative-control
 	// test only (see core.Lease.Unfenced).
 	Unfenced bool
+	// Cluster makes the node a member of a gossip cluster whose lease and
+	// view actors are proto.actor virtual actors; nil: a node alone.
+	Cluster *ClusterOptions
+}
+
+// ClusterOptions are a cluster member's settings.
+type ClusterOptions struct {
+	Gossip     cluster.GossipConfig
+	RemoteHost string // the proto.actor remote binds here, on a free port
 }
 
 // Node is one node's actor system: its lease and view actors (through a
@@ -45,6 +60,30 @@ type Node struct {
 	mu       sync.Mutex
 	gateways []*Gateway
 	stopOnce sync.Once
+
+	live   [2]atomic.Int64 // lease and view actors on this node
+	leases sync.Map        // pid id -> *actor.PID of this node's lease actors
+
+	cluster  *pcluster.Cluster // nil alone
+	provider *cluster.Provider
+}
+
+func kindIndex(k Kind) int {
+	if k == KindLease {
+		return 0
+	}
+	return 1
+}
+
+// Clustered reports whether the node is a cluster member.
+func (n *Node) Clustered() bool { return n.cluster != nil }
+
+// Membership is the cluster's membership, or nil alone.
+func (n *Node) Membership() *cluster.Gossip {
+	if n.provider == nil {
+		return nil
+	}
+	return n.provider.Gossip()
 }
 
 // Gateway is a gateway actor and the node name its connections carry.
@@ -74,11 +113,71 @@ func Start(d Deps) (*Node, error) {
 		return d.Logger.With("lib", "protoactor")
 	}))
 	n := &Node{deps: d, sys: sys, root: sys.Root, sched: scheduler.NewTimerScheduler(sys.Root), metrics: d.Metrics, log: d.Logger}
-	n.dir = NewLocalDirectory(sys.Root, n.props)
+	if d.Cluster != nil {
+		if err := n.join(); err != nil {
+			return nil, err
+		}
+	} else {
+		n.dir = NewLocalDirectory(sys.Root, n.props)
+	}
 	if _, err := n.StartGateway(d.NodeID); err != nil {
 		return nil, err
 	}
 	return n, nil
+}
+
+// join starts the proto.actor cluster member over the gossip provider and
+// follows membership: a member that fails or leaves has its gateways'
+// leases reclaimed here (gateway_down), and any change makes this node's
+// connections re-register, since identities moved.
+func (n *Node) join() error {
+	co := n.deps.Cluster
+	n.provider = cluster.NewProvider(co.Gossip)
+	kinds := []*pcluster.Kind{
+		pcluster.NewKind(string(KindLease), actor.PropsFromProducer(func() actor.Actor { return &leaseActor{n: n, l: core.Lease{Unfenced: n.deps.Unfenced}} })),
+		pcluster.NewKind(string(KindView), actor.PropsFromProducer(func() actor.Actor { return &viewActor{n: n} })),
+	}
+	cfg := pcluster.Configure("presence", n.provider, disthash.New(), remote.Configure(co.RemoteHost, 0),
+		pcluster.WithKinds(kinds...), pcluster.WithRequestTimeout(5*time.Second))
+	n.cluster = pcluster.New(n.sys, cfg)
+	var startErr error
+	func() {
+		defer func() { // StartMember panics on error
+			if r := recover(); r != nil {
+				startErr = fmt.Errorf("actors: starting cluster member: %v", r)
+			}
+		}()
+		n.cluster.StartMember()
+	}()
+	if startErr != nil {
+		return startErr
+	}
+	n.dir = NewClusterDirectory(n.cluster, func(k Kind) int { return int(n.live[kindIndex(k)].Load()) })
+	n.provider.Gossip().Subscribe(n.onMember)
+	return nil
+}
+
+// onMember runs on the gossip's delivery goroutine; it only sends.
+func (n *Node) onMember(ev cluster.Event) {
+	if ev.Member.ID == n.deps.NodeID {
+		return
+	}
+	if ev.Kind == cluster.EventFailed || ev.Kind == cluster.EventLeft {
+		n.log.Info("member gone: reclaiming its leases", "member", ev.Member.ID, "how", string(ev.Kind))
+		n.leases.Range(func(_, v any) bool {
+			n.root.Send(v.(*actor.PID), &messages.GatewayDown{Node: ev.Member.ID})
+			return true
+		})
+	}
+	if ev.Kind == cluster.EventUpdated {
+		return
+	}
+	n.mu.Lock()
+	gws := n.gateways
+	n.mu.Unlock()
+	for _, g := range gws {
+		n.root.Send(g.pid, topologyChanged{})
+	}
 }
 
 func (n *Node) props(kind Kind, id string) *actor.Props {
@@ -172,9 +271,9 @@ func (n *Node) Subscribe(target, viewer string, sink *actor.PID, requestID strin
 	n.dir.Send(KindView, target, &messages.ViewSubscribe{Target: target, Viewer: viewer, Sink: refOf(sink), RequestId: requestID})
 }
 
-// Counts returns the live actors by kind.
+// Counts returns the live actors on this node by kind.
 func (n *Node) Counts() map[string]int {
-	c := map[string]int{string(KindLease): n.dir.Count(KindLease), string(KindView): n.dir.Count(KindView)}
+	c := map[string]int{string(KindLease): int(n.live[0].Load()), string(KindView): int(n.live[1].Load())}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, g := range n.gateways {
@@ -207,5 +306,24 @@ func (n *Node) stop() {
 		}
 	}
 	n.dir.Stop()
+	if n.cluster != nil {
+		n.cluster.Shutdown(true) // leaves the gossip, stops the actor system
+		return
+	}
 	n.sys.Shutdown()
+}
+
+// Crash stops the node as a killed process would look to the others: the
+// gossip goes silent, nothing is released. Tests only.
+func (n *Node) Crash() {
+	n.stopOnce.Do(func() {
+		if g := n.Membership(); g != nil {
+			g.Shutdown()
+		}
+		if n.cluster != nil {
+			n.cluster.Shutdown(false)
+			return
+		}
+		n.sys.Shutdown()
+	})
 }

@@ -34,4 +34,12 @@ type (
 	ageView       struct{}
 	renewDue      struct{}
 	checkTick     struct{}
+	settleView    struct{}
+	// topologyChanged tells a gateway that members came or went, so its
+	// connections re-register (identities may have moved); reregister is
+	// what it tells each connection, reregisterDue the connection's
+	// jittered timer.
+	topologyChanged struct{}
+	reregister      struct{}
+	reregisterDue   struct{}
 )

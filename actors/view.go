@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
 )
@@ -22,23 +23,36 @@ type viewActor struct {
 	sinks    map[string]*actor.PID
 	received uint64
 
-	debounce, age, idle timer
-	idleGen             uint64
+	debounce, age, idle, settle timer
+	idleGen                     uint64
 }
 
 func (a *viewActor) Receive(ctx actor.Context) {
 	now := time.Now()
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		if a.user == "" { // a virtual actor: its identity is the user
+			a.user = pcluster.GetClusterIdentity(ctx).GetIdentity()
+		}
+		a.n.live[1].Add(1)
 		a.n.metrics.Activations.WithLabelValues(string(KindView)).Inc()
 		last, err := a.n.deps.History.LastSeen(context.Background(), a.user)
 		if err != nil {
 			a.n.log.Error("view: reading last seen", "user", a.user, "err", err)
 		}
 		a.v = core.NewView(a.user, a.n.deps.Timing.Debounce, a.policy(), last)
+		a.v.Unsettled = a.n.Clustered()
 		a.sinks = map[string]*actor.PID{}
 		a.armIdle(ctx)
+		if a.n.Clustered() {
+			// This view may replace one on a member that died: once every
+			// live device has had the time to re-register (Timing.Settle),
+			// re-attached subscribers get the state.
+			a.settle.arm(a.n.sched, a.n.deps.Timing.Settle, ctx.Self(), settleView{})
+		}
 	case *actor.Stopping:
+		a.n.live[1].Add(-1)
+		a.settle.stop()
 		a.debounce.stop()
 		a.age.stop()
 		a.idle.stop()
@@ -73,6 +87,8 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.apply(ctx, a.v.DebounceFired(m.gen, now))
 	case ageView:
 		a.apply(ctx, a.v.Age(now))
+	case settleView:
+		a.apply(ctx, a.v.Settle(now))
 	case idleCheck:
 		if m.gen == a.idleGen && a.v.Idle() && a.n.dir.Passivate(KindView, a.user, ctx.Self(), a.received) {
 			a.n.metrics.Passivations.WithLabelValues(string(KindView)).Inc()
@@ -103,11 +119,18 @@ func (a *viewActor) subscribe(ctx actor.Context, m *messages.ViewSubscribe, now 
 		return
 	}
 	key := sinkKey(sink)
-	p, res := a.v.Subscribe(key, m.GetViewer(), now)
 	if _, ok := a.sinks[key]; !ok {
 		a.sinks[key] = sink
 		ctx.Watch(sink)
 	}
+	if m.GetReattach() {
+		if _, known := a.v.Subs[key]; !known {
+			a.v.Reattach(key, m.GetViewer())
+		}
+		a.apply(ctx, core.ViewResult{})
+		return
+	}
+	p, res := a.v.Subscribe(key, m.GetViewer(), now)
 	ctx.Send(sink, &messages.SnapshotPart{RequestId: m.GetRequestId(), Target: a.user, Visible: p != nil, Presence: p})
 	a.apply(ctx, res)
 }

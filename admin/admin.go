@@ -83,16 +83,18 @@ func (s *Server) bounds(w http.ResponseWriter, _ *http.Request) {
 		"half_open_ms":      ms(b.HalfOpen),
 		"gateway_crash_ms":  ms(b.GatewayCrash),
 		"min_lease_life_ms": ms(b.MinLeaseLife),
+		"owner_crash_ms":    ms(b.OwnerCrash),
 		"formulas": map[string]string{
 			"graceful_close": "debounce",
 			"half_open":      "stale + check + debounce",
 			"gateway_crash":  "min(ttl, failure_detection) + debounce",
 			"min_lease_life": "ttl after the last renewal",
+			"owner_crash":    "failure_detection + settle + debounce (a member dies with the lease or view of its own devices; 0 alone)",
 		},
 		"timing": map[string]any{
 			"heartbeat_ms": ms(t.Heartbeat), "heartbeat_jitter": t.HeartbeatJitter, "stale_ms": ms(t.Stale),
 			"check_ms": ms(t.Check), "renew_ms": ms(t.Renew), "renew_jitter": t.RenewJitter, "ttl_ms": ms(t.TTL),
-			"debounce_ms": ms(t.Debounce), "failure_detection_ms": ms(t.FailureDetection),
+			"debounce_ms": ms(t.Debounce), "failure_detection_ms": ms(t.FailureDetection), "settle_ms": ms(t.Settle),
 		},
 	})
 }

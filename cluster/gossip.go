@@ -107,6 +107,14 @@ func FailureDetection(preset string, n int) time.Duration {
 	return c.ProbeInterval + c.ProbeTimeout + suspicion*time.Duration(c.SuspicionMaxTimeoutMult)
 }
 
+// Propagation bounds how much later the last member learns of a failure
+// than the first (the first to declare a member dead gossips it to all):
+// ten gossip intervals and a probe timeout.
+func Propagation(preset string) time.Duration {
+	c := profile(preset)
+	return 10*c.GossipInterval + c.ProbeTimeout
+}
+
 // NewGossip starts the memberlist, joins the seeds, and returns.
 func NewGossip(cfg GossipConfig) (*Gossip, error) {
 	meta, err := json.Marshal(cfg.Meta)

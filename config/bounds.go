@@ -21,6 +21,11 @@ type Bounds struct {
 	// MinLeaseLife is the lower bound: no lease ends by expiry earlier than
 	// its last renewal plus this.
 	MinLeaseLife time.Duration
+	// OwnerCrash (clusters only): when the member that dies also hosted the
+	// lease or view of its own devices, nothing survives to reclaim them;
+	// the re-created view learns who re-registered within Settle and reports
+	// the rest offline: failure detection + settle + debounce.
+	OwnerCrash time.Duration
 }
 
 // Bounds computes the bounds of these timings.
@@ -29,10 +34,14 @@ func (t Timing) Bounds() Bounds {
 	if t.FailureDetection > 0 && t.FailureDetection < crash {
 		crash = t.FailureDetection
 	}
-	return Bounds{
+	b := Bounds{
 		GracefulClose: t.Debounce,
 		HalfOpen:      t.Stale + t.Check + t.Debounce,
 		GatewayCrash:  crash + t.Debounce,
 		MinLeaseLife:  t.TTL,
 	}
+	if t.FailureDetection > 0 {
+		b.OwnerCrash = t.FailureDetection + t.Settle + t.Debounce
+	}
+	return b
 }

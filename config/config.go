@@ -52,6 +52,12 @@ type Timing struct {
 	// crashed node dead, 0 when the node runs alone (no gossip). It is set by
 	// the cluster layer from its memberlist settings, not by presets.
 	FailureDetection time.Duration
+	// Settle is how long a view re-created after a member failure waits
+	// for the live devices to re-register before it reports the others
+	// offline: the failure's propagation to every member, the re-register
+	// jitter (renew / 2) and a check period. 0 alone; set by the cluster
+	// layer.
+	Settle time.Duration
 }
 
 // Config is one node's whole configuration.

@@ -217,6 +217,18 @@ func TestValidateHugeDurationsDoNotOverflow(t *testing.T) {
 	}
 }
 
+// The owner-crash bound exists only in clusters.
+func TestOwnerCrashBound(t *testing.T) {
+	tm := config.Fast()
+	if b := tm.Bounds(); b.OwnerCrash != 0 {
+		t.Fatalf("alone: owner crash %v, want 0", b.OwnerCrash)
+	}
+	tm.FailureDetection, tm.Settle = 5*time.Second, time.Second
+	if b := tm.Bounds(); b.OwnerCrash != 6200*time.Millisecond {
+		t.Fatalf("owner crash %v, want 5 s + 1 s + 0.2 s", b.OwnerCrash)
+	}
+}
+
 func TestBounds(t *testing.T) {
 	withFD := func(tm config.Timing, fd time.Duration) config.Timing { tm.FailureDetection = fd; return tm }
 	tests := []struct {
@@ -236,6 +248,9 @@ func TestBounds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := tc.timing.Bounds()
 			want := config.Bounds{GracefulClose: tc.graceful, HalfOpen: tc.halfOpen, GatewayCrash: tc.crash, MinLeaseLife: tc.minLif}
+			if tc.timing.FailureDetection > 0 { // clusters: failure detection + settle + debounce
+				want.OwnerCrash = tc.timing.FailureDetection + tc.timing.Settle + tc.timing.Debounce
+			}
 			if b != want {
 				t.Fatalf("Bounds = %+v, want %+v", b, want)
 			}

@@ -150,9 +150,9 @@ func FuzzLease(f *testing.F) {
 				case handshake && h.GetEpoch() <= ref.floor:
 					want = ref.refuse(core.ErrStaleAttempt)
 				case !handshake && ref.holder != nil && ref.holder.GetConnId() == h.GetConnId() && ref.holder.GetEpoch() == h.GetEpoch():
-					// the holder re-registering is a renewal
+					// the holder re-registering is a renewal that announces it again
 					ref.renewedAt, ref.ttl = now, ttl
-					want = expect{expiryAt: ptr(now.Add(ttl))}
+					want = expect{up: true, expiryAt: ptr(now.Add(ttl))}
 				case !handshake && !ref.mayHold(h):
 					want = ref.refuse(core.ErrStaleEpoch)
 				default:

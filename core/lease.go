@@ -62,11 +62,15 @@ type LeaseResult struct {
 // above the floor (a late, older handshake is refused with ErrStaleAttempt).
 // A re-register of a live connection (handshake false, after an owner
 // failover) may repeat the current epoch; from the current holder itself it
-// is a renewal. A newer holder supersedes the old.
+// is a renewal that reports Up again. A newer holder supersedes the old.
 func (l *Lease) Acquire(h *messages.Holder, handshake bool, now time.Time, ttl time.Duration) LeaseResult {
 	switch {
 	case !handshake && l.holds(h):
-		return l.Renew(h, now, ttl)
+		// The holder re-registering (after the view may have moved): a
+		// renewal that announces the device again.
+		res := l.Renew(h, now, ttl)
+		res.Up = true
+		return res
 	case handshake && h.GetEpoch() <= l.Floor:
 		l.RejectedStale++
 		return LeaseResult{Err: ErrStaleAttempt}

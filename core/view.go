@@ -31,6 +31,11 @@ type View struct {
 
 	Subs map[string]*Sub // by sink id
 
+	// Unsettled is set on a view that may replace one lost with a member,
+	// until Settle: it takes a device-down for a device it never saw as a
+	// departure (the lease is the authority for its epoch).
+	Unsettled bool
+
 	DeviceFlips    uint64 // device-level ups and downs
 	PublishedFlips uint64 // user-level online/offline changes published
 }
@@ -94,13 +99,17 @@ func (v *View) DeviceUp(device string, h *messages.Holder, now time.Time) ViewRe
 // last device leaves, the offline waits out the debounce.
 func (v *View) DeviceDown(device string, epoch uint64, lastAlive, now time.Time) ViewResult {
 	cur, ok := v.Devices[device]
-	if !ok || cur.GetEpoch() != epoch {
+	switch {
+	case !ok && v.Unsettled && len(v.Devices) == 0:
+		// A device the lost incarnation knew; subscribers may think the
+		// user online.
+	case !ok || cur.GetEpoch() != epoch:
 		return ViewResult{Stale: true}
 	}
 	delete(v.Devices, device)
 	delete(v.Since, device)
 	v.DeviceFlips++
-	if len(v.Devices) > 0 || !v.Online {
+	if len(v.Devices) > 0 || !v.Online && !v.Unsettled {
 		return ViewResult{}
 	}
 	v.departure = lastAlive
@@ -174,6 +183,24 @@ func (v *View) Subscribe(sink, viewer string, now time.Time) (*messages.Presence
 	}
 	v.Subs[sink] = &Sub{Viewer: viewer, Last: p}
 	return p, ViewResult{Age: v.ageAt(now)}
+}
+
+// Reattach registers a sink that subscribed to an earlier incarnation of
+// this view (it moved to another node) without a snapshot: the sink is
+// owed the next publish whatever it shows, because this view does not know
+// what the sink was told.
+func (v *View) Reattach(sink, viewer string) { v.Subs[sink] = &Sub{Viewer: viewer} }
+
+// Settle publishes the current state to every sink that is owed one. A view
+// re-created on another node calls it once every live device has had the
+// time to re-register (see actors), so a device that did not is reported
+// offline, and one that did was already reported online.
+func (v *View) Settle(now time.Time) ViewResult {
+	v.Unsettled = false
+	if v.pending {
+		return ViewResult{} // the debounce will publish
+	}
+	return v.publish(now)
 }
 
 // Unsubscribe is idempotent.

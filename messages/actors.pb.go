@@ -800,13 +800,16 @@ func (x *DeviceShow) GetShow() Show {
 }
 
 // ViewSubscribe registers sink for target's changes as seen by viewer. The
-// view answers with a SnapshotPart sent to sink, then PresenceEvents.
+// view answers with a SnapshotPart sent to sink, then PresenceEvents. With
+// reattach (after the view may have moved to another node) no snapshot is
+// sent, and the sink is owed the view's next publish.
 type ViewSubscribe struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Target        string                 `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
 	Viewer        string                 `protobuf:"bytes,2,opt,name=viewer,proto3" json:"viewer,omitempty"`
 	Sink          *PidRef                `protobuf:"bytes,3,opt,name=sink,proto3" json:"sink,omitempty"`
 	RequestId     string                 `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Reattach      bool                   `protobuf:"varint,5,opt,name=reattach,proto3" json:"reattach,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -867,6 +870,13 @@ func (x *ViewSubscribe) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *ViewSubscribe) GetReattach() bool {
+	if x != nil {
+		return x.Reattach
+	}
+	return false
 }
 
 // ViewUnsubscribe is idempotent.
@@ -1348,13 +1358,14 @@ const file_actors_proto_rawDesc = "" +
 	"DeviceShow\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12%\n" +
-	"\x04show\x18\x03 \x01(\x0e2\x11.presence.v1.ShowR\x04show\"\x87\x01\n" +
+	"\x04show\x18\x03 \x01(\x0e2\x11.presence.v1.ShowR\x04show\"\xa3\x01\n" +
 	"\rViewSubscribe\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x12\x16\n" +
 	"\x06viewer\x18\x02 \x01(\tR\x06viewer\x12'\n" +
 	"\x04sink\x18\x03 \x01(\v2\x13.presence.v1.PidRefR\x04sink\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x04 \x01(\tR\trequestId\"R\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\x12\x1a\n" +
+	"\breattach\x18\x05 \x01(\bR\breattach\"R\n" +
 	"\x0fViewUnsubscribe\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x12'\n" +
 	"\x04sink\x18\x02 \x01(\v2\x13.presence.v1.PidRefR\x04sink\"\x92\x01\n" +

@@ -40,7 +40,7 @@ func TestBinaryEndToEnd(t *testing.T) {
 	listen, admin := freePort(t), freePort(t)
 	cmd := exec.Command(bin, "--timing", "fast", "--listen", listen, "--admin", admin, "--secret", "e2e", "--node-id", "e2e", "--drain-spread", "200ms",
 		"--policy-dsn", "sqlite:"+filepath.Join(t.TempDir(), "p.db"))
-	var logs strings.Builder
+	var logs lockedBuffer
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -80,17 +80,26 @@ func run(args []string) int {
 		return 1
 	}
 	defer closeStore()
+	// Every node is a gossip cluster member (a cluster of one without
+	// --join); the bounds use the gossip's failure detection for up to 100
+	// members.
+	cfg.Timing.FailureDetection = cluster.FailureDetection(cfg.Preset, 100)
+	cfg.Timing.Settle = cluster.Propagation(cfg.Preset) + cfg.Timing.Renew/2 + cfg.Timing.Check
+	gossipHost, _, _ := net.SplitHostPort(cfg.Gossip)
 	node, err := actors.Start(actors.Deps{
 		NodeID: cfg.NodeID, Timing: cfg.Timing, Seed: cfg.Seed,
 		Policies: policies, History: history,
 		Metrics: actors.NewMetrics(reg), Logger: log,
+		Cluster: &actors.ClusterOptions{RemoteHost: gossipHost, Gossip: cluster.GossipConfig{
+			Name: cfg.NodeID, Bind: cfg.Gossip, Join: cfg.Join, Key: []byte(cfg.ClusterKey), Preset: cfg.Preset, Logger: log,
+			Meta: cluster.Meta{Listen: cfg.Listen, Admin: cfg.Admin},
+		}},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced:", err)
 		return 2
 	}
-	self := cluster.Member{ID: cfg.NodeID, Addresses: []string{cfg.Listen, cfg.Admin}, State: cluster.Alive, Since: time.Now().UTC()}
-	api := &admin.Server{Node: node, Members: cluster.Single{Member: self}, Timing: cfg.Timing, Policies: policies, Gatherer: reg, Token: cfg.AdminToken, Log: log}
+	api := &admin.Server{Node: node, Members: node.Membership(), Timing: cfg.Timing, Policies: policies, Gatherer: reg, Token: cfg.AdminToken, Log: log}
 	ln, err := net.Listen("tcp", cfg.Admin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced: admin:", err)

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/presence-im/presence/client"
+	"github.com/presence-im/presence/gateway"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// binary builds presenced once per test run.
+func binary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	buildOnce.Do(func() {
+		dir, err := filepathTemp()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "presenced")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = err
+			t.Logf("%s", out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// proc is one presenced process on free loopback ports.
+type proc struct {
+	t             *testing.T
+	name          string
+	listen, admin string
+	gossip        string
+	cmd           *exec.Cmd
+	logs          *lockedBuffer
+	done          chan error
+	exited        bool
+}
+
+func startProc(t *testing.T, name string, extra ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, name: name, listen: freePort(t), admin: freePort(t), gossip: freePort(t), logs: &lockedBuffer{}, done: make(chan error, 1)}
+	args := append([]string{"--timing", "fast", "--node-id", name, "--listen", p.listen, "--admin", p.admin, "--gossip", p.gossip,
+		"--secret", "e2e", "--drain-spread", "200ms"}, extra...)
+	p.cmd = exec.Command(binary(t), args...)
+	p.cmd.Stderr = p.logs
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(p.kill)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if res, err := http.Get("http://" + p.admin + "/readyz"); err == nil {
+			res.Body.Close()
+			return p
+		}
+		select {
+		case err := <-p.done:
+			p.exited = true
+			t.Fatalf("%s exited: %v\n%s", name, err, p.logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready:\n%s", name, p.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// kill is kill -9.
+func (p *proc) kill() {
+	if p.exited {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+	p.exited = true
+}
+
+func (p *proc) put(path, body string) {
+	p.t.Helper()
+	req, _ := http.NewRequest("PUT", "http://"+p.admin+path, strings.NewReader(body))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil || res.StatusCode != 200 {
+		p.t.Fatalf("PUT %s: %v %v", path, res, err)
+	}
+	res.Body.Close()
+}
+
+func (p *proc) dial(ctx context.Context, user, device string, attempt uint64) *client.Conn {
+	p.t.Helper()
+	tok, _ := gateway.Tokens{Key: []byte("e2e")}.Mint(user, device, time.Hour)
+	c, err := client.Dial(ctx, "ws://"+p.listen+"/ws", client.DialOptions{Token: tok, Attempt: attempt})
+	if err != nil {
+		p.t.Fatalf("dial %s/%s on %s: %v", user, device, p.name, err)
+	}
+	p.t.Cleanup(func() { _ = c.CloseNow() })
+	return c
+}
+
+func filepathTemp() (string, error) { return os.MkdirTemp("", "presenced-bin-") }
+
+// lockedBuffer is the process's stderr, read while exec still writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// bounds is the node's GET /api/bounds, the *_ms figures.
+func (p *proc) bounds() map[string]int64 {
+	p.t.Helper()
+	res, err := http.Get("http://" + p.admin + "/api/bounds")
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var b map[string]any
+	if err := json.NewDecoder(res.Body).Decode(&b); err != nil {
+		p.t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for k, v := range b {
+		if f, ok := v.(float64); ok {
+			out[k] = int64(f)
+		}
+	}
+	return out
+}

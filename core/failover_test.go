@@ -1,0 +1,72 @@
+package core_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/presence-im/presence/core"
+	"github.com/presence-im/presence/messages"
+)
+
+// A holder re-registering (its view may have moved) is a renewal that
+// announces the device again, so a re-created view learns of it.
+func TestReRegisterAnnouncesAgain(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := &messages.Holder{Node: "g1", ConnId: "c1", Epoch: 3}
+	var l core.Lease
+	l.Acquire(h, true, now, time.Minute)
+	res := l.Acquire(h, false, now.Add(time.Second), time.Minute)
+	if res.Err != nil || !res.Up || res.Expiry == nil || l.RejectedStale != 0 {
+		t.Fatalf("re-register: %+v", res)
+	}
+}
+
+// A re-created view owes every re-attached sink one publish: online once a
+// device re-registered, offline at Settle if none did; a sink subscribed
+// normally is sent nothing it already has.
+func TestReattachedSinksGetTheSettledState(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pol := &core.Policy{Granularity: core.Exact, Contacts: map[string]bool{"bob": true, "carol": true}}
+
+	gone := core.NewView("alice", 20*time.Second, pol, now.Add(-time.Hour))
+	gone.Reattach("s-bob", "bob")
+	gone.Subscribe("s-carol", "carol", now)
+	res := gone.Settle(now.Add(70 * time.Second))
+	if len(res.Deliveries) != 1 || res.Deliveries[0].Sink != "s-bob" || res.Deliveries[0].Presence.GetStatus() != messages.Status_offline {
+		t.Fatalf("settle with no device: %+v, want offline to the re-attached sink only", res.Deliveries)
+	}
+
+	back := core.NewView("alice", 20*time.Second, pol, time.Time{})
+	back.Reattach("s-bob", "bob")
+	res = back.DeviceUp("phone", &messages.Holder{Node: "g1", ConnId: "c1", Epoch: 3}, now)
+	if len(res.Deliveries) != 1 || res.Deliveries[0].Presence.GetStatus() != messages.Status_online {
+		t.Fatalf("re-registered device: %+v", res.Deliveries)
+	}
+	if res = back.Settle(now.Add(70 * time.Second)); len(res.Deliveries) != 0 {
+		t.Fatalf("settle after the device came back sent %+v", res.Deliveries)
+	}
+}
+
+// An unsettled view (it may replace one lost with a member) takes the
+// lease's device-down for a device it never saw as a departure: the
+// re-attached subscriber is told offline after the debounce, not after
+// settling. A settled view ignores such a down.
+func TestUnsettledViewTakesUnknownDown(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pol := &core.Policy{Granularity: core.Exact, Contacts: map[string]bool{"bob": true}}
+	v := core.NewView("alice", 20*time.Second, pol, time.Time{})
+	v.Unsettled = true
+	v.Reattach("s-bob", "bob")
+	res := v.DeviceDown("phone", 3, now, now)
+	if res.Stale || res.Debounce == nil {
+		t.Fatalf("unknown down on an unsettled view: %+v", res)
+	}
+	res = v.DebounceFired(res.Debounce.Gen, res.Debounce.At)
+	if len(res.Deliveries) != 1 || res.Deliveries[0].Presence.GetStatus() != messages.Status_offline {
+		t.Fatalf("after the debounce: %+v", res.Deliveries)
+	}
+	settled := core.NewView("alice", 20*time.Second, pol, time.Time{})
+	if res := settled.DeviceDown("phone", 3, now, now); !res.Stale {
+		t.Fatalf("settled view took an unknown down: %+v", res)
+	}
+}

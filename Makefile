@@ -13,9 +13,9 @@ all: build
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-## run: one local node with demo devices; admin API on 127.0.0.1:7700
+## run: a local 3-node cluster with demo devices (scripts/run-cluster.sh)
 run: build
-	$(BIN)/presenced --timing $(TIMING) --demo $(DEMO)
+	TIMING=$(TIMING) DEMO=$(DEMO) bash scripts/run-cluster.sh
 
 ## tools: what the tests need that Go does not bring (protoc, the
 ## PostgreSQL server binaries), idempotently

@@ -63,6 +63,7 @@ type Node struct {
 
 	live   [2]atomic.Int64 // lease and view actors on this node
 	leases sync.Map        // pid id -> *actor.PID of this node's lease actors
+	views  sync.Map        // pid id -> *actor.PID of this node's view actors
 
 	cluster  *pcluster.Cluster // nil alone
 	provider *cluster.Provider
@@ -164,10 +165,13 @@ func (n *Node) onMember(ev cluster.Event) {
 	}
 	if ev.Kind == cluster.EventFailed || ev.Kind == cluster.EventLeft {
 		n.log.Info("member gone: reclaiming its leases", "member", ev.Member.ID, "how", string(ev.Kind))
-		n.leases.Range(func(_, v any) bool {
-			n.root.Send(v.(*actor.PID), &messages.GatewayDown{Node: ev.Member.ID})
-			return true
-		})
+		down := &messages.GatewayDown{Node: ev.Member.ID}
+		for _, m := range []*sync.Map{&n.leases, &n.views} {
+			m.Range(func(_, v any) bool {
+				n.root.Send(v.(*actor.PID), down)
+				return true
+			})
+		}
 	}
 	if ev.Kind == cluster.EventUpdated {
 		return

@@ -35,6 +35,7 @@ func (a *viewActor) Receive(ctx actor.Context) {
 			a.user = pcluster.GetClusterIdentity(ctx).GetIdentity()
 		}
 		a.n.live[1].Add(1)
+		a.n.views.Store(ctx.Self().GetId(), ctx.Self())
 		a.n.metrics.Activations.WithLabelValues(string(KindView)).Inc()
 		last, err := a.n.deps.History.LastSeen(context.Background(), a.user)
 		if err != nil {
@@ -52,6 +53,7 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		}
 	case *actor.Stopping:
 		a.n.live[1].Add(-1)
+		a.n.views.Delete(ctx.Self().GetId())
 		a.settle.stop()
 		a.debounce.stop()
 		a.age.stop()
@@ -62,6 +64,8 @@ func (a *viewActor) Receive(ctx actor.Context) {
 	case *messages.DeviceDown:
 		a.received++
 		a.apply(ctx, a.v.DeviceDown(m.GetDevice(), m.GetEpoch(), time.UnixMilli(m.GetLastAliveMs()), now))
+	case *messages.GatewayDown:
+		a.apply(ctx, a.v.GatewayDown(m.GetNode(), now))
 	case *messages.DeviceShow:
 		a.received++
 		a.apply(ctx, a.v.SetShow(m.GetShow(), now))

@@ -70,3 +70,25 @@ func TestUnsettledViewTakesUnknownDown(t *testing.T) {
 		t.Fatalf("settled view took an unknown down: %+v", res)
 	}
 }
+
+// A view whose devices' node died drops them (their leases may be gone too)
+// and publishes the offline after the debounce; devices elsewhere stay.
+func TestViewGatewayDown(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pol := &core.Policy{Granularity: core.Exact, Contacts: map[string]bool{"bob": true}}
+	v := core.NewView("alice", 20*time.Second, pol, time.Time{})
+	v.Subscribe("s-bob", "bob", now)
+	v.DeviceUp("phone", &messages.Holder{Node: "n2", ConnId: "c1", Epoch: 1}, now)
+	v.DeviceUp("laptop", &messages.Holder{Node: "n3", ConnId: "c2", Epoch: 1}, now)
+	if res := v.GatewayDown("n2", now); res.Debounce != nil || len(v.Devices) != 1 {
+		t.Fatalf("n2 down with the laptop on n3: %+v, devices %v", res, v.Devices)
+	}
+	res := v.GatewayDown("n3", now.Add(time.Second))
+	if res.Debounce == nil {
+		t.Fatalf("last device's node down: %+v", res)
+	}
+	res = v.DebounceFired(res.Debounce.Gen, res.Debounce.At)
+	if len(res.Deliveries) != 1 || res.Deliveries[0].Presence.GetStatus() != messages.Status_offline {
+		t.Fatalf("deliveries %+v", res.Deliveries)
+	}
+}

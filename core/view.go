@@ -121,6 +121,19 @@ func (v *View) DeviceDown(device string, epoch uint64, lastAlive, now time.Time)
 	return ViewResult{Debounce: &Timer{At: now.Add(v.Debounce), Gen: v.Gen}}
 }
 
+// GatewayDown removes the devices connected through a dead node (its leases
+// may have died with it, so nobody else will report them) and starts the
+// offline if none is left.
+func (v *View) GatewayDown(node string, now time.Time) ViewResult {
+	var res ViewResult
+	for device, h := range v.Devices {
+		if h.GetNode() == node {
+			res = v.DeviceDown(device, h.GetEpoch(), now, now)
+		}
+	}
+	return res
+}
+
 // DebounceFired publishes the offline if gen is still the pending one.
 func (v *View) DebounceFired(gen uint64, now time.Time) ViewResult {
 	if !v.pending || gen != v.Gen || len(v.Devices) > 0 {

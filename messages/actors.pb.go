@@ -486,7 +486,8 @@ func (x *LeaseRelease) GetLastAliveMs() int64 {
 	return 0
 }
 
-// GatewayDown reclaims every lease held through the named node.
+// GatewayDown reclaims every lease held through the named node; a view
+// drops the devices connected through it.
 type GatewayDown struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`

@@ -141,6 +141,9 @@ func (n *Node) join() error {
 	cfg := pcluster.Configure("presence", n.provider, disthash.New(), remote.Configure(co.RemoteHost, 0),
 		pcluster.WithKinds(kinds...), pcluster.WithRequestTimeout(5*time.Second))
 	n.cluster = pcluster.New(n.sys, cfg)
+	// Before StartMember: other members may activate actors here at once,
+	// and those send through the directory.
+	n.dir = NewClusterDirectory(n.cluster, func(k Kind) int { return int(n.live[kindIndex(k)].Load()) })
 	var startErr error
 	func() {
 		defer func() { // StartMember panics on error
@@ -153,7 +156,6 @@ func (n *Node) join() error {
 	if startErr != nil {
 		return startErr
 	}
-	n.dir = NewClusterDirectory(n.cluster, func(k Kind) int { return int(n.live[kindIndex(k)].Load()) })
 	n.provider.Gossip().Subscribe(n.onMember)
 	return nil
 }

@@ -131,7 +131,7 @@ func readFrame(t *testing.T, r *bufio.Reader) (byte, []byte) {
 // stays open) loses its route after stale + check.
 func TestHalfOpenClientReleased(t *testing.T) {
 	nd := startNode(t)
-	start := time.Now() // before the connection's last sign of life
+	start := time.Now()          // before the connection's last sign of life
 	nd.dial("alice", "phone", 1) // sends nothing after the handshake
 	eventually(t, nd.timing.Stale+nd.timing.Check+time.Second, "route released", func() bool { return len(nd.route("alice")) == 0 })
 	if el := time.Since(start); el < nd.timing.Stale {

@@ -1,34 +1,36 @@
-package store
+package store_test
 
 import (
 	"context"
 	"errors"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/internal/pgtest"
+	"github.com/presence-im/presence/store"
+	"github.com/presence-im/presence/store/postgres"
+	"github.com/presence-im/presence/store/sqlite"
 )
 
 // stores are the implementations every contract test runs against; both
 // returned values are the same store.
 type both interface {
-	PolicyStore
-	HistoryStore
+	store.PolicyStore
+	store.HistoryStore
 }
 
 type memoryBoth struct {
-	*MemoryPolicies
-	*MemoryHistory
+	*store.MemoryPolicies
+	*store.MemoryHistory
 }
 
 func implementations(t *testing.T) map[string]func() both {
 	return map[string]func() both{
-		"memory": func() both { return memoryBoth{NewMemoryPolicies(), NewMemoryHistory()} },
+		"memory": func() both { return memoryBoth{store.NewMemoryPolicies(), store.NewMemoryHistory()} },
 		"postgres": func() both {
-			s, err := OpenPostgres(context.Background(), pgtest.Start(t))
+			s, err := postgres.Open(context.Background(), pgtest.Start(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -36,7 +38,7 @@ func implementations(t *testing.T) map[string]func() both {
 			return s
 		},
 		"sqlite": func() both {
-			s, err := OpenSQLite(filepath.Join(t.TempDir(), "presence.db"))
+			s, err := sqlite.Open(filepath.Join(t.TempDir(), "presence.db"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -54,12 +56,12 @@ func TestStoreContract(t *testing.T) {
 			if _, ok, err := s.Get(ctx, "alice"); ok || err != nil {
 				t.Fatalf("empty store: ok %v err %v", ok, err)
 			}
-			good := PolicyDoc{Granularity: core.Coarse, Contacts: []string{"bob"}, Blocked: []string{"eve"}}
+			good := store.PolicyDoc{Granularity: core.Coarse, Contacts: []string{"bob"}, Blocked: []string{"eve"}}
 			if err := s.Put(ctx, "alice", good); err != nil {
 				t.Fatal(err)
 			}
-			err := s.Put(ctx, "alice", PolicyDoc{Granularity: "fuzzy"})
-			if !errors.Is(err, ErrBadPolicy) {
+			err := s.Put(ctx, "alice", store.PolicyDoc{Granularity: "fuzzy"})
+			if !errors.Is(err, store.ErrBadPolicy) {
 				t.Fatalf("bad policy: %v, want ErrBadPolicy", err)
 			}
 			d, ok, err := s.Get(ctx, "alice")
@@ -85,54 +87,5 @@ func TestStoreContract(t *testing.T) {
 				t.Fatalf("last seen %v, want %v (never moved back)", got, t1)
 			}
 		})
-	}
-}
-
-// Two handles on one SQLite file (two nodes on one host) see each other's
-// writes, and concurrent floor raises from both keep the maximum.
-func TestSQLiteSharedByNodes(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "presence.db")
-	a, err := OpenSQLite(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := OpenSQLite(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	ctx := context.Background()
-	if err := a.Put(ctx, "alice", PolicyDoc{Granularity: core.Exact, Contacts: []string{"bob"}}); err != nil {
-		t.Fatal(err)
-	}
-	if d, ok, _ := b.Get(ctx, "alice"); !ok || d.Contacts[0] != "bob" {
-		t.Fatalf("other node sees %+v %v", d, ok)
-	}
-	var wg sync.WaitGroup
-	for i, s := range []*SQLite{a, b} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for n := uint64(1); n <= 200; n++ {
-				if err := s.RaiseFloor(ctx, "alice", "phone", n*2+uint64(i)); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if f, _ := a.Floor(ctx, "alice", "phone"); f != 401 {
-		t.Fatalf("floor %d, want 401", f)
-	}
-	a.Close()
-	c, err := OpenSQLite(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if f, _ := c.Floor(ctx, "alice", "phone"); f != 401 {
-		t.Fatalf("after reopening: floor %d, want 401", f)
 	}
 }

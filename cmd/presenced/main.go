@@ -25,6 +25,8 @@ import (
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/gateway"
 	"github.com/presence-im/presence/store"
+	"github.com/presence-im/presence/store/postgres"
+	"github.com/presence-im/presence/store/sqlite"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -39,7 +41,7 @@ func openStore(dsn string) (store.PolicyStore, store.HistoryStore, func(), error
 	case strings.HasPrefix(dsn, "postgres"):
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		s, err := store.OpenPostgres(ctx, dsn)
+		s, err := postgres.Open(ctx, dsn)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -49,7 +51,7 @@ func openStore(dsn string) (store.PolicyStore, store.HistoryStore, func(), error
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, nil, nil, fmt.Errorf("store: %w", err)
 	}
-	s, err := store.OpenSQLite(path)
+	s, err := sqlite.Open(path)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -1,4 +1,6 @@
-package store
+// Package sqlite is the embedded store of presence: privacy policies,
+// attempt floors and last-seen times in one SQLite file (WAL).
+package sqlite
 
 import (
 	"context"
@@ -9,10 +11,11 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/presence-im/presence/store"
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
 )
 
-// SQLite is a PolicyStore and HistoryStore in one SQLite file in WAL mode:
+// SQLite is a store.PolicyStore and store.HistoryStore in one SQLite file in WAL mode:
 // the embedded default, shared by every node on one host (WAL lets the
 // nodes read while one writes; busy_timeout queues the writers). Safe for
 // concurrent use.
@@ -26,8 +29,8 @@ CREATE TABLE IF NOT EXISTS floors (user TEXT NOT NULL, device TEXT NOT NULL, att
 CREATE TABLE IF NOT EXISTS last_seen (user TEXT PRIMARY KEY, at_ms INTEGER NOT NULL);
 `
 
-// OpenSQLite opens (creating if needed) the store at path.
-func OpenSQLite(path string) (*SQLite, error) {
+// Open opens (creating if needed) the store at path.
+func Open(path string) (*SQLite, error) {
 	q := url.Values{}
 	for _, p := range []string{"journal_mode(WAL)", "busy_timeout(5000)", "synchronous(NORMAL)", "foreign_keys(ON)"} {
 		q.Add("_pragma", p)
@@ -48,23 +51,23 @@ func OpenSQLite(path string) (*SQLite, error) {
 // Close closes the database.
 func (s *SQLite) Close() error { return s.db.Close() }
 
-func (s *SQLite) Get(ctx context.Context, user string) (PolicyDoc, bool, error) {
+func (s *SQLite) Get(ctx context.Context, user string) (store.PolicyDoc, bool, error) {
 	var raw string
 	err := s.db.QueryRowContext(ctx, `SELECT doc FROM policies WHERE user = ?`, user).Scan(&raw)
 	if errors.Is(err, sql.ErrNoRows) {
-		return PolicyDoc{}, false, nil
+		return store.PolicyDoc{}, false, nil
 	}
 	if err != nil {
-		return PolicyDoc{}, false, fmt.Errorf("store: policy of %s: %w", user, err)
+		return store.PolicyDoc{}, false, fmt.Errorf("store: policy of %s: %w", user, err)
 	}
-	var d PolicyDoc
+	var d store.PolicyDoc
 	if err := json.Unmarshal([]byte(raw), &d); err != nil {
-		return PolicyDoc{}, false, fmt.Errorf("store: policy of %s: %w", user, err)
+		return store.PolicyDoc{}, false, fmt.Errorf("store: policy of %s: %w", user, err)
 	}
 	return d, true, nil
 }
 
-func (s *SQLite) Put(ctx context.Context, user string, d PolicyDoc) error {
+func (s *SQLite) Put(ctx context.Context, user string, d store.PolicyDoc) error {
 	if err := d.Validate(user); err != nil {
 		return err
 	}

@@ -1,4 +1,6 @@
-package store
+// Package postgres is the store of presence for clusters on several hosts:
+// privacy policies, attempt floors and last-seen times in PostgreSQL.
+package postgres
 
 import (
 	"context"
@@ -9,9 +11,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/presence-im/presence/store"
 )
 
-// Postgres is a PolicyStore and HistoryStore in PostgreSQL, for clusters
+// Postgres is a store.PolicyStore and store.HistoryStore in PostgreSQL, for clusters
 // whose nodes are on several hosts (--policy-dsn postgres://...). Safe for
 // concurrent use.
 type Postgres struct {
@@ -24,8 +27,8 @@ CREATE TABLE IF NOT EXISTS presence_floors (user_id TEXT NOT NULL, device TEXT N
 CREATE TABLE IF NOT EXISTS presence_last_seen (user_id TEXT PRIMARY KEY, at_ms BIGINT NOT NULL);
 `
 
-// OpenPostgres connects to dsn and creates the tables if needed.
-func OpenPostgres(ctx context.Context, dsn string) (*Postgres, error) {
+// Open connects to dsn and creates the tables if needed.
+func Open(ctx context.Context, dsn string) (*Postgres, error) {
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("store: postgres: %w", err)
@@ -40,23 +43,23 @@ func OpenPostgres(ctx context.Context, dsn string) (*Postgres, error) {
 // Close closes the pool.
 func (s *Postgres) Close() { s.pool.Close() }
 
-func (s *Postgres) Get(ctx context.Context, user string) (PolicyDoc, bool, error) {
+func (s *Postgres) Get(ctx context.Context, user string) (store.PolicyDoc, bool, error) {
 	var raw []byte
 	err := s.pool.QueryRow(ctx, `SELECT doc FROM presence_policies WHERE user_id = $1`, user).Scan(&raw)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return PolicyDoc{}, false, nil
+		return store.PolicyDoc{}, false, nil
 	}
 	if err != nil {
-		return PolicyDoc{}, false, fmt.Errorf("store: policy of %s: %w", user, err)
+		return store.PolicyDoc{}, false, fmt.Errorf("store: policy of %s: %w", user, err)
 	}
-	var d PolicyDoc
+	var d store.PolicyDoc
 	if err := json.Unmarshal(raw, &d); err != nil {
-		return PolicyDoc{}, false, fmt.Errorf("store: policy of %s: %w", user, err)
+		return store.PolicyDoc{}, false, fmt.Errorf("store: policy of %s: %w", user, err)
 	}
 	return d, true, nil
 }
 
-func (s *Postgres) Put(ctx context.Context, user string, d PolicyDoc) error {
+func (s *Postgres) Put(ctx context.Context, user string, d store.PolicyDoc) error {
 	if err := d.Validate(user); err != nil {
 		return err
 	}

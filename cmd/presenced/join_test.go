@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/presence-im/presence/client"
+	"github.com/presence-im/presence/messages"
+)
+
+// A fourth node joining moves identities to it: subscribers see no false
+// offline and no version going back, and every departure afterwards still
+// reaches them.
+func TestClusterJoinIsInvisible(t *testing.T) {
+	db := "sqlite:" + filepath.Join(t.TempDir(), "presence.db")
+	n1 := startProc(t, "n1", "--policy-dsn", db)
+	n2 := startProc(t, "n2", "--policy-dsn", db, "--join", n1.gossip)
+	n3 := startProc(t, "n3", "--policy-dsn", db, "--join", n1.gossip)
+	nodes := []*proc{n1, n2, n3}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	const users = 12
+	var targets []string
+	devices := map[string]*client.Conn{}
+	for i := range users {
+		u := fmt.Sprintf("u%02d", i)
+		targets = append(targets, u)
+		n1.put("/api/users/"+u+"/policy", `{"granularity":"exact","contacts":["sam"]}`)
+		devices[u] = nodes[i%3].dial(ctx, u, "phone", 1)
+	}
+	sam := n1.dial(ctx, "sam", "phone", 1)
+	conns := []*client.Conn{sam}
+	for _, c := range devices {
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		go func() {
+			for seq := uint64(1); ctx.Err() == nil; seq++ {
+				if c.Heartbeat(ctx, seq) != nil {
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}()
+	}
+	if err := sam.Subscribe(ctx, "s1", targets...); err != nil {
+		t.Fatal(err)
+	}
+	var snap *messages.Snapshot
+	for snap == nil {
+		f, err := sam.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap = f.GetSnapshot()
+	}
+	last := map[string]uint64{}
+	for _, p := range snap.GetPresences() {
+		if p.GetStatus() != messages.Status_online {
+			t.Fatalf("snapshot: %v not online", p)
+		}
+		last[p.GetUser()] = p.GetVersion()
+	}
+	if len(last) != users {
+		t.Fatalf("snapshot has %d users, want %d", len(last), users)
+	}
+	events := make(chan *messages.Presence, 1000)
+	go readPresences(ctx, sam, events)
+	check := func(p *messages.Presence) {
+		if p.GetVersion() <= last[p.GetUser()] {
+			t.Fatalf("%s: version %d after %d", p.GetUser(), p.GetVersion(), last[p.GetUser()])
+		}
+		last[p.GetUser()] = p.GetVersion()
+	}
+
+	startProc(t, "n4", "--policy-dsn", db, "--join", n1.gossip)
+	// Through the re-registers and a settle window (fast: under 1 s) and more.
+	quiet := time.After(4 * time.Second)
+	for done := false; !done; {
+		select {
+		case p := <-events:
+			check(p)
+			if p.GetStatus() != messages.Status_online {
+				t.Fatalf("false %v for %s after the join", p.GetStatus(), p.GetUser())
+			}
+		case <-quiet:
+			done = true
+		}
+	}
+	// Departures after the join still reach the subscriber, whichever node
+	// each view moved to.
+	for _, c := range devices {
+		_ = c.Close()
+	}
+	gone := map[string]bool{}
+	deadline := time.After(5 * time.Second)
+	for len(gone) < users {
+		select {
+		case p := <-events:
+			check(p)
+			if p.GetStatus() == messages.Status_offline {
+				gone[p.GetUser()] = true
+			}
+		case <-deadline:
+			t.Fatalf("departures seen for %d of %d users: %v", len(gone), users, gone)
+		}
+	}
+}

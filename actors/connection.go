@@ -92,8 +92,13 @@ func (a *connActor) Receive(ctx actor.Context) {
 		a.g.n.dir.Send(KindLease, leaseID(a.user, a.device), &messages.LeaseRenew{User: a.user, Device: a.device, Holder: a.holder()})
 		a.renew.arm(a.g.n.sched, core.RenewDelay(a.rng, t.Renew, t.RenewJitter, false), ctx.Self(), renewDue{})
 	case reregister:
-		// Spread over half a renewal so a topology change is not a storm.
-		a.rereg.arm(a.g.n.sched, time.Duration(a.rng.Float64()*float64(t.Renew/2)), ctx.Self(), reregisterDue{})
+		// After the change has reached every member (so all route alike),
+		// spread over half a renewal so a topology change is not a storm.
+		var wait time.Duration
+		if co := a.g.n.deps.Cluster; co != nil {
+			wait = co.Propagation
+		}
+		a.rereg.arm(a.g.n.sched, wait+time.Duration(a.rng.Float64()*float64(t.Renew/2)), ctx.Self(), reregisterDue{})
 	case reregisterDue:
 		a.reregisterNow(ctx)
 	case connClosed:

@@ -70,6 +70,13 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		a.received++
 		a.apply(ctx, a.l.GatewayDown(m.GetNode()), "gateway_down", now)
 	case leaseExpire:
+		if !a.n.owns(KindLease, leaseID(a.user, a.device)) {
+			// A leftover of an earlier topology (its identity moved, or a
+			// stale route activated it here): the owner's lease is the one
+			// that counts; expiring here would report a live device gone.
+			ctx.Stop(ctx.Self())
+			return
+		}
 		a.apply(ctx, a.l.Expire(m.gen, now), "expire", now)
 	case idleCheck:
 		if m.gen == a.idleGen && !a.l.Live() && a.n.dir.Passivate(KindLease, leaseID(a.user, a.device), ctx.Self(), a.received) {

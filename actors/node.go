@@ -44,6 +44,10 @@ type Deps struct {
 type ClusterOptions struct {
 	Gossip     cluster.GossipConfig
 	RemoteHost string // the proto.actor remote binds here, on a free port
+	// Propagation is how much later the last member learns of a change
+	// than the first (cluster.Propagation): connections wait this long
+	// before re-registering, so that every member routes alike.
+	Propagation time.Duration
 }
 
 // Node is one node's actor system: its lease and view actors (through a
@@ -74,6 +78,16 @@ func kindIndex(k Kind) int {
 		return 0
 	}
 	return 1
+}
+
+// owns reports whether this node owns an identity (always, alone): an
+// actor that is not the owner's is a leftover of an earlier topology.
+func (n *Node) owns(kind Kind, identity string) bool {
+	if n.provider == nil {
+		return true
+	}
+	owner := n.provider.Owner(string(kind), identity)
+	return owner == "" || owner == n.sys.Address()
 }
 
 // Clustered reports whether the node is a cluster member.

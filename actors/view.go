@@ -88,10 +88,16 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.drop(ctx, m.GetWho())
 		a.apply(ctx, core.ViewResult{})
 	case debounceFired:
+		if a.leftover(ctx) {
+			return
+		}
 		a.apply(ctx, a.v.DebounceFired(m.gen, now))
 	case ageView:
 		a.apply(ctx, a.v.Age(now))
 	case settleView:
+		if a.leftover(ctx) {
+			return
+		}
 		a.apply(ctx, a.v.Settle(now))
 	case idleCheck:
 		if m.gen == a.idleGen && a.v.Idle() && a.n.dir.Passivate(KindView, a.user, ctx.Self(), a.received) {
@@ -99,6 +105,17 @@ func (a *viewActor) Receive(ctx actor.Context) {
 			ctx.Stop(ctx.Self())
 		}
 	}
+}
+
+// leftover stops a view that is not its identity's owner any more (it
+// moved, or a stale route activated it here), before it publishes what the
+// owner's view knows better.
+func (a *viewActor) leftover(ctx actor.Context) bool {
+	if a.n.owns(KindView, a.user) {
+		return false
+	}
+	ctx.Stop(ctx.Self())
+	return true
 }
 
 // policy loads the user's policy; a store error makes the user visible to

@@ -20,9 +20,10 @@ import (
 type Provider struct {
 	cfg GossipConfig
 
-	mu sync.Mutex
-	g  *Gossip
-	c  *pcluster.Cluster
+	mu  sync.Mutex
+	g   *Gossip
+	c   *pcluster.Cluster
+	rdv *pcluster.Rendezvous // over the members last published
 }
 
 // NewProvider makes a provider; the gossip starts with the member.
@@ -80,7 +81,25 @@ func (p *Provider) publish() {
 		n, _ := strconv.Atoi(port)
 		members = append(members, &pcluster.Member{Id: meta.ID, Host: host, Port: int32(n), Kinds: append([]string(nil), meta.Kinds...)})
 	}
+	rdv := pcluster.NewRendezvous()
+	rdv.UpdateMembers(members)
+	p.mu.Lock()
+	p.rdv = rdv
+	p.mu.Unlock()
 	c.MemberList.UpdateClusterTopology(members)
+}
+
+// Owner is the remote address of the member that owns identity of kind,
+// by the same rendezvous hashing proto.actor places it with, over the
+// members last handed to it; "" before the first.
+func (p *Provider) Owner(kind, identity string) string {
+	p.mu.Lock()
+	rdv := p.rdv
+	p.mu.Unlock()
+	if rdv == nil {
+		return ""
+	}
+	return rdv.GetByClusterIdentity(pcluster.NewClusterIdentity(identity, kind))
 }
 
 // Shutdown leaves the gossip (graceful) or just stops it.

@@ -86,13 +86,17 @@ func run(args []string) int {
 	// --join); the bounds use the gossip's failure detection for up to 100
 	// members.
 	cfg.Timing.FailureDetection = cluster.FailureDetection(cfg.Preset, 100)
-	cfg.Timing.Settle = cluster.Propagation(cfg.Preset) + cfg.Timing.Renew/2 + cfg.Timing.Check
+	// A re-created view settles once every connection re-registered: they
+	// wait for the change to reach every member (propagation), then spread
+	// over renew/2; the view itself may have started a propagation early.
+	prop := cluster.Propagation(cfg.Preset)
+	cfg.Timing.Settle = 2*prop + cfg.Timing.Renew/2 + cfg.Timing.Check
 	gossipHost, _, _ := net.SplitHostPort(cfg.Gossip)
 	node, err := actors.Start(actors.Deps{
 		NodeID: cfg.NodeID, Timing: cfg.Timing, Seed: cfg.Seed,
 		Policies: policies, History: history,
 		Metrics: actors.NewMetrics(reg), Logger: log,
-		Cluster: &actors.ClusterOptions{RemoteHost: gossipHost, Gossip: cluster.GossipConfig{
+		Cluster: &actors.ClusterOptions{RemoteHost: gossipHost, Propagation: prop, Gossip: cluster.GossipConfig{
 			Name: cfg.NodeID, Bind: cfg.Gossip, Join: cfg.Join, Key: []byte(cfg.ClusterKey), Preset: cfg.Preset, Logger: log,
 			Meta: cluster.Meta{Listen: cfg.Listen, Admin: cfg.Admin},
 		}},

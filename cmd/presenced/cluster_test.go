@@ -50,14 +50,7 @@ func TestClusterGatewayCrash(t *testing.T) {
 	dan := n2.dial(ctx, "dan", "phone", 1)
 	eve := n3.dial(ctx, "eve", "phone", 1)
 	for _, c := range []*client.Conn{sam, dan, eve} {
-		go func() { // heartbeat every 100 ms (fast preset: 300 ms)
-			for seq := uint64(1); ctx.Err() == nil; seq++ {
-				if c.Heartbeat(ctx, seq) != nil {
-					return
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-		}()
+		keepAlive(ctx, c)
 	}
 	if err := sam.Subscribe(ctx, "s1", "dan", "eve"); err != nil {
 		t.Fatal(err)

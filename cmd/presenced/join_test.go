@@ -37,14 +37,7 @@ func TestClusterJoinIsInvisible(t *testing.T) {
 		conns = append(conns, c)
 	}
 	for _, c := range conns {
-		go func() {
-			for seq := uint64(1); ctx.Err() == nil; seq++ {
-				if c.Heartbeat(ctx, seq) != nil {
-					return
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-		}()
+		keepAlive(ctx, c)
 	}
 	if err := sam.Subscribe(ctx, "s1", targets...); err != nil {
 		t.Fatal(err)

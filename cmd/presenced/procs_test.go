@@ -162,3 +162,15 @@ func (p *proc) bounds() map[string]int64 {
 	}
 	return out
 }
+
+// keepAlive heartbeats c every 100 ms (fast preset: 300 ms) until ctx ends.
+func keepAlive(ctx context.Context, c *client.Conn) {
+	go func() {
+		for seq := uint64(1); ctx.Err() == nil; seq++ {
+			if c.Heartbeat(ctx, seq) != nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+}

@@ -22,6 +22,7 @@ type ClusterDirectory struct {
 	c     *pcluster.Cluster
 	root  *actor.RootContext
 	count func(Kind) int
+	owner func(Kind, string) string // the owner's address by the provider's hashing
 	sub   *eventstream.Subscription
 
 	mu    sync.Mutex
@@ -29,8 +30,8 @@ type ClusterDirectory struct {
 }
 
 // NewClusterDirectory makes a directory over a started cluster member.
-func NewClusterDirectory(c *pcluster.Cluster, count func(Kind) int) *ClusterDirectory {
-	d := &ClusterDirectory{c: c, root: c.ActorSystem.Root, count: count, cache: map[string]*actor.PID{}}
+func NewClusterDirectory(c *pcluster.Cluster, count func(Kind) int, owner func(Kind, string) string) *ClusterDirectory {
+	d := &ClusterDirectory{c: c, root: c.ActorSystem.Root, count: count, owner: owner, cache: map[string]*actor.PID{}}
 	// Published under proto.actor's member-list lock: only clear the cache.
 	d.sub = c.ActorSystem.EventStream.Subscribe(func(ev any) {
 		if _, ok := ev.(*pcluster.ClusterTopology); ok {
@@ -42,16 +43,20 @@ func NewClusterDirectory(c *pcluster.Cluster, count func(Kind) int) *ClusterDire
 	return d
 }
 
+// pid resolves an identity. An answer from a member that is not the owner
+// by the current hashing (proto.actor's placement not yet updated) is used
+// but not cached, so the next send asks again.
 func (d *ClusterDirectory) pid(kind Kind, id string) *actor.PID {
 	key := string(kind) + "|" + id
+	owner := d.owner(kind, id)
 	d.mu.Lock()
 	pid := d.cache[key]
 	d.mu.Unlock()
-	if pid != nil {
+	if pid != nil && (owner == "" || pid.GetAddress() == owner) {
 		return pid
 	}
 	pid = d.c.Get(id, string(kind)) // asks the owner to activate it
-	if pid != nil {
+	if pid != nil && (owner == "" || pid.GetAddress() == owner) {
 		d.mu.Lock()
 		d.cache[key] = pid
 		d.mu.Unlock()

@@ -40,8 +40,6 @@ type gatewayActor struct {
 // Gateway messages (local).
 type (
 	spawnConn struct{ req OpenRequest }
-	// crash stops the gateway without releasing anything, as a killed node.
-	crash struct{}
 )
 
 func (a *gatewayActor) Receive(ctx actor.Context) {
@@ -84,9 +82,7 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 				a.g.conns.Add(-1)
 			}
 		}
-	case crash:
-		a.g.crashed.Store(true)
-		ctx.Stop(ctx.Self())
+
 	}
 }
 
@@ -127,6 +123,11 @@ func (g *Gateway) Open(ctx context.Context, r OpenRequest) (*Conn, error) {
 	if err != nil || !acq.GetOk() {
 		_ = g.n.root.StopFuture(pid).Wait()
 		if err != nil {
+			// The lease may have accepted it and answered too late: release
+			// it (fencing makes this harmless if it did not).
+			g.n.dir.Send(KindLease, leaseID(r.User, r.Device), &messages.LeaseRelease{
+				User: r.User, Device: r.Device, ConnId: r.ConnID, Epoch: r.Attempt, Reason: messages.EndReason_close, LastAliveMs: time.Now().UnixMilli(),
+			})
 			return nil, err
 		}
 		if acq.GetError() == core.ErrStaleAttempt.Error() {

@@ -148,6 +148,7 @@ func Start(d Deps) (*Node, error) {
 func (n *Node) join() error {
 	co := n.deps.Cluster
 	n.provider = cluster.NewProvider(co.Gossip)
+	n.provider.Subscribe(n.onMember) // from the first event on
 	kinds := []*pcluster.Kind{
 		pcluster.NewKind(string(KindLease), actor.PropsFromProducer(func() actor.Actor { return &leaseActor{n: n, l: core.Lease{Unfenced: n.deps.Unfenced}} })),
 		pcluster.NewKind(string(KindView), actor.PropsFromProducer(func() actor.Actor { return &viewActor{n: n} })),
@@ -157,7 +158,8 @@ func (n *Node) join() error {
 	n.cluster = pcluster.New(n.sys, cfg)
 	// Before StartMember: other members may activate actors here at once,
 	// and those send through the directory.
-	n.dir = NewClusterDirectory(n.cluster, func(k Kind) int { return int(n.live[kindIndex(k)].Load()) })
+	n.dir = NewClusterDirectory(n.cluster, func(k Kind) int { return int(n.live[kindIndex(k)].Load()) },
+		func(k Kind, id string) string { return n.provider.Owner(string(k), id) })
 	var startErr error
 	func() {
 		defer func() { // StartMember panics on error
@@ -170,7 +172,6 @@ func (n *Node) join() error {
 	if startErr != nil {
 		return startErr
 	}
-	n.provider.Gossip().Subscribe(n.onMember)
 	return nil
 }
 
@@ -251,9 +252,8 @@ func (g *Gateway) Node() string { return g.node }
 // nothing is released, nothing renewed; their leases are left to expire
 // (or to be reclaimed with GatewayDown).
 func (g *Gateway) Crash() {
-	f := g.n.root.StopFuture(g.pid)
-	g.n.root.Send(g.pid, crash{})
-	_ = f.Wait()
+	g.crashed.Store(true) // before the stop: its children check it in Stopping
+	_ = g.n.root.StopFuture(g.pid).Wait()
 }
 
 // Stop stops the gateway gracefully: each connection releases its lease

@@ -20,10 +20,21 @@ import (
 type Provider struct {
 	cfg GossipConfig
 
-	mu  sync.Mutex
-	g   *Gossip
-	c   *pcluster.Cluster
-	rdv *pcluster.Rendezvous // over the members last published
+	mu   sync.Mutex
+	g    *Gossip
+	c    *pcluster.Cluster
+	rdv  *pcluster.Rendezvous // over the members last published
+	subs []func(Event)
+
+	pubMu sync.Mutex // one publish at a time, so the newest list is the last
+}
+
+// Subscribe registers f for membership events from the member's start on
+// (f runs after proto.actor has the new member list).
+func (p *Provider) Subscribe(f func(Event)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.subs = append(p.subs, f)
 }
 
 // NewProvider makes a provider; the gossip starts with the member.
@@ -49,8 +60,14 @@ func (p *Provider) StartMember(c *pcluster.Cluster) error {
 	}
 	p.mu.Lock()
 	p.g, p.c = g, c
+	subs := p.subs
 	p.mu.Unlock()
-	g.Subscribe(func(Event) { p.publish() })
+	g.Subscribe(func(ev Event) {
+		p.publish()
+		for _, f := range subs {
+			f(ev)
+		}
+	})
 	p.publish()
 	return nil
 }
@@ -62,6 +79,8 @@ func (p *Provider) StartClient(*pcluster.Cluster) error {
 // publish gives proto.actor the alive members. It runs on the gossip's
 // delivery goroutine (or once at start), so calls never overlap.
 func (p *Provider) publish() {
+	p.pubMu.Lock()
+	defer p.pubMu.Unlock()
 	p.mu.Lock()
 	g, c := p.g, p.c
 	p.mu.Unlock()

@@ -48,9 +48,9 @@ func TestReattachedSinksGetTheSettledState(t *testing.T) {
 }
 
 // An unsettled view (it may replace one lost with a member) takes the
-// lease's device-down for a device it never saw as a departure: the
-// re-attached subscriber is told offline after the debounce, not after
-// settling. A settled view ignores such a down.
+// lease's device-down for a device it never saw as a departure, but lets
+// Settle publish the offline: another device of the user may still be on
+// its way to re-register. A settled view ignores such a down.
 func TestUnsettledViewTakesUnknownDown(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	pol := &core.Policy{Granularity: core.Exact, Contacts: map[string]bool{"bob": true}}
@@ -61,9 +61,12 @@ func TestUnsettledViewTakesUnknownDown(t *testing.T) {
 	if res.Stale || res.Debounce == nil {
 		t.Fatalf("unknown down on an unsettled view: %+v", res)
 	}
-	res = v.DebounceFired(res.Debounce.Gen, res.Debounce.At)
+	if res := v.DebounceFired(res.Debounce.Gen, res.Debounce.At); len(res.Deliveries) != 0 {
+		t.Fatalf("unsettled view published at the debounce: %+v", res.Deliveries)
+	}
+	res = v.Settle(now.Add(time.Minute))
 	if len(res.Deliveries) != 1 || res.Deliveries[0].Presence.GetStatus() != messages.Status_offline {
-		t.Fatalf("after the debounce: %+v", res.Deliveries)
+		t.Fatalf("at settle: %+v", res.Deliveries)
 	}
 	settled := core.NewView("alice", 20*time.Second, pol, time.Time{})
 	if res := settled.DeviceDown("phone", 3, now, now); !res.Stale {
@@ -90,5 +93,43 @@ func TestViewGatewayDown(t *testing.T) {
 	res = v.DebounceFired(res.Debounce.Gen, res.Debounce.At)
 	if len(res.Deliveries) != 1 || res.Deliveries[0].Presence.GetStatus() != messages.Status_offline {
 		t.Fatalf("deliveries %+v", res.Deliveries)
+	}
+}
+
+// An unsettled view's pending offline is cancelled by a device that
+// re-registers before Settle: no offline, no flap.
+func TestUnsettledViewNoFlap(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pol := &core.Policy{Granularity: core.Exact, Contacts: map[string]bool{"bob": true}}
+	v := core.NewView("alice", 20*time.Second, pol, time.Time{})
+	v.Unsettled = true
+	v.Reattach("s-bob", "bob")
+	res := v.DeviceDown("phone", 3, now, now)
+	v.DebounceFired(res.Debounce.Gen, res.Debounce.At)
+	up := v.DeviceUp("laptop", &messages.Holder{Node: "g2", ConnId: "c9", Epoch: 1}, now.Add(25*time.Second))
+	settle := v.Settle(now.Add(40 * time.Second))
+	if len(up.Deliveries) != 1 || up.Deliveries[0].Presence.GetStatus() != messages.Status_online || len(settle.Deliveries) != 0 {
+		t.Fatalf("up %+v, settle %+v: want one online and nothing more", up.Deliveries, settle.Deliveries)
+	}
+}
+
+// A lease re-created empty (its member died) still takes the release of the
+// device's newest connection, so the view does not keep the device online;
+// an older connection's release is still refused.
+func TestReCreatedLeaseTakesNewestRelease(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	l := core.Lease{Floor: 7} // reloaded from the store
+	if res := l.Release("c-old", 6, messages.EndReason_close, now); res.Err == nil {
+		t.Fatalf("older connection's release accepted: %+v", res)
+	}
+	res := l.Release("c7", 7, messages.EndReason_close, now)
+	if !res.Down || l.EndedEpoch != 7 {
+		t.Fatalf("newest release on a re-created lease: %+v", res)
+	}
+	if r := l.Renew(&messages.Holder{Node: "g1", ConnId: "c7", Epoch: 7}, now, time.Minute); r.Err == nil {
+		t.Fatalf("renew after the release revived it: %+v", r)
+	}
+	if r := l.Release("c7", 7, messages.EndReason_close, now); r.Err == nil {
+		t.Fatalf("a second release was accepted: %+v", r)
 	}
 }

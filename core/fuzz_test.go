@@ -21,6 +21,7 @@ type refLease struct {
 	timer      core.Timer // the last armed expiry timer
 	timerValid bool       // it has not been cancelled by the lease ending
 	dead       map[uint64]bool
+	ended      bool // the last holder's lease ended (core's Lease.Ended)
 	rejected   uint64
 }
 
@@ -49,6 +50,7 @@ func (r *refLease) take(h *messages.Holder, now time.Time, ttl time.Duration) ex
 	}
 	r.holder, r.floor = h, max(r.floor, h.GetEpoch())
 	r.renewedAt, r.ttl = now, ttl
+	r.ended = false
 	return e
 }
 
@@ -57,6 +59,7 @@ func (r *refLease) end(reason messages.EndReason, lastAlive time.Time) expect {
 		r.dead[r.holder.GetEpoch()] = true
 	}
 	r.holder, r.timerValid = nil, false
+	r.ended = true
 	return expect{down: true, reason: reason, lastAlive: lastAlive}
 }
 
@@ -179,8 +182,16 @@ func FuzzLease(f *testing.F) {
 				})
 				res = l.Release(h.GetConnId(), h.GetEpoch(), reason, lastAlive)
 				current := ref.holder != nil && ref.holder.GetConnId() == h.GetConnId() && ref.holder.GetEpoch() == h.GetEpoch()
+				e := h.GetEpoch()
 				if current {
 					want = ref.end(reason, lastAlive)
+				} else if ref.holder == nil && !ref.ended && e > 0 && e >= ref.floor {
+					// a lease re-created empty still takes its newest release
+					if reason != messages.EndReason_lease_expired {
+						ref.dead[e] = true
+					}
+					ref.floor, ref.ended = max(ref.floor, e), true
+					want = expect{down: true, reason: reason, lastAlive: lastAlive}
 				} else {
 					want = ref.refuse(core.ErrStaleEpoch)
 				}

@@ -137,6 +137,15 @@ func (l *Lease) arm(now time.Time, ttl time.Duration) *Timer {
 // release from an older connection is refused and counted, and the newer
 // holder keeps the lease.
 func (l *Lease) Release(connID string, epoch uint64, reason messages.EndReason, lastAlive time.Time) LeaseResult {
+	if l.Holder == nil && !l.Ended && epoch > 0 && epoch >= l.Floor {
+		// Re-created empty (its member died, or it moved) before its holder
+		// re-registered: the release of the newest connection still ends
+		// the device, or its view would keep it online.
+		l.Ended, l.EndedEpoch, l.EndedReason = true, epoch, reason
+		l.Floor = max(l.Floor, epoch)
+		l.Gen++
+		return LeaseResult{Down: true, Reason: reason, LastAlive: lastAlive}
+	}
 	stale := l.Holder == nil || l.Holder.GetEpoch() != epoch || l.Holder.GetConnId() != connID
 	if stale && !(l.Unfenced && l.Holder != nil) {
 		l.RejectedStale++

@@ -26,6 +26,7 @@ type View struct {
 	Version      uint64 // of the last published change; grows strictly
 
 	pending   bool      // an offline is waiting out the debounce
+	pendingTo time.Time // when that debounce ends
 	departure time.Time // when the last device was last alive
 	Gen       uint64    // debounce timer generation
 
@@ -116,9 +117,9 @@ func (v *View) DeviceDown(device string, epoch uint64, lastAlive, now time.Time)
 	if v.Debounce <= 0 {
 		return v.goOffline(now)
 	}
-	v.pending = true
+	v.pending, v.pendingTo = true, now.Add(v.Debounce)
 	v.Gen++
-	return ViewResult{Debounce: &Timer{At: now.Add(v.Debounce), Gen: v.Gen}}
+	return ViewResult{Debounce: &Timer{At: v.pendingTo, Gen: v.Gen}}
 }
 
 // GatewayDown removes the devices connected through a dead node (its leases
@@ -136,8 +137,8 @@ func (v *View) GatewayDown(node string, now time.Time) ViewResult {
 
 // DebounceFired publishes the offline if gen is still the pending one.
 func (v *View) DebounceFired(gen uint64, now time.Time) ViewResult {
-	if !v.pending || gen != v.Gen || len(v.Devices) > 0 {
-		return ViewResult{}
+	if !v.pending || gen != v.Gen || len(v.Devices) > 0 || v.Unsettled {
+		return ViewResult{} // an unsettled view lets Settle decide
 	}
 	return v.goOffline(now)
 }
@@ -210,8 +211,11 @@ func (v *View) Reattach(sink, viewer string) { v.Subs[sink] = &Sub{Viewer: viewe
 // offline, and one that did was already reported online.
 func (v *View) Settle(now time.Time) ViewResult {
 	v.Unsettled = false
+	if v.pending && len(v.Devices) == 0 && !now.Before(v.pendingTo) {
+		return v.goOffline(now) // the debounce already ran out
+	}
 	if v.pending {
-		return ViewResult{} // the debounce will publish
+		return ViewResult{} // the debounce timer will publish
 	}
 	return v.publish(now)
 }

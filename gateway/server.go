@@ -255,7 +255,18 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.live[sock] = struct{}{}
 	s.mu.Unlock()
-	sock.attach(ws, conn)
+	if closed, _ := nbioClosed(ws); closed {
+		sock.mu.Lock()
+		sock.closed = true // the peer left before the session was set
+		sock.mu.Unlock()
+	}
+	if !sock.attach(ws, conn) {
+		s.mu.Lock()
+		delete(s.live, sock)
+		s.mu.Unlock()
+		conn.Closed()
+		return
+	}
 	sock.Send(&messages.Frame{Kind: &messages.Frame_Hello{Hello: &messages.Hello{
 		ConnId: connID, Node: s.node, User: claims.User, Device: claims.Device, Epoch: attempt,
 		HeartbeatIntervalMs: uint32(s.timing.Heartbeat.Milliseconds()),
@@ -264,6 +275,14 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 
 // accepted counts opened sockets; see the OnData hook in New.
 var accepted atomic.Uint64
+
+// nbioClosed reports whether the poller already closed the connection.
+func nbioClosed(ws *websocket.Conn) (bool, error) {
+	if nbc := nbioConn(ws); nbc != nil {
+		return nbc.IsClosed()
+	}
+	return false, nil
+}
 
 // nbioConn finds the poller's connection under an upgraded one.
 func nbioConn(ws *websocket.Conn) *nbio.Conn {

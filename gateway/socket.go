@@ -134,22 +134,27 @@ func (s *socket) closeLocked(code uint16, reason string) {
 	time.AfterFunc(s.s.opt.CloseGrace, func() { _ = ws.Close() })
 }
 
-// attach binds the upgraded connection and flushes what came before.
-func (s *socket) attach(ws *websocket.Conn, conn *actors.Conn) {
+// attach binds the upgraded connection and flushes what came before. It
+// reports false when the socket was closed meanwhile (by the actor, or by
+// the peer before the session was set): the caller then ends the actor.
+func (s *socket) attach(ws *websocket.Conn, conn *actors.Conn) bool {
 	s.mu.Lock()
 	s.ws = ws
 	s.conn.Store(conn)
 	early := s.early
 	s.early = nil
 	if s.closed {
-		s.closeLocked(s.code, s.reason)
+		if s.code != 0 {
+			s.closeLocked(s.code, s.reason)
+		}
 		s.mu.Unlock()
-		return
+		return false
 	}
 	s.mu.Unlock()
 	for _, m := range early {
 		s.write(m.kind, m.b, false)
 	}
+	return true
 }
 
 // pending is the outbox length (tests, metrics).

@@ -52,17 +52,7 @@ func TestClusterGatewayCrash(t *testing.T) {
 	for _, c := range []*client.Conn{sam, dan, eve} {
 		keepAlive(ctx, c)
 	}
-	if err := sam.Subscribe(ctx, "s1", "dan", "eve"); err != nil {
-		t.Fatal(err)
-	}
-	var snap *messages.Snapshot
-	for snap == nil {
-		f, err := sam.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		snap = f.GetSnapshot()
-	}
+	snap := subscribe(ctx, t, sam, "dan", "eve")
 	if len(snap.GetPresences()) != 2 {
 		t.Fatalf("snapshot = %v, want dan and eve", snap)
 	}

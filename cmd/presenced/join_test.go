@@ -39,17 +39,7 @@ func TestClusterJoinIsInvisible(t *testing.T) {
 	for _, c := range conns {
 		keepAlive(ctx, c)
 	}
-	if err := sam.Subscribe(ctx, "s1", targets...); err != nil {
-		t.Fatal(err)
-	}
-	var snap *messages.Snapshot
-	for snap == nil {
-		f, err := sam.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		snap = f.GetSnapshot()
-	}
+	snap := subscribe(ctx, t, sam, targets...)
 	last := map[string]uint64{}
 	for _, p := range snap.GetPresences() {
 		if p.GetStatus() != messages.Status_online {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/presence-im/presence/client"
 	"github.com/presence-im/presence/gateway"
+	"github.com/presence-im/presence/messages"
 )
 
 var (
@@ -173,4 +174,21 @@ func keepAlive(ctx context.Context, c *client.Conn) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()
+}
+
+// subscribe asks for targets and returns the snapshot.
+func subscribe(ctx context.Context, t *testing.T, c *client.Conn, targets ...string) *messages.Snapshot {
+	t.Helper()
+	if err := c.Subscribe(ctx, "s1", targets...); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := c.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := f.GetSnapshot(); s != nil {
+			return s
+		}
+	}
 }

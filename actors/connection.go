@@ -171,9 +171,13 @@ func (a *connActor) holder() *messages.Holder {
 
 func (a *connActor) release(reason messages.EndReason, lastAlive time.Time) {
 	a.ended = true
-	a.g.n.dir.Send(KindLease, leaseID(a.user, a.device), &messages.LeaseRelease{
+	rel := &messages.LeaseRelease{
 		User: a.user, Device: a.device, ConnId: a.id, Epoch: a.epoch, Reason: reason, LastAliveMs: lastAlive.UnixMilli(),
-	})
+	}
+	a.g.n.dir.Send(KindLease, leaseID(a.user, a.device), rel)
+	if a.g.n.deps.Timing.FailureDetection > 0 { // members can die: keep it for a replay
+		a.g.n.root.Send(a.g.pid, released{rel: rel, at: time.Now()})
+	}
 }
 
 // end releases the lease with reason, closes the socket (code 0: it is

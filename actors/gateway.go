@@ -32,9 +32,41 @@ var ErrRefused = errors.New("actors: handshake refused")
 // gatewayActor is one node's gateway: the parent of its ConnectionActors. It
 // ticks them every check period and routes ConnLost to them by conn id.
 type gatewayActor struct {
-	g     *Gateway
-	conns map[string]*actor.PID
-	tick  timer
+	g      *Gateway
+	conns  map[string]*actor.PID
+	tick   timer
+	recent []released // releases of the last replayWindow, oldest first
+	replay timer
+}
+
+// released is a connection's release, kept by its gateway for a while in a
+// cluster: one sent to a lease whose member was dying is lost, so after a
+// membership change the gateway sends the recent ones again (epoch fencing
+// refuses those that already counted).
+type released struct {
+	rel *messages.LeaseRelease
+	at  time.Time
+}
+
+type replayReleases struct{}
+
+// maxRecent bounds the releases a gateway keeps.
+const maxRecent = 10000
+
+// replayWindow is how far back releases are sent again: a member's
+// failure is declared at most FailureDetection after it, and the
+// re-created lease must have time to exist.
+func (a *gatewayActor) replayWindow() time.Duration {
+	t := a.g.n.deps.Timing
+	return t.FailureDetection + t.Settle
+}
+
+func (a *gatewayActor) prune(now time.Time) {
+	cut := 0
+	for cut < len(a.recent) && (now.Sub(a.recent[cut].at) > a.replayWindow() || len(a.recent)-cut > maxRecent) {
+		cut++
+	}
+	a.recent = a.recent[cut:]
 }
 
 // Gateway messages (local).
@@ -49,6 +81,7 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 		a.tick.arm(a.g.n.sched, a.g.n.deps.Timing.Check, ctx.Self(), checkTick{})
 	case *actor.Stopping:
 		a.tick.stop()
+		a.replay.stop()
 	case checkTick:
 		// Re-armed each round rather than SendRepeatedly: proto.actor's
 		// repeating timer reads its state without an atomic (a data race
@@ -74,6 +107,21 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 	case topologyChanged:
 		for _, pid := range a.conns {
 			ctx.Send(pid, reregister{})
+		}
+		if len(a.recent) > 0 {
+			var wait time.Duration // after the change reached every member
+			if co := a.g.n.deps.Cluster; co != nil {
+				wait = co.Propagation
+			}
+			a.replay.arm(a.g.n.sched, wait, ctx.Self(), replayReleases{})
+		}
+	case released:
+		a.recent = append(a.recent, m)
+		a.prune(m.at)
+	case replayReleases:
+		a.prune(time.Now())
+		for _, r := range a.recent {
+			a.g.n.dir.Send(KindLease, leaseID(r.rel.GetUser(), r.rel.GetDevice()), r.rel)
 		}
 	case *actor.Terminated:
 		for id, pid := range a.conns {

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-
 	"net"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -13,7 +11,6 @@ import (
 	"time"
 
 	"github.com/presence-im/presence/client"
-	"github.com/presence-im/presence/gateway"
 	"github.com/presence-im/presence/messages"
 )
 
@@ -30,72 +27,26 @@ func freePort(t *testing.T) string {
 // policy is set through the admin API; SIGTERM closes devices with 1001,
 // releases their leases and exits 0.
 func TestBinaryEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	bin := filepath.Join(t.TempDir(), "presenced")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	listen, admin := freePort(t), freePort(t)
-	cmd := exec.Command(bin, "--timing", "fast", "--listen", listen, "--admin", admin, "--secret", "e2e", "--node-id", "e2e", "--drain-spread", "200ms",
-		"--policy-dsn", "sqlite:"+filepath.Join(t.TempDir(), "p.db"))
-	var logs lockedBuffer
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	exited := false
-	defer func() {
-		if !exited {
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if res, err := http.Get("http://" + admin + "/readyz"); err == nil {
-			res.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready: %s", logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	req, _ := http.NewRequest("PUT", "http://"+admin+"/api/users/dave/policy", strings.NewReader(`{"granularity":"exact","contacts":["alice"]}`))
-	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != 200 {
-		t.Fatalf("policy: %v %v", res, err)
-	}
+	p := startProc(t, "e2e", "--policy-dsn", "sqlite:"+filepath.Join(t.TempDir(), "p.db"))
+	p.put("/api/users/dave/policy", `{"granularity":"exact","contacts":["alice"]}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	dial := func(user string) *client.Conn {
-		tok, _ := gateway.Tokens{Key: []byte("e2e")}.Mint(user, "phone", time.Hour)
-		c, err := client.Dial(ctx, "ws://"+listen+"/ws", client.DialOptions{Token: tok, Attempt: 1})
-		if err != nil {
-			t.Fatalf("dial %s: %v", user, err)
-		}
-		return c
-	}
-	alice := dial("alice")
+	alice := p.dial(ctx, "alice", "phone", 1)
 	_ = alice.Subscribe(ctx, "s1", "dave")
 	if f, err := alice.Next(ctx); err != nil || f.GetSnapshot() == nil {
 		t.Fatalf("snapshot: %v %v", f, err)
 	}
-	dave := dial("dave")
-	defer dave.CloseNow()
+	p.dial(ctx, "dave", "phone", 1)
 	if f, err := alice.Next(ctx); err != nil || f.GetPresence().GetStatus() != messages.Status_online {
 		t.Fatalf("dave online: %v %v", f, err)
 	}
-	res, err := http.Get("http://" + admin + "/api/route/dave")
+	res, err := http.Get("http://" + p.admin + "/api/route/dave")
 	if err != nil {
 		t.Fatal(err)
 	}
 	res.Body.Close()
 
-	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	for {
 		if _, err := alice.Next(ctx); err != nil {
 			if code := client.CloseCode(err); code != 1001 {
@@ -105,15 +56,15 @@ func TestBinaryEndToEnd(t *testing.T) {
 		}
 	}
 	select {
-	case err := <-done:
-		exited = true
+	case err := <-p.done:
+		p.exited = true
 		if err != nil {
-			t.Fatalf("exit: %v\n%s", err, logs.String())
+			t.Fatalf("exit: %v\n%s", err, p.logs.String())
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatalf("still running 10 s after SIGTERM\n%s", logs.String())
+		t.Fatalf("still running 10 s after SIGTERM\n%s", p.logs.String())
 	}
-	if !strings.Contains(logs.String(), "draining") {
-		t.Fatalf("no drain in the log:\n%s", logs.String())
+	if !strings.Contains(p.logs.String(), "draining") {
+		t.Fatalf("no drain in the log:\n%s", p.logs.String())
 	}
 }

@@ -32,6 +32,9 @@ type Server struct {
 	Gatherer prometheus.Gatherer
 	Token    string // bearer token required when set
 	Log      *slog.Logger
+	// Ready, when set, tells whether the node takes devices; /readyz
+	// answers 503 with its error otherwise.
+	Ready func() error
 	// Timeout bounds each lookup through the actors.
 	Timeout time.Duration
 }
@@ -40,7 +43,15 @@ type Server struct {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ready\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if s.Ready != nil {
+			if err := s.Ready(); err != nil {
+				writeErr(w, http.StatusServiceUnavailable, err)
+				return
+			}
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.Gatherer, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /api/bounds", s.bounds)
 	mux.HandleFunc("GET /api/cluster", s.cluster)

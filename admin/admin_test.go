@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -130,6 +131,33 @@ func TestUnreachableOwnerIs503(t *testing.T) {
 	code, body := f.do(t, "GET", "/api/route/alice", "")
 	if code != 503 || strings.Contains(body, "devices") {
 		t.Fatalf("route with the node stopped = %d %s, want 503 without devices", code, body)
+	}
+}
+
+// /readyz follows Ready (the gateway listening and not draining) and says
+// why not; /healthz stays 200.
+func TestReadyz(t *testing.T) {
+	ready := errors.New("gateway: not taking devices: draining")
+	srv := httptest.NewServer((&Server{Ready: func() error { return ready }}).Handler())
+	defer srv.Close()
+	get := func(path string) (int, string) {
+		res, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "draining") {
+		t.Fatalf("readyz while not ready = %d %q, want 503 naming why", code, body)
+	}
+	if code, _ := get("/healthz"); code != 200 {
+		t.Fatalf("healthz while not ready = %d, want 200", code)
+	}
+	ready = nil
+	if code, _ := get("/readyz"); code != 200 {
+		t.Fatalf("readyz when ready = %d, want 200", code)
 	}
 }
 

@@ -88,8 +88,14 @@ func TestHandshakeChecksInOrder(t *testing.T) {
 func TestDrain(t *testing.T) {
 	nd := startNode(t)
 	c := nd.dial("alice", "phone", 1)
+	if err := nd.srv.Ready(); err != nil {
+		t.Fatalf("listening gateway not ready: %v", err)
+	}
 	done := make(chan struct{})
 	nd.srv.Drain(done)
+	if err := nd.srv.Ready(); !errors.Is(err, ErrNotReady) {
+		t.Fatalf("draining gateway: Ready() = %v, want ErrNotReady", err)
+	}
 	if code := closeCode(t, c, 2*time.Second); code != int(actors.CloseGoingAway) {
 		t.Fatalf("close code %d, want 1001", code)
 	}

@@ -87,6 +87,7 @@ type Server struct {
 
 	addr     atomic.Value // string, once listening
 	draining atomic.Bool
+	started  atomic.Bool
 	metrics  *metrics
 	mu       sync.Mutex
 	live     map[*socket]struct{}
@@ -156,7 +157,28 @@ func New(opt Options, gw *actors.Gateway, timing config.Timing, secret []byte, l
 }
 
 // Start listens on Options.Listen.
-func (s *Server) Start() error { return s.engine.Start() }
+func (s *Server) Start() error {
+	if err := s.engine.Start(); err != nil {
+		return err
+	}
+	s.started.Store(true)
+	return nil
+}
+
+// ErrNotReady is what Ready returns before Start and once draining.
+var ErrNotReady = errors.New("gateway: not taking devices")
+
+// Ready reports whether the gateway takes new devices: it listens and is not
+// draining.
+func (s *Server) Ready() error {
+	switch {
+	case !s.started.Load():
+		return fmt.Errorf("%w: not listening yet", ErrNotReady)
+	case s.draining.Load():
+		return fmt.Errorf("%w: draining", ErrNotReady)
+	}
+	return nil
+}
 
 // Addr is the listening address (after Start).
 func (s *Server) Addr() string {

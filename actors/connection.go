@@ -48,7 +48,7 @@ type connActor struct {
 	rereg  timer
 	show   messages.Show // last set_status, told again after a re-register
 
-	subs    map[string]uint64 // target -> version last sent to the device
+	subs    map[string]*messages.Presence // target -> presence last sent to the device (nil: none yet)
 	pending map[string]*pendingSnap
 }
 
@@ -64,7 +64,7 @@ func newConnActor(g *Gateway, r OpenRequest) *connActor {
 	return &connActor{
 		g: g, user: r.User, device: r.Device, id: r.ConnID, epoch: r.Attempt, sock: r.Socket,
 		rng:  core.Rand(g.n.deps.Seed, r.ConnID),
-		subs: map[string]uint64{}, pending: map[string]*pendingSnap{},
+		subs: map[string]*messages.Presence{}, pending: map[string]*pendingSnap{},
 	}
 }
 
@@ -158,7 +158,7 @@ func (a *connActor) reregisterNow(ctx actor.Context) {
 	dir := a.g.n.dir
 	dir.Send(KindLease, leaseID(a.user, a.device), &messages.LeaseAcquire{User: a.user, Device: a.device, Holder: a.holder()})
 	for target := range a.subs {
-		dir.Send(KindView, target, &messages.ViewSubscribe{Target: target, Viewer: a.user, Sink: refOf(ctx.Self()), Reattach: true})
+		dir.Send(KindView, target, &messages.ViewSubscribe{Target: target, Viewer: a.user, Sink: refOf(ctx.Self()), Reattach: true, Last: a.subs[target]})
 	}
 	if a.show != messages.Show_show_unspecified {
 		dir.Send(KindView, a.user, &messages.DeviceShow{User: a.user, Device: a.device, Show: a.show})
@@ -231,7 +231,7 @@ func (a *connActor) subscribe(ctx actor.Context, m connSubscribe) {
 	}
 	a.pending[m.requestID] = ps
 	for target := range ps.want {
-		a.subs[target] = 0
+		a.subs[target] = nil
 		a.g.n.dir.Send(KindView, target, &messages.ViewSubscribe{Target: target, Viewer: a.user, Sink: refOf(ctx.Self()), RequestId: m.requestID})
 	}
 }
@@ -244,7 +244,7 @@ func (a *connActor) snapshotPart(ctx actor.Context, m *messages.SnapshotPart) {
 	delete(ps.want, m.GetTarget())
 	if p := m.GetPresence(); m.GetVisible() && p != nil {
 		ps.got = append(ps.got, p)
-		a.subs[p.GetUser()] = p.GetVersion()
+		a.subs[p.GetUser()] = p
 	}
 	if len(ps.want) > 0 {
 		return
@@ -261,7 +261,7 @@ func (a *connActor) snapshotPart(ctx actor.Context, m *messages.SnapshotPart) {
 // together.
 func (a *connActor) event(ctx actor.Context, p *messages.Presence) {
 	last, ok := a.subs[p.GetUser()]
-	if !ok || p.GetVersion() <= last {
+	if !ok || p.GetVersion() <= last.GetVersion() {
 		return
 	}
 	for _, ps := range a.pending {
@@ -270,7 +270,7 @@ func (a *connActor) event(ctx actor.Context, p *messages.Presence) {
 			return
 		}
 	}
-	a.subs[p.GetUser()] = p.GetVersion()
+	a.subs[p.GetUser()] = p
 	a.send(ctx, &messages.Frame{Kind: &messages.Frame_Presence{Presence: p}})
 }
 

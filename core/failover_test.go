@@ -29,7 +29,7 @@ func TestReattachedSinksGetTheSettledState(t *testing.T) {
 	pol := &core.Policy{Granularity: core.Exact, Contacts: map[string]bool{"bob": true, "carol": true}}
 
 	gone := core.NewView("alice", 20*time.Second, pol, now.Add(-time.Hour))
-	gone.Reattach("s-bob", "bob")
+	gone.Reattach("s-bob", "bob", nil)
 	gone.Subscribe("s-carol", "carol", now)
 	res := gone.Settle(now.Add(70 * time.Second))
 	if len(res.Deliveries) != 1 || res.Deliveries[0].Sink != "s-bob" || res.Deliveries[0].Presence.GetStatus() != messages.Status_offline {
@@ -37,13 +37,38 @@ func TestReattachedSinksGetTheSettledState(t *testing.T) {
 	}
 
 	back := core.NewView("alice", 20*time.Second, pol, time.Time{})
-	back.Reattach("s-bob", "bob")
+	back.Reattach("s-bob", "bob", nil)
 	res = back.DeviceUp("phone", &messages.Holder{Node: "g1", ConnId: "c1", Epoch: 3}, now)
 	if len(res.Deliveries) != 1 || res.Deliveries[0].Presence.GetStatus() != messages.Status_online {
 		t.Fatalf("re-registered device: %+v", res.Deliveries)
 	}
 	if res = back.Settle(now.Add(70 * time.Second)); len(res.Deliveries) != 0 {
 		t.Fatalf("settle after the device came back sent %+v", res.Deliveries)
+	}
+}
+
+// A sink re-attached with what it last passed on is sent only a change: a
+// failover in which the user stayed online is invisible to it, one in which
+// the user went offline is not.
+func TestReattachWithLastSendsOnlyChanges(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pol := &core.Policy{Granularity: core.Exact, Contacts: map[string]bool{"bob": true}}
+	was := &messages.Presence{User: "alice", Status: messages.Status_online, Show: messages.Show_available, Version: 7}
+
+	stayed := core.NewView("alice", 20*time.Second, pol, time.Time{})
+	stayed.Unsettled = true
+	stayed.Reattach("s-bob", "bob", was)
+	up := stayed.DeviceUp("phone", &messages.Holder{Node: "g1", ConnId: "c1", Epoch: 3}, now)
+	if settle := stayed.Settle(now.Add(time.Second)); len(up.Deliveries)+len(settle.Deliveries) != 0 {
+		t.Fatalf("user stayed online: sent %+v then %+v, want nothing", up.Deliveries, settle.Deliveries)
+	}
+
+	left := core.NewView("alice", 20*time.Second, pol, time.Time{})
+	left.Unsettled = true
+	left.Reattach("s-bob", "bob", was)
+	res := left.Settle(now.Add(time.Second))
+	if len(res.Deliveries) != 1 || res.Deliveries[0].Presence.GetStatus() != messages.Status_offline || res.Deliveries[0].Presence.GetVersion() <= was.GetVersion() {
+		t.Fatalf("no device re-registered: %+v, want one newer offline", res.Deliveries)
 	}
 }
 
@@ -56,7 +81,7 @@ func TestUnsettledViewTakesUnknownDown(t *testing.T) {
 	pol := &core.Policy{Granularity: core.Exact, Contacts: map[string]bool{"bob": true}}
 	v := core.NewView("alice", 20*time.Second, pol, time.Time{})
 	v.Unsettled = true
-	v.Reattach("s-bob", "bob")
+	v.Reattach("s-bob", "bob", nil)
 	res := v.DeviceDown("phone", 3, now, now)
 	if res.Stale || res.Debounce == nil {
 		t.Fatalf("unknown down on an unsettled view: %+v", res)
@@ -103,7 +128,7 @@ func TestUnsettledViewNoFlap(t *testing.T) {
 	pol := &core.Policy{Granularity: core.Exact, Contacts: map[string]bool{"bob": true}}
 	v := core.NewView("alice", 20*time.Second, pol, time.Time{})
 	v.Unsettled = true
-	v.Reattach("s-bob", "bob")
+	v.Reattach("s-bob", "bob", nil)
 	res := v.DeviceDown("phone", 3, now, now)
 	v.DebounceFired(res.Debounce.Gen, res.Debounce.At)
 	up := v.DeviceUp("laptop", &messages.Holder{Node: "g2", ConnId: "c9", Epoch: 1}, now.Add(25*time.Second))

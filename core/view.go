@@ -200,10 +200,13 @@ func (v *View) Subscribe(sink, viewer string, now time.Time) (*messages.Presence
 }
 
 // Reattach registers a sink that subscribed to an earlier incarnation of
-// this view (it moved to another node) without a snapshot: the sink is
-// owed the next publish whatever it shows, because this view does not know
-// what the sink was told.
-func (v *View) Reattach(sink, viewer string) { v.Subs[sink] = &Sub{Viewer: viewer} }
+// this view (it moved to another node) without a snapshot. last is what the
+// sink last passed on for this user (nil: nothing, so the sink is owed the
+// next publish whatever it shows): the view sends only what differs from
+// it, so a failover that changed nothing is invisible to subscribers.
+func (v *View) Reattach(sink, viewer string, last *messages.Presence) {
+	v.Subs[sink] = &Sub{Viewer: viewer, Last: last}
+}
 
 // Settle publishes the current state to every sink that is owed one. A view
 // re-created on another node calls it once every live device has had the

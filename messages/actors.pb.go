@@ -805,12 +805,15 @@ func (x *DeviceShow) GetShow() Show {
 // reattach (after the view may have moved to another node) no snapshot is
 // sent, and the sink is owed the view's next publish.
 type ViewSubscribe struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Target        string                 `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
-	Viewer        string                 `protobuf:"bytes,2,opt,name=viewer,proto3" json:"viewer,omitempty"`
-	Sink          *PidRef                `protobuf:"bytes,3,opt,name=sink,proto3" json:"sink,omitempty"`
-	RequestId     string                 `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Reattach      bool                   `protobuf:"varint,5,opt,name=reattach,proto3" json:"reattach,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Target    string                 `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	Viewer    string                 `protobuf:"bytes,2,opt,name=viewer,proto3" json:"viewer,omitempty"`
+	Sink      *PidRef                `protobuf:"bytes,3,opt,name=sink,proto3" json:"sink,omitempty"`
+	RequestId string                 `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Reattach  bool                   `protobuf:"varint,5,opt,name=reattach,proto3" json:"reattach,omitempty"`
+	// last is, on a reattach, the presence the sink last passed on for the
+	// target: the re-created view sends only what differs from it.
+	Last          *Presence `protobuf:"bytes,6,opt,name=last,proto3" json:"last,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -878,6 +881,13 @@ func (x *ViewSubscribe) GetReattach() bool {
 		return x.Reattach
 	}
 	return false
+}
+
+func (x *ViewSubscribe) GetLast() *Presence {
+	if x != nil {
+		return x.Last
+	}
+	return nil
 }
 
 // ViewUnsubscribe is idempotent.
@@ -1359,14 +1369,15 @@ const file_actors_proto_rawDesc = "" +
 	"DeviceShow\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12%\n" +
-	"\x04show\x18\x03 \x01(\x0e2\x11.presence.v1.ShowR\x04show\"\xa3\x01\n" +
+	"\x04show\x18\x03 \x01(\x0e2\x11.presence.v1.ShowR\x04show\"\xce\x01\n" +
 	"\rViewSubscribe\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x12\x16\n" +
 	"\x06viewer\x18\x02 \x01(\tR\x06viewer\x12'\n" +
 	"\x04sink\x18\x03 \x01(\v2\x13.presence.v1.PidRefR\x04sink\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x04 \x01(\tR\trequestId\x12\x1a\n" +
-	"\breattach\x18\x05 \x01(\bR\breattach\"R\n" +
+	"\breattach\x18\x05 \x01(\bR\breattach\x12)\n" +
+	"\x04last\x18\x06 \x01(\v2\x15.presence.v1.PresenceR\x04last\"R\n" +
 	"\x0fViewUnsubscribe\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x12'\n" +
 	"\x04sink\x18\x02 \x01(\v2\x13.presence.v1.PidRefR\x04sink\"\x92\x01\n" +
@@ -1454,16 +1465,17 @@ var file_actors_proto_depIdxs = []int32{
 	0,  // 6: presence.v1.DeviceDown.reason:type_name -> presence.v1.EndReason
 	20, // 7: presence.v1.DeviceShow.show:type_name -> presence.v1.Show
 	1,  // 8: presence.v1.ViewSubscribe.sink:type_name -> presence.v1.PidRef
-	1,  // 9: presence.v1.ViewUnsubscribe.sink:type_name -> presence.v1.PidRef
-	21, // 10: presence.v1.SnapshotPart.presence:type_name -> presence.v1.Presence
-	21, // 11: presence.v1.PresenceEvent.presence:type_name -> presence.v1.Presence
-	18, // 12: presence.v1.ViewState.devices:type_name -> presence.v1.DeviceState
-	20, // 13: presence.v1.ViewState.show:type_name -> presence.v1.Show
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	21, // 9: presence.v1.ViewSubscribe.last:type_name -> presence.v1.Presence
+	1,  // 10: presence.v1.ViewUnsubscribe.sink:type_name -> presence.v1.PidRef
+	21, // 11: presence.v1.SnapshotPart.presence:type_name -> presence.v1.Presence
+	21, // 12: presence.v1.PresenceEvent.presence:type_name -> presence.v1.Presence
+	18, // 13: presence.v1.ViewState.devices:type_name -> presence.v1.DeviceState
+	20, // 14: presence.v1.ViewState.show:type_name -> presence.v1.Show
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_actors_proto_init() }

@@ -151,6 +151,7 @@ func (a *leaseActor) apply(ctx actor.Context, res core.LeaseResult, op string, n
 		a.idleGen++
 		a.idle.stop()
 		a.n.metrics.DeviceTransitions.WithLabelValues("up", "").Inc()
+		a.n.log.Debug("lease: up", "user", a.user, "device", a.device, "holder_node", a.l.Holder.GetNode(), slog.Uint64("epoch", a.l.Holder.GetEpoch()))
 		a.n.dir.Send(KindView, a.user, &messages.DeviceUp{User: a.user, Device: a.device, Holder: a.l.Holder, SinceMs: now.UnixMilli()})
 	case res.Down:
 		a.expiry.stop()

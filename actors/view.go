@@ -98,6 +98,7 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		if a.leftover(ctx) {
 			return
 		}
+		a.n.log.Debug("view: settled", "user", a.user, "devices", len(a.v.Devices), "online", a.v.Online, "subscribers", len(a.v.Subs))
 		a.apply(ctx, a.v.Settle(now))
 	case idleCheck:
 		if m.gen == a.idleGen && a.v.Idle() && a.n.dir.Passivate(KindView, a.user, ctx.Self(), a.received) {
@@ -146,7 +147,7 @@ func (a *viewActor) subscribe(ctx actor.Context, m *messages.ViewSubscribe, now 
 	}
 	if m.GetReattach() {
 		if _, known := a.v.Subs[key]; !known {
-			a.v.Reattach(key, m.GetViewer())
+			a.v.Reattach(key, m.GetViewer(), m.GetLast())
 		}
 		a.apply(ctx, core.ViewResult{})
 		return
@@ -187,6 +188,7 @@ func (a *viewActor) apply(ctx actor.Context, res core.ViewResult) {
 			a.n.log.Error("view: writing last seen", "user", a.user, "err", err)
 		}
 		a.n.metrics.Published.WithLabelValues(status).Inc()
+		a.n.log.Debug("view: published", "user", a.user, "status", status, "devices", len(a.v.Devices), "unsettled", a.v.Unsettled)
 	}
 	if a.v.Idle() {
 		a.armIdle(ctx)

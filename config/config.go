@@ -9,6 +9,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 )
@@ -68,11 +69,12 @@ type Config struct {
 	AdminToken string // bearer token required by the admin API when set
 	Gossip     string // memberlist bind address
 	Join       []string
-	Preset     string // "seed" or "fast"
-	Secret     string // device-token HMAC key
-	ClusterKey string // memberlist encryption key (16, 24 or 32 bytes) or empty
-	Seed       int64  // seed of the node's random source; 0 picks one at start
-	Demo       int    // simulated in-process devices to run (make run); 0: none
+	Preset     string     // "seed" or "fast"
+	Secret     string     // device-token HMAC key
+	ClusterKey string     // memberlist encryption key (16, 24 or 32 bytes) or empty
+	Seed       int64      // seed of the node's random source; 0 picks one at start
+	Demo       int        // simulated in-process devices to run (make run); 0: none
+	LogLevel   slog.Level // debug, info (default), warn or error
 	// PolicyDSN names the store of policies, attempt floors and last seen:
 	// "sqlite:PATH" (default sqlite:presence-data/presence.db, one file for
 	// every node on a host), "postgres://..." (nodes on several hosts) or

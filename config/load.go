@@ -89,6 +89,9 @@ var fields = []field{
 		c.Demo = n
 		return err
 	}},
+	{"log-level", "debug, info, warn or error (default info)", func(c *Config, v string) error {
+		return c.LogLevel.UnmarshalText([]byte(v))
+	}},
 	{"outbox", "frames queued per device connection before it is closed with 4008 (default 64)", intField(func(c *Config) *int { return &c.Gateway.Outbox })},
 	{"write-timeout", "cut a device that takes no data for this long (default 10s)", dur(func(c *Config) *time.Duration { return &c.Gateway.WriteTimeout })},
 	{"admit-rate", "handshakes admitted per second before 429 (default 500)", frac(func(c *Config) *float64 { return &c.Gateway.AdmitRate })},

@@ -41,6 +41,7 @@ func TestClusterGatewayCrash(t *testing.T) {
 	n1 := startProc(t, "n1", "--policy-dsn", db)
 	n2 := startProc(t, "n2", "--policy-dsn", db, "--join", n1.gossip)
 	n3 := startProc(t, "n3", "--policy-dsn", db, "--join", n1.gossip)
+	converged(t, n1, n2, n3)
 	for _, u := range []string{"dan", "eve"} {
 		n1.put("/api/users/"+u+"/policy", `{"granularity":"exact","contacts":["sam"]}`)
 	}

@@ -19,6 +19,7 @@ func TestClusterJoinIsInvisible(t *testing.T) {
 	n1 := startProc(t, "n1", "--policy-dsn", db)
 	n2 := startProc(t, "n2", "--policy-dsn", db, "--join", n1.gossip)
 	n3 := startProc(t, "n3", "--policy-dsn", db, "--join", n1.gossip)
+	converged(t, n1, n2, n3)
 	nodes := []*proc{n1, n2, n3}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

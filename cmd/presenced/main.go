@@ -67,7 +67,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "presenced:", err)
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", cfg.NodeID)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel})).With("node", cfg.NodeID)
 	if cfg.Secret == config.DevSecret {
 		log.Warn("using the public development token secret: set --secret or PRESENCE_SECRET")
 	}
@@ -105,7 +105,14 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "presenced:", err)
 		return 2
 	}
-	api := &admin.Server{Node: node, Members: node.Membership(), Timing: cfg.Timing, Policies: policies, Gatherer: reg, Token: cfg.AdminToken, Log: log}
+	g := cfg.Gateway
+	ws := gateway.New(gateway.Options{
+		Listen: cfg.Listen, Outbox: g.Outbox, WriteTimeout: g.WriteTimeout, AdmitRate: g.AdmitRate,
+		AdmitBurst: g.AdmitBurst, DrainSpread: g.DrainSpread, SendBuffer: g.SendBuffer, Registerer: reg,
+	}, node.Gateway(), cfg.Timing, []byte(cfg.Secret), log)
+	// /readyz says ready once the gateway listens, and not while draining.
+	api := &admin.Server{Node: node, Members: node.Membership(), Timing: cfg.Timing, Policies: policies, Gatherer: reg,
+		Token: cfg.AdminToken, Log: log, Ready: ws.Ready}
 	ln, err := net.Listen("tcp", cfg.Admin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced: admin:", err)
@@ -118,11 +125,6 @@ func run(args []string) int {
 			log.Error("admin server", "err", err)
 		}
 	}()
-	g := cfg.Gateway
-	ws := gateway.New(gateway.Options{
-		Listen: cfg.Listen, Outbox: g.Outbox, WriteTimeout: g.WriteTimeout, AdmitRate: g.AdmitRate,
-		AdmitBurst: g.AdmitBurst, DrainSpread: g.DrainSpread, SendBuffer: g.SendBuffer, Registerer: reg,
-	}, node.Gateway(), cfg.Timing, []byte(cfg.Secret), log)
 	if err := ws.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "presenced: listen:", err)
 		_ = srv.Close()

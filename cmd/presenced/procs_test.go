@@ -65,7 +65,7 @@ func startProc(t *testing.T, name string, extra ...string) *proc {
 	t.Helper()
 	p := &proc{t: t, name: name, listen: freePort(t), admin: freePort(t), gossip: freePort(t), logs: &lockedBuffer{}, done: make(chan error, 1)}
 	args := append([]string{"--timing", "fast", "--node-id", name, "--listen", p.listen, "--admin", p.admin, "--gossip", p.gossip,
-		"--secret", "e2e", "--drain-spread", "200ms"}, extra...)
+		"--secret", "e2e", "--drain-spread", "200ms", "--log-level", "debug"}, extra...)
 	p.cmd = exec.Command(binary(t), args...)
 	p.cmd.Stderr = p.logs
 	if err := p.cmd.Start(); err != nil {
@@ -73,6 +73,11 @@ func startProc(t *testing.T, name string, extra ...string) *proc {
 	}
 	go func() { p.done <- p.cmd.Wait() }()
 	t.Cleanup(p.kill)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s's log:\n%s", name, p.logs.String())
+		}
+	})
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		if res, err := http.Get("http://" + p.admin + "/readyz"); err == nil {
@@ -189,6 +194,41 @@ func subscribe(ctx context.Context, t *testing.T, c *client.Conn, targets ...str
 		}
 		if s := f.GetSnapshot(); s != nil {
 			return s
+		}
+	}
+}
+
+// converged waits until every node sees all of nodes alive: a cluster that
+// just formed, before the test's devices connect.
+func converged(t *testing.T, nodes ...*proc) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, p := range nodes {
+		for {
+			var c struct {
+				Members []struct {
+					ID    string `json:"id"`
+					State string `json:"state"`
+				} `json:"members"`
+			}
+			alive := 0
+			if res, err := http.Get("http://" + p.admin + "/api/cluster"); err == nil {
+				if json.NewDecoder(res.Body).Decode(&c) == nil {
+					for _, m := range c.Members {
+						if m.State == "alive" {
+							alive++
+						}
+					}
+				}
+				res.Body.Close()
+			}
+			if alive == len(nodes) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s sees %d of %d members alive: %+v", p.name, alive, len(nodes), c.Members)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 }

@@ -59,6 +59,9 @@ type GossipConfig struct {
 	Preset string   // "seed" (memberlist's LAN profile) or "fast"
 	Meta   Meta
 	Logger *slog.Logger
+	// RetryJoin keeps trying the seeds, once a second, until one answers
+	// (a fenced node rejoining: its seeds may still be out of reach).
+	RetryJoin bool
 }
 
 // Gossip is a Membership over hashicorp/memberlist. Subscribers are called
@@ -96,9 +99,10 @@ func profile(preset string) *memberlist.Config {
 		// member by gossip and waited for a push/pull (measured: cmd/presenced
 		// TestClusterJoinIsInvisible under a loaded make test). 4, as in the
 		// LAN profile, reaches every member of a small cluster in one round;
-		// push/pull every 2 s is the backstop for a lost packet.
+		// push/pull every second (under the fast TTL, 1.5 s) is the backstop
+		// for a lost packet.
 		c.RetransmitMult = 4
-		c.PushPullInterval = 2 * time.Second
+		c.PushPullInterval = time.Second
 		return c
 	}
 	return memberlist.DefaultLANConfig()
@@ -160,13 +164,19 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 		return nil, fmt.Errorf("cluster: gossip: %w", err)
 	}
 	g.ml = ml
-	if len(cfg.Join) > 0 {
-		if _, err := ml.Join(cfg.Join); err != nil {
+	for len(cfg.Join) > 0 {
+		_, err := ml.Join(cfg.Join)
+		if err == nil {
+			break
+		}
+		if !cfg.RetryJoin {
 			_ = ml.Shutdown()
 			close(g.done)
 			<-g.stopped
 			return nil, fmt.Errorf("cluster: joining %v: %w", cfg.Join, err)
 		}
+		g.log.Warn("cluster: no seed answered; retrying", "seeds", cfg.Join, "err", err)
+		time.Sleep(time.Second)
 	}
 	return g, nil
 }

@@ -90,7 +90,11 @@ func (p *Provider) publish() {
 	var members []*pcluster.Member
 	for _, m := range g.Members() {
 		meta, ok := g.Meta(m.ID)
-		if !ok || m.State != Alive || meta.ID == "" {
+		// A member that was declared dead and refuted it comes back under
+		// its old actor system id, which proto.actor blocked for good: it
+		// is left out here too, so Owner hashes over what proto.actor
+		// places on (the node fences itself and restarts with a new id).
+		if !ok || m.State != Alive || meta.ID == "" || c.Remote.BlockList().IsBlocked(meta.ID) {
 			continue
 		}
 		host, port, err := net.SplitHostPort(meta.Actor)

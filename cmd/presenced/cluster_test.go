@@ -53,6 +53,7 @@ func TestClusterGatewayCrash(t *testing.T) {
 	for _, c := range []*client.Conn{sam, dan, eve} {
 		keepAlive(ctx, c)
 	}
+	n1.waitOnline("dan", "eve")
 	snap := subscribe(ctx, t, sam, "dan", "eve")
 	if len(snap.GetPresences()) != 2 {
 		t.Fatalf("snapshot = %v, want dan and eve", snap)

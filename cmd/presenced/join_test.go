@@ -40,6 +40,7 @@ func TestClusterJoinIsInvisible(t *testing.T) {
 	for _, c := range conns {
 		keepAlive(ctx, c)
 	}
+	n1.waitOnline(targets...)
 	snap := subscribe(ctx, t, sam, targets...)
 	last := map[string]uint64{}
 	for _, p := range snap.GetPresences() {

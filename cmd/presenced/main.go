@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -98,7 +99,7 @@ func run(args []string) int {
 		Metrics: actors.NewMetrics(reg), Logger: log,
 		Cluster: &actors.ClusterOptions{RemoteHost: gossipHost, Propagation: prop, Gossip: cluster.GossipConfig{
 			Name: cfg.NodeID, Bind: cfg.Gossip, Join: cfg.Join, Key: []byte(cfg.ClusterKey), Preset: cfg.Preset, Logger: log,
-			Meta: cluster.Meta{Listen: cfg.Listen, Admin: cfg.Admin},
+			Meta: cluster.Meta{Listen: cfg.Listen, Admin: cfg.Admin}, RetryJoin: os.Getenv(rejoinEnv) != "",
 		}},
 	})
 	if err != nil {
@@ -138,7 +139,17 @@ func run(args []string) int {
 	if cfg.Demo > 0 {
 		go runDemo(ctx, node, policies, cfg, log)
 	}
-	<-ctx.Done()
+	fenced := make(chan string, 1)
+	if g := node.Membership(); g != nil {
+		go cluster.FenceWatch{Gossip: g, Preset: cfg.Preset}.Run(ctx, func(r cluster.FenceReason, detail string) {
+			fenced <- string(r) + ": " + detail
+		})
+	}
+	select {
+	case <-ctx.Done():
+	case why := <-fenced:
+		return fence(log, why, ws, node.Membership(), cfg, args)
+	}
 	log.Info("draining: new handshakes get 503, devices are closed with 1001", "devices", ws.Live())
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -148,4 +159,40 @@ func run(args []string) int {
 	_ = srv.Shutdown(shutdown)
 	log.Info("stopped")
 	return 0
+}
+
+// rejoinEnv marks a process that a fenced node re-executed: it retries its
+// seeds until one answers instead of giving up.
+const rejoinEnv = "PRESENCE_REJOIN"
+
+// fence is what a node that may have been declared dead does (see
+// cluster.FenceWatch): it stops taking devices (503), closes them with 1001
+// so they reconnect to a healthy node, and re-executes itself: the same
+// flags and node id, every member it knew as seeds, and a new proto.actor
+// actor system id, since the others blocked the old one for good. It
+// returns only if that fails, with the exit code.
+func fence(log *slog.Logger, why string, ws *gateway.Server, g *cluster.Gossip, cfg config.Config, args []string) int {
+	log.Warn("fenced: closing devices with 1001 and restarting as a new member", "why", why, "devices", ws.Live())
+	drained, cancel := context.WithTimeout(context.Background(), cfg.Gateway.DrainSpread+2*time.Second)
+	defer cancel()
+	ws.Drain(drained.Done())
+	ws.Stop()
+	seeds := slices.Clone(cfg.Join)
+	for _, m := range g.Members() {
+		if m.ID != cfg.NodeID && m.State != cluster.Left && len(m.Addresses) > 0 && !slices.Contains(seeds, m.Addresses[0]) {
+			seeds = append(seeds, m.Addresses[0])
+		}
+	}
+	self, err := os.Executable()
+	if err == nil {
+		argv := append([]string{os.Args[0]}, args...)
+		argv = append(argv, "--node-id", cfg.NodeID)
+		if len(seeds) > 0 {
+			argv = append(argv, "--join", strings.Join(seeds, ","))
+		}
+		log.Info("fenced: restarting", "seeds", seeds)
+		err = syscall.Exec(self, argv, append(os.Environ(), rejoinEnv+"=1"))
+	}
+	log.Error("fenced: could not restart; exiting for a supervisor to restart the node", "err", err)
+	return 3
 }

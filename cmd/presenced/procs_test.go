@@ -232,3 +232,29 @@ func converged(t *testing.T, nodes ...*proc) {
 		}
 	}
 }
+
+// waitOnline waits until p's admin API reports every user online: a device
+// is online once its lease told the user's view, which may be after its
+// hello, on another node.
+func (p *proc) waitOnline(users ...string) {
+	p.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, u := range users {
+		for {
+			var st struct {
+				Status string `json:"status"`
+			}
+			if res, err := http.Get("http://" + p.admin + "/api/presence/" + u); err == nil {
+				_ = json.NewDecoder(res.Body).Decode(&st)
+				res.Body.Close()
+			}
+			if st.Status == "online" {
+				break
+			}
+			if time.Now().After(deadline) {
+				p.t.Fatalf("%s: %s not online (%q)", p.name, u, st.Status)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}

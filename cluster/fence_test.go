@@ -1,0 +1,64 @@
+package cluster
+
+import (
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// members builds a gossip table as node n1 sees it, without the network.
+func members(now time.Time, states map[string]State, since map[string]time.Duration) *Gossip {
+	g := &Gossip{conf: &memberlist.Config{Name: "n1"}, members: map[string]Member{"n1": {ID: "n1", State: Alive}}}
+	for id, s := range states {
+		g.members[id] = Member{ID: id, State: s, Since: now.Add(-since[id])}
+	}
+	return g
+}
+
+func TestFenceCheck(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tick := 100 * time.Millisecond
+	for _, tc := range []struct {
+		name   string
+		states map[string]State
+		since  map[string]time.Duration
+		gap    time.Duration
+		want   FenceReason // "" : no fence
+	}{
+		{"all alive", map[string]State{"n2": Alive, "n3": Alive}, nil, tick, ""},
+		{"one of three dead: the majority goes on", map[string]State{"n2": Dead, "n3": Alive}, nil, tick, ""},
+		{"both others dead: minority", map[string]State{"n2": Dead, "n3": Dead}, nil, tick, FenceMinority},
+		{"two of four: not a majority", map[string]State{"n2": Dead, "n3": Dead, "n4": Alive}, nil, tick, FenceMinority},
+		{"a member that left does not count", map[string]State{"n2": Left, "n3": Alive}, nil, tick, ""},
+		{"dead long ago is forgotten", map[string]State{"n2": Dead, "n3": Alive, "n4": Dead}, map[string]time.Duration{"n2": time.Hour}, tick, ""},
+		{"paused past the earliest detection", map[string]State{"n2": Alive, "n3": Alive}, nil, 3 * time.Second, FencePaused},
+		{"a short stall is not a pause", map[string]State{"n2": Alive, "n3": Alive}, nil, 900 * time.Millisecond, ""},
+		{"alone: never fenced", nil, nil, time.Minute, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := FenceWatch{Gossip: members(now, tc.states, tc.since), Preset: "fast"}
+			reason, detail, ok := w.check(now, now.Add(-tc.gap))
+			if ok != (tc.want != "") || reason != tc.want {
+				t.Fatalf("check = %q %q %v, want %q", reason, detail, ok, tc.want)
+			}
+			if ok && detail == "" {
+				t.Fatal("a fence without a reason given")
+			}
+		})
+	}
+}
+
+// The pause threshold is memberlist's earliest verdict, never under a
+// second: fast 3 members 0.5 s -> 1 s; seed (LAN) 3 members 4.5 s.
+func TestMinDetection(t *testing.T) {
+	if got := MinDetection("fast", 3); got != 500*time.Millisecond {
+		t.Fatalf("fast: %v", got)
+	}
+	if got := MinDetection("seed", 3); got != 4500*time.Millisecond {
+		t.Fatalf("seed: %v", got)
+	}
+	if MinDetection("fast", 100) <= MinDetection("fast", 3) {
+		t.Fatal("more members must take longer")
+	}
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/presence-im/presence/client"
+	"github.com/presence-im/presence/messages"
+)
+
+// memberState is how p sees member id ("" if not at all).
+func (p *proc) memberState(id string) string {
+	res, err := http.Get("http://" + p.admin + "/api/cluster")
+	if err != nil {
+		return ""
+	}
+	defer res.Body.Close()
+	var c struct {
+		Members []struct{ ID, State string } `json:"members"`
+	}
+	_ = json.NewDecoder(res.Body).Decode(&c)
+	for _, m := range c.Members {
+		if m.ID == id {
+			return m.State
+		}
+	}
+	return ""
+}
+
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// SIGSTOP a node: a route lookup through it answers 503; once the others
+// declared it dead, SIGCONT: its
+// devices were reported offline by the others; it fences itself (its
+// devices are closed with 1001), restarts as a new member and takes devices
+// again; a device on another node sees no change throughout.
+func TestClusterPausedNodeFences(t *testing.T) {
+	db := "sqlite:" + filepath.Join(t.TempDir(), "presence.db")
+	n1 := startProc(t, "n1", "--policy-dsn", db)
+	n2 := startProc(t, "n2", "--policy-dsn", db, "--join", n1.gossip)
+	n3 := startProc(t, "n3", "--policy-dsn", db, "--join", n1.gossip)
+	converged(t, n1, n2, n3)
+	for _, u := range []string{"pat", "quinn"} {
+		n1.put("/api/users/"+u+"/policy", `{"granularity":"exact","contacts":["sam"]}`)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	sam := n1.dial(ctx, "sam", "phone", 1)
+	quinn := n2.dial(ctx, "quinn", "phone", 1)
+	pat := n3.dial(ctx, "pat", "phone", 1)
+	for _, c := range []*client.Conn{sam, quinn, pat} {
+		keepAlive(ctx, c)
+	}
+	n1.waitOnline("pat", "quinn")
+	for _, p := range subscribe(ctx, t, sam, "pat", "quinn").GetPresences() {
+		if p.GetStatus() != messages.Status_online {
+			t.Fatalf("snapshot: %v not online", p)
+		}
+	}
+	events := make(chan *messages.Presence, 100)
+	go readPresences(ctx, sam, events)
+	patClosed := make(chan int, 1)
+	go func() {
+		for {
+			if _, err := pat.Next(ctx); err != nil {
+				patClosed <- client.CloseCode(err)
+				return
+			}
+		}
+	}()
+	// next waits for pat's status at sam; quinn must never change.
+	next := func(status messages.Status, within time.Duration) {
+		t.Helper()
+		deadline := time.After(within)
+		for {
+			select {
+			case p := <-events:
+				if p.GetUser() == "quinn" {
+					t.Fatalf("quinn, on n2 all along, changed: %v", p)
+				}
+				if p.GetStatus() == status {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("pat not %v at sam within %v", status, within)
+			}
+		}
+	}
+
+	unreachable := ownedBy(t, n1, "n3")
+	if err := n3.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// A route through the stopped owner is unknown, never "no devices".
+	res, err := http.Get("http://" + n1.admin + "/api/route/" + unreachable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("route of %s, owned by the stopped n3: %d, want 503", unreachable, res.StatusCode)
+	}
+	waitFor(t, 15*time.Second, "n1 declares the stopped n3 dead", func() bool { return n1.memberState("n3") == "dead" })
+	next(messages.Status_offline, 3*time.Second) // reclaimed with gateway_down
+	if err := n3.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-patClosed:
+		if code != 1001 {
+			t.Fatalf("pat's connection to the fenced node closed with %d, want 1001", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fenced node did not close its device")
+	}
+	// Restarted as a new member: ready again, alive everywhere.
+	waitFor(t, 30*time.Second, "n3 ready again", func() bool {
+		res, err := http.Get("http://" + n3.admin + "/readyz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == 200
+	})
+	converged(t, n1, n2, n3)
+	if !strings.Contains(n3.logs.String(), "fenced: restarting") {
+		t.Fatalf("n3 became ready without fencing:\n%s", n3.logs.String())
+	}
+	pat = n3.dial(ctx, "pat", "phone", 2)
+	keepAlive(ctx, pat)
+	next(messages.Status_online, 5*time.Second)
+	_ = pat.Close()
+	next(messages.Status_offline, 5*time.Second)
+	_ = quinn
+}
+
+

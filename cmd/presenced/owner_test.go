@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/presence-im/presence/client"
+	"github.com/presence-im/presence/gateway"
+	"github.com/presence-im/presence/messages"
+)
+
+// ownedBy returns a user whose view and whose phone's lease both live on
+// member id, by proto.actor's rendezvous hashing over the members' actor
+// addresses as p reports them.
+func ownedBy(t *testing.T, p *proc, id string) string {
+	t.Helper()
+	res, err := http.Get("http://" + p.admin + "/api/cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var c struct {
+		Members []struct {
+			ID        string   `json:"id"`
+			Addresses []string `json:"addresses"`
+		} `json:"members"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&c); err != nil {
+		t.Fatal(err)
+	}
+	var members []*pcluster.Member
+	target := ""
+	for _, m := range c.Members {
+		host, port, err := net.SplitHostPort(m.Addresses[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := strconv.Atoi(port)
+		members = append(members, &pcluster.Member{Id: m.ID, Host: host, Port: int32(n), Kinds: []string{"lease", "view"}})
+		if m.ID == id {
+			target = m.Addresses[1]
+		}
+	}
+	r := pcluster.NewRendezvous()
+	r.UpdateMembers(members)
+	for i := range 1000 {
+		u := fmt.Sprintf("o%d", i)
+		if r.GetByClusterIdentity(pcluster.NewClusterIdentity(u, "view")) == target &&
+			r.GetByClusterIdentity(pcluster.NewClusterIdentity(u+"/phone", "lease")) == target {
+			return u
+		}
+	}
+	t.Fatalf("no user owned by %s", id)
+	return ""
+}
+
+// kill -9 the node that hosts a user's view and lease while the user's
+// device stays connected to another node: the subscriber sees no offline;
+// a stale handshake is still refused (the attempt floor survived); a later
+// departure is still reported.
+func TestClusterOwnerCrash(t *testing.T) {
+	db := "sqlite:" + filepath.Join(t.TempDir(), "presence.db")
+	n1 := startProc(t, "n1", "--policy-dsn", db)
+	n2 := startProc(t, "n2", "--policy-dsn", db, "--join", n1.gossip)
+	n3 := startProc(t, "n3", "--policy-dsn", db, "--join", n1.gossip)
+	converged(t, n1, n2, n3)
+	user := ownedBy(t, n1, "n3")
+	n1.put("/api/users/"+user+"/policy", `{"granularity":"exact","contacts":["sam"]}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sam := n1.dial(ctx, "sam", "phone", 1)
+	dev := n2.dial(ctx, user, "phone", 5)
+	keepAlive(ctx, sam)
+	keepAlive(ctx, dev)
+	n1.waitOnline(user)
+	snap := subscribe(ctx, t, sam, user)
+	if ps := snap.GetPresences(); len(ps) != 1 || ps[0].GetStatus() != messages.Status_online {
+		t.Fatalf("snapshot %v", snap)
+	}
+	last := snap.GetPresences()[0].GetVersion()
+	events := make(chan *messages.Presence, 100)
+	go readPresences(ctx, sam, events)
+
+	n3.kill()
+	// Through detection, re-registers and the settle window, and beyond.
+	quiet := time.After(time.Duration(n1.bounds()["owner_crash_ms"])*time.Millisecond + time.Second)
+	for done := false; !done; {
+		select {
+		case p := <-events:
+			if p.GetStatus() != messages.Status_online || p.GetVersion() <= last {
+				t.Fatalf("after the owner's crash: %v (last version %d)", p, last)
+			}
+			last = p.GetVersion()
+		case <-quiet:
+			done = true
+		}
+	}
+	// The attempt floor came back with the re-created lease.
+	tok, _ := gateway.Tokens{Key: []byte("e2e")}.Mint(user, "phone", time.Hour)
+	_, err := client.Dial(ctx, "ws://"+n1.listen+"/ws", client.DialOptions{Token: tok, Attempt: 3})
+	var he *client.HandshakeError
+	if !errors.As(err, &he) || he.Status != 409 {
+		t.Fatalf("stale handshake (attempt 3 after 5) after the owner's crash: %v, want 409", err)
+	}
+	_ = dev.Close()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case p := <-events:
+			if p.GetVersion() <= last {
+				t.Fatalf("version %d after %d", p.GetVersion(), last)
+			}
+			if p.GetStatus() == messages.Status_offline {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the departure after the owner's crash was not reported")
+		}
+	}
+}

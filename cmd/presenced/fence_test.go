@@ -148,5 +148,3 @@ func TestClusterPausedNodeFences(t *testing.T) {
 	next(messages.Status_offline, 5*time.Second)
 	_ = quinn
 }
-
-

@@ -11,6 +11,7 @@ type Metrics struct {
 	DeviceTransitions *prometheus.CounterVec // direction=up|down, reason
 	Published         *prometheus.CounterVec // status=online|offline
 	Delivered         prometheus.Counter
+	EventMessages     *prometheus.CounterVec // path=direct|fanout
 	Renewals          prometheus.Counter
 	ClientRestarts    prometheus.Counter
 	RejectedStale     *prometheus.CounterVec // op=acquire|renew|release
@@ -34,6 +35,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "presence_events_delivered_total",
 			Help: "Trimmed presence events sent to subscriber sinks.",
 		}),
+		EventMessages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "presence_event_messages_total",
+			Help: "Messages views sent to carry events: direct (to one sink) or fanout (one per subscriber node, for several sinks there).",
+		}, []string{"path"}),
 		Renewals: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "presence_lease_renewals_total",
 			Help: "Lease renewals accepted.",
@@ -56,7 +61,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"kind"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.DeviceTransitions, m.Published, m.Delivered, m.Renewals, m.ClientRestarts, m.RejectedStale, m.Passivations, m.Activations)
+		reg.MustRegister(m.DeviceTransitions, m.Published, m.Delivered, m.EventMessages, m.Renewals, m.ClientRestarts, m.RejectedStale, m.Passivations, m.Activations)
 	}
 	return m
 }

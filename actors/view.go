@@ -168,11 +168,16 @@ func (a *viewActor) drop(ctx actor.Context, sink *actor.PID) {
 
 func (a *viewActor) apply(ctx actor.Context, res core.ViewResult) {
 	now := time.Now()
-	for _, d := range res.Deliveries {
-		if sink := a.sinks[d.Sink]; sink != nil {
-			ctx.Send(sink, &messages.PresenceEvent{Presence: d.Presence})
-			a.n.metrics.Delivered.Inc()
-		}
+	direct, fanouts := route(res.Deliveries, a.sinks, ctx.Self().GetAddress())
+	for _, d := range direct {
+		ctx.Send(d.sink, &messages.PresenceEvent{Presence: d.presence})
+		a.n.metrics.EventMessages.WithLabelValues("direct").Inc()
+		a.n.metrics.Delivered.Inc()
+	}
+	for _, f := range fanouts {
+		ctx.Send(actor.NewPID(f.addr, FanoutName), f.msg)
+		a.n.metrics.EventMessages.WithLabelValues("fanout").Inc()
+		a.n.metrics.Delivered.Add(float64(len(f.msg.GetSinkIds())))
 	}
 	if res.Debounce != nil {
 		a.debounce.arm(a.n.sched, res.Debounce.At.Sub(now), ctx.Self(), debounceFired{res.Debounce.Gen})

@@ -1055,6 +1055,62 @@ func (x *PresenceEvent) GetPresence() *Presence {
 	return nil
 }
 
+// PresenceFanout carries one event for several subscriber sinks on one node
+// (the same trimmed presence): a view sends it to that node's fan-out actor,
+// which hands a PresenceEvent to each local sink, so an event crosses the
+// network once per subscriber node.
+type PresenceFanout struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Presence      *Presence              `protobuf:"bytes,1,opt,name=presence,proto3" json:"presence,omitempty"`
+	SinkIds       []string               `protobuf:"bytes,2,rep,name=sink_ids,json=sinkIds,proto3" json:"sink_ids,omitempty"` // process ids on the receiving node
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PresenceFanout) Reset() {
+	*x = PresenceFanout{}
+	mi := &file_actors_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PresenceFanout) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PresenceFanout) ProtoMessage() {}
+
+func (x *PresenceFanout) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PresenceFanout.ProtoReflect.Descriptor instead.
+func (*PresenceFanout) Descriptor() ([]byte, []int) {
+	return file_actors_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *PresenceFanout) GetPresence() *Presence {
+	if x != nil {
+		return x.Presence
+	}
+	return nil
+}
+
+func (x *PresenceFanout) GetSinkIds() []string {
+	if x != nil {
+		return x.SinkIds
+	}
+	return nil
+}
+
 // PolicyChanged makes a view reload its user's policy from the store.
 type PolicyChanged struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1065,7 +1121,7 @@ type PolicyChanged struct {
 
 func (x *PolicyChanged) Reset() {
 	*x = PolicyChanged{}
-	mi := &file_actors_proto_msgTypes[15]
+	mi := &file_actors_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1133,7 @@ func (x *PolicyChanged) String() string {
 func (*PolicyChanged) ProtoMessage() {}
 
 func (x *PolicyChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[15]
+	mi := &file_actors_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1146,7 @@ func (x *PolicyChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyChanged.ProtoReflect.Descriptor instead.
 func (*PolicyChanged) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{15}
+	return file_actors_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PolicyChanged) GetUser() string {
@@ -1110,7 +1166,7 @@ type ViewQuery struct {
 
 func (x *ViewQuery) Reset() {
 	*x = ViewQuery{}
-	mi := &file_actors_proto_msgTypes[16]
+	mi := &file_actors_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1122,7 +1178,7 @@ func (x *ViewQuery) String() string {
 func (*ViewQuery) ProtoMessage() {}
 
 func (x *ViewQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[16]
+	mi := &file_actors_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1135,7 +1191,7 @@ func (x *ViewQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewQuery.ProtoReflect.Descriptor instead.
 func (*ViewQuery) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{16}
+	return file_actors_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ViewQuery) GetUser() string {
@@ -1158,7 +1214,7 @@ type DeviceState struct {
 
 func (x *DeviceState) Reset() {
 	*x = DeviceState{}
-	mi := &file_actors_proto_msgTypes[17]
+	mi := &file_actors_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1170,7 +1226,7 @@ func (x *DeviceState) String() string {
 func (*DeviceState) ProtoMessage() {}
 
 func (x *DeviceState) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[17]
+	mi := &file_actors_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1183,7 +1239,7 @@ func (x *DeviceState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceState.ProtoReflect.Descriptor instead.
 func (*DeviceState) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{17}
+	return file_actors_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeviceState) GetDevice() string {
@@ -1236,7 +1292,7 @@ type ViewState struct {
 
 func (x *ViewState) Reset() {
 	*x = ViewState{}
-	mi := &file_actors_proto_msgTypes[18]
+	mi := &file_actors_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1304,7 @@ func (x *ViewState) String() string {
 func (*ViewState) ProtoMessage() {}
 
 func (x *ViewState) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[18]
+	mi := &file_actors_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1317,7 @@ func (x *ViewState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewState.ProtoReflect.Descriptor instead.
 func (*ViewState) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{18}
+	return file_actors_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ViewState) GetUser() string {
@@ -1388,7 +1444,10 @@ const file_actors_proto_rawDesc = "" +
 	"\avisible\x18\x03 \x01(\bR\avisible\x121\n" +
 	"\bpresence\x18\x04 \x01(\v2\x15.presence.v1.PresenceR\bpresence\"B\n" +
 	"\rPresenceEvent\x121\n" +
-	"\bpresence\x18\x01 \x01(\v2\x15.presence.v1.PresenceR\bpresence\"#\n" +
+	"\bpresence\x18\x01 \x01(\v2\x15.presence.v1.PresenceR\bpresence\"^\n" +
+	"\x0ePresenceFanout\x121\n" +
+	"\bpresence\x18\x01 \x01(\v2\x15.presence.v1.PresenceR\bpresence\x12\x19\n" +
+	"\bsink_ids\x18\x02 \x03(\tR\asinkIds\"#\n" +
 	"\rPolicyChanged\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\"\x1f\n" +
 	"\tViewQuery\x12\x12\n" +
@@ -1430,7 +1489,7 @@ func file_actors_proto_rawDescGZIP() []byte {
 }
 
 var file_actors_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_actors_proto_goTypes = []any{
 	(EndReason)(0),          // 0: presence.v1.EndReason
 	(*PidRef)(nil),          // 1: presence.v1.PidRef
@@ -1448,12 +1507,13 @@ var file_actors_proto_goTypes = []any{
 	(*ViewUnsubscribe)(nil), // 13: presence.v1.ViewUnsubscribe
 	(*SnapshotPart)(nil),    // 14: presence.v1.SnapshotPart
 	(*PresenceEvent)(nil),   // 15: presence.v1.PresenceEvent
-	(*PolicyChanged)(nil),   // 16: presence.v1.PolicyChanged
-	(*ViewQuery)(nil),       // 17: presence.v1.ViewQuery
-	(*DeviceState)(nil),     // 18: presence.v1.DeviceState
-	(*ViewState)(nil),       // 19: presence.v1.ViewState
-	(Show)(0),               // 20: presence.v1.Show
-	(*Presence)(nil),        // 21: presence.v1.Presence
+	(*PresenceFanout)(nil),  // 16: presence.v1.PresenceFanout
+	(*PolicyChanged)(nil),   // 17: presence.v1.PolicyChanged
+	(*ViewQuery)(nil),       // 18: presence.v1.ViewQuery
+	(*DeviceState)(nil),     // 19: presence.v1.DeviceState
+	(*ViewState)(nil),       // 20: presence.v1.ViewState
+	(Show)(0),               // 21: presence.v1.Show
+	(*Presence)(nil),        // 22: presence.v1.Presence
 }
 var file_actors_proto_depIdxs = []int32{
 	1,  // 0: presence.v1.Holder.gateway:type_name -> presence.v1.PidRef
@@ -1463,19 +1523,20 @@ var file_actors_proto_depIdxs = []int32{
 	0,  // 4: presence.v1.ConnLost.reason:type_name -> presence.v1.EndReason
 	2,  // 5: presence.v1.DeviceUp.holder:type_name -> presence.v1.Holder
 	0,  // 6: presence.v1.DeviceDown.reason:type_name -> presence.v1.EndReason
-	20, // 7: presence.v1.DeviceShow.show:type_name -> presence.v1.Show
+	21, // 7: presence.v1.DeviceShow.show:type_name -> presence.v1.Show
 	1,  // 8: presence.v1.ViewSubscribe.sink:type_name -> presence.v1.PidRef
-	21, // 9: presence.v1.ViewSubscribe.last:type_name -> presence.v1.Presence
+	22, // 9: presence.v1.ViewSubscribe.last:type_name -> presence.v1.Presence
 	1,  // 10: presence.v1.ViewUnsubscribe.sink:type_name -> presence.v1.PidRef
-	21, // 11: presence.v1.SnapshotPart.presence:type_name -> presence.v1.Presence
-	21, // 12: presence.v1.PresenceEvent.presence:type_name -> presence.v1.Presence
-	18, // 13: presence.v1.ViewState.devices:type_name -> presence.v1.DeviceState
-	20, // 14: presence.v1.ViewState.show:type_name -> presence.v1.Show
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	22, // 11: presence.v1.SnapshotPart.presence:type_name -> presence.v1.Presence
+	22, // 12: presence.v1.PresenceEvent.presence:type_name -> presence.v1.Presence
+	22, // 13: presence.v1.PresenceFanout.presence:type_name -> presence.v1.Presence
+	19, // 14: presence.v1.ViewState.devices:type_name -> presence.v1.DeviceState
+	21, // 15: presence.v1.ViewState.show:type_name -> presence.v1.Show
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_actors_proto_init() }
@@ -1490,7 +1551,7 @@ func file_actors_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_actors_proto_rawDesc), len(file_actors_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

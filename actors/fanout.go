@@ -1,0 +1,79 @@
+package actors
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/presence-im/presence/core"
+	"github.com/presence-im/presence/messages"
+	"google.golang.org/protobuf/proto"
+)
+
+// FanoutName is the fan-out actor's name on every node.
+const FanoutName = "fanout"
+
+// fanoutActor hands a PresenceFanout's presence to each sink it names on
+// this node.
+type fanoutActor struct{}
+
+func (fanoutActor) Receive(ctx actor.Context) {
+	if m, ok := ctx.Message().(*messages.PresenceFanout); ok {
+		ev := &messages.PresenceEvent{Presence: m.GetPresence()} // read-only from here on
+		for _, id := range m.GetSinkIds() {
+			ctx.Send(actor.NewPID(ctx.Self().GetAddress(), id), ev)
+		}
+	}
+}
+
+type directEvent struct {
+	sink     *actor.PID
+	presence *messages.Presence
+}
+
+type fanoutMsg struct {
+	addr string
+	msg  *messages.PresenceFanout
+}
+
+// route splits a view's deliveries: those for sinks on the view's own node,
+// and those alone with their presence on a node, go straight to the sink;
+// several sinks on another node that get the same trimmed presence share
+// one PresenceFanout to that node. Deliveries for unknown sinks are dropped.
+func route(ds []core.Delivery, sinks map[string]*actor.PID, self string) ([]directEvent, []fanoutMsg) {
+	type group struct {
+		addr     string
+		presence *messages.Presence
+		sinks    []*actor.PID
+	}
+	var groups []*group
+	byKey := map[string]*group{}
+	for _, d := range ds {
+		sink := sinks[d.Sink]
+		if sink == nil {
+			continue
+		}
+		b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(d.Presence)
+		key := sink.GetAddress() + "\x00" + string(b)
+		g := byKey[key]
+		if g == nil {
+			g = &group{addr: sink.GetAddress(), presence: d.Presence}
+			byKey[key] = g
+			groups = append(groups, g)
+		}
+		g.sinks = append(g.sinks, sink)
+	}
+	var direct []directEvent
+	var fanouts []fanoutMsg
+	for _, g := range groups {
+		if g.addr == self || len(g.sinks) == 1 {
+			for _, s := range g.sinks {
+				direct = append(direct, directEvent{s, g.presence})
+			}
+			continue
+		}
+		f := &messages.PresenceFanout{Presence: g.presence}
+		for _, s := range g.sinks {
+			f.SinkIds = append(f.SinkIds, s.GetId())
+		}
+		fanouts = append(fanouts, fanoutMsg{g.addr, f})
+	}
+	return direct, fanouts
+}

@@ -138,6 +138,9 @@ func Start(d Deps) (*Node, error) {
 	if _, err := n.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return fanoutActor{} }), FanoutName); err != nil {
 		return nil, fmt.Errorf("actors: fan-out: %w", err)
 	}
+	if _, err := n.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return statsActor{n} }), StatsName); err != nil {
+		return nil, fmt.Errorf("actors: stats: %w", err)
+	}
 	if _, err := n.StartGateway(d.NodeID); err != nil {
 		return nil, err
 	}

@@ -110,11 +110,18 @@ func (s *Server) bounds(w http.ResponseWriter, _ *http.Request) {
 	})
 }
 
-func (s *Server) cluster(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{
-		"members": s.Members.Members(),
-		"actors":  map[string]map[string]int{s.Members.Self().ID: s.Node.Counts()},
-	})
+// cluster lists the members as this node's gossip sees them and every
+// alive member's live actors by kind, asked through the actor system; a
+// member that did not answer in time is listed under "unanswered".
+func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), s.timeout())
+	defer cancel()
+	counts, missing := s.Node.ClusterCounts(ctx)
+	out := map[string]any{"members": s.Members.Members(), "actors": counts}
+	if len(missing) > 0 {
+		out["unanswered"] = missing
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // Device is one online device in presence and route answers.

@@ -1156,6 +1156,96 @@ func (x *PolicyChanged) GetUser() string {
 	return ""
 }
 
+// CountsQuery asks a node's stats actor for its live actors; answered with
+// NodeCounts.
+type CountsQuery struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CountsQuery) Reset() {
+	*x = CountsQuery{}
+	mi := &file_actors_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CountsQuery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CountsQuery) ProtoMessage() {}
+
+func (x *CountsQuery) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CountsQuery.ProtoReflect.Descriptor instead.
+func (*CountsQuery) Descriptor() ([]byte, []int) {
+	return file_actors_proto_rawDescGZIP(), []int{17}
+}
+
+type NodeCounts struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Counts        map[string]int64       `protobuf:"bytes,2,rep,name=counts,proto3" json:"counts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"` // by kind: gateway, connection, lease, view
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeCounts) Reset() {
+	*x = NodeCounts{}
+	mi := &file_actors_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeCounts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeCounts) ProtoMessage() {}
+
+func (x *NodeCounts) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeCounts.ProtoReflect.Descriptor instead.
+func (*NodeCounts) Descriptor() ([]byte, []int) {
+	return file_actors_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *NodeCounts) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *NodeCounts) GetCounts() map[string]int64 {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
 // ViewQuery asks a view for its user's raw state; answered with ViewState.
 type ViewQuery struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1166,7 +1256,7 @@ type ViewQuery struct {
 
 func (x *ViewQuery) Reset() {
 	*x = ViewQuery{}
-	mi := &file_actors_proto_msgTypes[17]
+	mi := &file_actors_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1178,7 +1268,7 @@ func (x *ViewQuery) String() string {
 func (*ViewQuery) ProtoMessage() {}
 
 func (x *ViewQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[17]
+	mi := &file_actors_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1191,7 +1281,7 @@ func (x *ViewQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewQuery.ProtoReflect.Descriptor instead.
 func (*ViewQuery) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{17}
+	return file_actors_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ViewQuery) GetUser() string {
@@ -1214,7 +1304,7 @@ type DeviceState struct {
 
 func (x *DeviceState) Reset() {
 	*x = DeviceState{}
-	mi := &file_actors_proto_msgTypes[18]
+	mi := &file_actors_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1316,7 @@ func (x *DeviceState) String() string {
 func (*DeviceState) ProtoMessage() {}
 
 func (x *DeviceState) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[18]
+	mi := &file_actors_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1329,7 @@ func (x *DeviceState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceState.ProtoReflect.Descriptor instead.
 func (*DeviceState) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{18}
+	return file_actors_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeviceState) GetDevice() string {
@@ -1292,7 +1382,7 @@ type ViewState struct {
 
 func (x *ViewState) Reset() {
 	*x = ViewState{}
-	mi := &file_actors_proto_msgTypes[19]
+	mi := &file_actors_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1394,7 @@ func (x *ViewState) String() string {
 func (*ViewState) ProtoMessage() {}
 
 func (x *ViewState) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[19]
+	mi := &file_actors_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1407,7 @@ func (x *ViewState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewState.ProtoReflect.Descriptor instead.
 func (*ViewState) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{19}
+	return file_actors_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ViewState) GetUser() string {
@@ -1449,7 +1539,15 @@ const file_actors_proto_rawDesc = "" +
 	"\bpresence\x18\x01 \x01(\v2\x15.presence.v1.PresenceR\bpresence\x12\x19\n" +
 	"\bsink_ids\x18\x02 \x03(\tR\asinkIds\"#\n" +
 	"\rPolicyChanged\x12\x12\n" +
-	"\x04user\x18\x01 \x01(\tR\x04user\"\x1f\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\"\r\n" +
+	"\vCountsQuery\"\x98\x01\n" +
+	"\n" +
+	"NodeCounts\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12;\n" +
+	"\x06counts\x18\x02 \x03(\v2#.presence.v1.NodeCounts.CountsEntryR\x06counts\x1a9\n" +
+	"\vCountsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x1f\n" +
 	"\tViewQuery\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\"\x83\x01\n" +
 	"\vDeviceState\x12\x16\n" +
@@ -1489,7 +1587,7 @@ func file_actors_proto_rawDescGZIP() []byte {
 }
 
 var file_actors_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_actors_proto_goTypes = []any{
 	(EndReason)(0),          // 0: presence.v1.EndReason
 	(*PidRef)(nil),          // 1: presence.v1.PidRef
@@ -1509,11 +1607,14 @@ var file_actors_proto_goTypes = []any{
 	(*PresenceEvent)(nil),   // 15: presence.v1.PresenceEvent
 	(*PresenceFanout)(nil),  // 16: presence.v1.PresenceFanout
 	(*PolicyChanged)(nil),   // 17: presence.v1.PolicyChanged
-	(*ViewQuery)(nil),       // 18: presence.v1.ViewQuery
-	(*DeviceState)(nil),     // 19: presence.v1.DeviceState
-	(*ViewState)(nil),       // 20: presence.v1.ViewState
-	(Show)(0),               // 21: presence.v1.Show
-	(*Presence)(nil),        // 22: presence.v1.Presence
+	(*CountsQuery)(nil),     // 18: presence.v1.CountsQuery
+	(*NodeCounts)(nil),      // 19: presence.v1.NodeCounts
+	(*ViewQuery)(nil),       // 20: presence.v1.ViewQuery
+	(*DeviceState)(nil),     // 21: presence.v1.DeviceState
+	(*ViewState)(nil),       // 22: presence.v1.ViewState
+	nil,                     // 23: presence.v1.NodeCounts.CountsEntry
+	(Show)(0),               // 24: presence.v1.Show
+	(*Presence)(nil),        // 25: presence.v1.Presence
 }
 var file_actors_proto_depIdxs = []int32{
 	1,  // 0: presence.v1.Holder.gateway:type_name -> presence.v1.PidRef
@@ -1523,20 +1624,21 @@ var file_actors_proto_depIdxs = []int32{
 	0,  // 4: presence.v1.ConnLost.reason:type_name -> presence.v1.EndReason
 	2,  // 5: presence.v1.DeviceUp.holder:type_name -> presence.v1.Holder
 	0,  // 6: presence.v1.DeviceDown.reason:type_name -> presence.v1.EndReason
-	21, // 7: presence.v1.DeviceShow.show:type_name -> presence.v1.Show
+	24, // 7: presence.v1.DeviceShow.show:type_name -> presence.v1.Show
 	1,  // 8: presence.v1.ViewSubscribe.sink:type_name -> presence.v1.PidRef
-	22, // 9: presence.v1.ViewSubscribe.last:type_name -> presence.v1.Presence
+	25, // 9: presence.v1.ViewSubscribe.last:type_name -> presence.v1.Presence
 	1,  // 10: presence.v1.ViewUnsubscribe.sink:type_name -> presence.v1.PidRef
-	22, // 11: presence.v1.SnapshotPart.presence:type_name -> presence.v1.Presence
-	22, // 12: presence.v1.PresenceEvent.presence:type_name -> presence.v1.Presence
-	22, // 13: presence.v1.PresenceFanout.presence:type_name -> presence.v1.Presence
-	19, // 14: presence.v1.ViewState.devices:type_name -> presence.v1.DeviceState
-	21, // 15: presence.v1.ViewState.show:type_name -> presence.v1.Show
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	25, // 11: presence.v1.SnapshotPart.presence:type_name -> presence.v1.Presence
+	25, // 12: presence.v1.PresenceEvent.presence:type_name -> presence.v1.Presence
+	25, // 13: presence.v1.PresenceFanout.presence:type_name -> presence.v1.Presence
+	23, // 14: presence.v1.NodeCounts.counts:type_name -> presence.v1.NodeCounts.CountsEntry
+	21, // 15: presence.v1.ViewState.devices:type_name -> presence.v1.DeviceState
+	24, // 16: presence.v1.ViewState.show:type_name -> presence.v1.Show
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_actors_proto_init() }
@@ -1551,7 +1653,7 @@ func file_actors_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_actors_proto_rawDesc), len(file_actors_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   20,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

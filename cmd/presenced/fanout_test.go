@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -33,7 +34,8 @@ func (p *proc) metric(sample string) float64 {
 }
 
 // Three subscribers on n1 watch a user whose view lives on n2: each event
-// crosses to n1 in one message and reaches all three.
+// crosses to n1 in one message and reaches all three. n2 reports n1's
+// actors too.
 func TestClusterFanOutOncePerNode(t *testing.T) {
 	db := "sqlite:" + filepath.Join(t.TempDir(), "presence.db")
 	n1 := startProc(t, "n1", "--policy-dsn", db)
@@ -64,6 +66,19 @@ func TestClusterFanOutOncePerNode(t *testing.T) {
 				t.Fatalf("subscriber s%d: no event, want %v", i+1, want)
 			}
 		}
+	}
+	// Any node reports every node's live actors.
+	var c struct {
+		Actors map[string]map[string]int `json:"actors"`
+	}
+	res, err := http.Get("http://" + n2.admin + "/api/cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(res.Body).Decode(&c)
+	res.Body.Close()
+	if err != nil || c.Actors["n1"]["connection"] != 3 || c.Actors["n1"]["gateway"] != 1 || c.Actors["n2"]["gateway"] != 1 {
+		t.Fatalf("n2's /api/cluster actors: %v %v, want n1 with 3 connections and a gateway on each node", c.Actors, err)
 	}
 	fanout, direct := `presence_event_messages_total{path="fanout"}`, `presence_event_messages_total{path="direct"}`
 	before, beforeDirect := n2.metric(fanout), n2.metric(direct)

@@ -1,0 +1,67 @@
+package actors
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/presence-im/presence/cluster"
+	"github.com/presence-im/presence/messages"
+)
+
+// StatsName is the stats actor's name on every node: it answers CountsQuery
+// with the node's live actors, for GET /api/cluster on any node.
+const StatsName = "stats"
+
+type statsActor struct{ n *Node }
+
+func (a statsActor) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(*messages.CountsQuery); ok {
+		out := &messages.NodeCounts{Node: a.n.deps.NodeID, Counts: map[string]int64{}}
+		for k, v := range a.n.Counts() {
+			out.Counts[k] = int64(v)
+		}
+		ctx.Respond(out)
+	}
+}
+
+// ClusterCounts asks every alive member for its live actors, in parallel,
+// within ctx: member id -> counts by kind. A member that does not answer in
+// time is listed in missing (its counts are unknown, not zero).
+func (n *Node) ClusterCounts(ctx context.Context) (counts map[string]map[string]int, missing []string) {
+	counts = map[string]map[string]int{n.deps.NodeID: n.Counts()}
+	g := n.Membership()
+	if g == nil {
+		return counts, nil
+	}
+	timeout := requestTimeout(ctx)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, m := range g.Members() {
+		if m.ID == n.deps.NodeID || m.State != cluster.Alive {
+			continue
+		}
+		meta, ok := g.Meta(m.ID)
+		if !ok || meta.Actor == "" {
+			continue
+		}
+		wg.Go(func() {
+			res, err := n.root.RequestFuture(actor.NewPID(meta.Actor, StatsName), &messages.CountsQuery{}, timeout).Result()
+			mu.Lock()
+			defer mu.Unlock()
+			if nc, ok := res.(*messages.NodeCounts); err == nil && ok {
+				c := map[string]int{}
+				for k, v := range nc.GetCounts() {
+					c[k] = int(v)
+				}
+				counts[m.ID] = c
+				return
+			}
+			missing = append(missing, m.ID)
+		})
+	}
+	wg.Wait()
+	slices.Sort(missing)
+	return counts, missing
+}

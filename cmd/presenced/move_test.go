@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/presence-im/presence/messages"
+)
+
+// route is p's GET /api/route/{user}: the gateway node of each device.
+func (p *proc) route(user string) (int, []string) {
+	p.t.Helper()
+	res, err := http.Get("http://" + p.admin + "/api/route/" + user)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var r struct {
+		Devices []struct {
+			Node string `json:"node"`
+		} `json:"devices"`
+	}
+	_ = json.NewDecoder(res.Body).Decode(&r)
+	var nodes []string
+	for _, d := range r.Devices {
+		nodes = append(nodes, d.Node)
+	}
+	return res.StatusCode, nodes
+}
+
+// A device moves from n2 to n3 (a newer attempt takes over) and n2 dies
+// right after: the route stays on n3 and subscribers see no offline.
+func TestClusterDeviceMovesAsOldNodeDies(t *testing.T) {
+	db := "sqlite:" + filepath.Join(t.TempDir(), "presence.db")
+	n1 := startProc(t, "n1", "--policy-dsn", db)
+	n2 := startProc(t, "n2", "--policy-dsn", db, "--join", n1.gossip)
+	n3 := startProc(t, "n3", "--policy-dsn", db, "--join", n1.gossip)
+	converged(t, n1, n2, n3)
+	n1.put("/api/users/mia/policy", `{"granularity":"exact","contacts":["sam"]}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sam := n1.dial(ctx, "sam", "phone", 1)
+	keepAlive(ctx, sam)
+	old := n2.dial(ctx, "mia", "phone", 1)
+	keepAlive(ctx, old)
+	n1.waitOnline("mia")
+	subscribe(ctx, t, sam, "mia")
+	events := make(chan *messages.Presence, 100)
+	go readPresences(ctx, sam, events)
+
+	moved := n3.dial(ctx, "mia", "phone", 2) // takes over: the n2 connection gets 4001
+	keepAlive(ctx, moved)
+	n2.kill()
+	quiet := time.After(time.Duration(n1.bounds()["owner_crash_ms"])*time.Millisecond + time.Second)
+	for done := false; !done; {
+		select {
+		case p := <-events:
+			if p.GetStatus() != messages.Status_online {
+				t.Fatalf("mia, on n3, reported %v after n2 died", p)
+			}
+		case <-quiet:
+			done = true
+		}
+	}
+	code, nodes := n1.route("mia")
+	if code != 200 || len(nodes) != 1 || nodes[0] != "n3" {
+		t.Fatalf("route of mia: %d %v, want one device on n3", code, nodes)
+	}
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/presence-im/presence/messages"
+)
+
+// A policy written on one node applies at once to the user's view on
+// another: a viewer newly blocked is not told and gets nothing more; a
+// contact still does.
+func TestClusterPolicyChangeAppliesEverywhere(t *testing.T) {
+	db := "sqlite:" + filepath.Join(t.TempDir(), "presence.db")
+	n1 := startProc(t, "n1", "--policy-dsn", db)
+	n2 := startProc(t, "n2", "--policy-dsn", db, "--join", n1.gossip)
+	converged(t, n1, n2)
+	user := ownedBy(t, n1, "n2")
+	n1.put("/api/users/"+user+"/policy", `{"granularity":"exact","contacts":["sam","tia"]}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	watch := map[string]chan *messages.Presence{}
+	for _, v := range []string{"sam", "tia"} {
+		c := n1.dial(ctx, v, "phone", 1)
+		keepAlive(ctx, c)
+		subscribe(ctx, t, c, user)
+		watch[v] = make(chan *messages.Presence, 10)
+		go readPresences(ctx, c, watch[v])
+	}
+	n1.put("/api/users/"+user+"/policy", `{"granularity":"exact","contacts":["sam","tia"],"blocked":["tia"]}`)
+	dev := n2.dial(ctx, user, "phone", 1)
+	keepAlive(ctx, dev)
+	select {
+	case p := <-watch["sam"]:
+		if p.GetStatus() != messages.Status_online {
+			t.Fatalf("sam got %v, want online", p)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("sam, a contact, got nothing")
+	}
+	_ = dev.Close()
+	<-watch["sam"] // the offline; tia's events, if any, came before it
+	select {
+	case p := <-watch["tia"]:
+		t.Fatalf("tia, blocked, got %v", p)
+	case <-time.After(500 * time.Millisecond):
+	}
+}

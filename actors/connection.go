@@ -82,6 +82,11 @@ func (a *connActor) Receive(ctx actor.Context) {
 			a.g.n.metrics.ClientRestarts.Inc()
 		}
 	case checkTick:
+		// After a stall of this node the next check decides: the
+		// heartbeats of the stall are still being read.
+		if hold, fenced := a.g.n.stall.hold(); hold > 0 || fenced {
+			return
+		}
 		if a.active && a.c.Stale(now, t.Stale) {
 			a.end(ctx, messages.EndReason_ping_timeout, a.c.LastAlive, CloseGoingAway, "ping timeout")
 		}

@@ -70,6 +70,12 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		a.received++
 		a.apply(ctx, a.l.GatewayDown(m.GetNode()), "gateway_down", now)
 	case leaseExpire:
+		if hold, fenced := a.n.stall.hold(); fenced {
+			return
+		} else if hold > 0 { // the node stalled: read what came meanwhile first
+			a.expiry.arm(a.n.sched, hold, ctx.Self(), m)
+			return
+		}
 		if !a.n.owns(KindLease, leaseID(a.user, a.device)) {
 			// A leftover of an earlier topology (its identity moved, or a
 			// stale route activated it here): the owner's lease is the one

@@ -71,7 +71,13 @@ type Node struct {
 
 	cluster  *pcluster.Cluster // nil alone
 	provider *cluster.Provider
+	stall    *stallClock
 }
+
+// Fence makes the node give no more verdicts by time (lease expiry, stale
+// connections, published offlines): its members may have declared it dead,
+// and it is about to close its devices and restart (see cluster.FenceWatch).
+func (n *Node) Fence() { n.stall.fenced.Store(true) }
 
 func kindIndex(k Kind) int {
 	if k == KindLease {
@@ -111,7 +117,7 @@ type Gateway struct {
 }
 
 // Start builds a node and its default gateway (named deps.NodeID).
-func Start(d Deps) (*Node, error) {
+func Start(d Deps) (_ *Node, err error) {
 	if err := d.Timing.Validate(); err != nil {
 		return nil, err
 	}
@@ -127,7 +133,12 @@ func Start(d Deps) (*Node, error) {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return d.Logger.With("lib", "protoactor")
 	}))
-	n := &Node{deps: d, sys: sys, root: sys.Root, sched: scheduler.NewTimerScheduler(sys.Root), metrics: d.Metrics, log: d.Logger}
+	n := &Node{deps: d, sys: sys, root: sys.Root, sched: scheduler.NewTimerScheduler(sys.Root), metrics: d.Metrics, log: d.Logger, stall: newStallClock()}
+	defer func() {
+		if err != nil {
+			n.stall.stop()
+		}
+	}()
 	if d.Cluster != nil {
 		if err := n.join(); err != nil {
 			return nil, err
@@ -323,6 +334,7 @@ func (n *Node) Metrics() *Metrics { return n.metrics }
 func (n *Node) Stop() { n.stopOnce.Do(n.stop) }
 
 func (n *Node) stop() {
+	defer n.stall.stop()
 	n.mu.Lock()
 	gws := n.gateways
 	n.mu.Unlock()
@@ -343,6 +355,7 @@ func (n *Node) stop() {
 // gossip goes silent, nothing is released. Tests only.
 func (n *Node) Crash() {
 	n.stopOnce.Do(func() {
+		defer n.stall.stop()
 		if g := n.Membership(); g != nil {
 			g.Shutdown()
 		}

@@ -88,6 +88,12 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.drop(ctx, m.GetWho())
 		a.apply(ctx, core.ViewResult{})
 	case debounceFired:
+		if hold, fenced := a.n.stall.hold(); fenced {
+			return
+		} else if hold > 0 { // a device may be back in what came meanwhile
+			a.debounce.arm(a.n.sched, hold, ctx.Self(), m)
+			return
+		}
 		if a.leftover(ctx) {
 			return
 		}
@@ -95,6 +101,12 @@ func (a *viewActor) Receive(ctx actor.Context) {
 	case ageView:
 		a.apply(ctx, a.v.Age(now))
 	case settleView:
+		if hold, fenced := a.n.stall.hold(); fenced {
+			return
+		} else if hold > 0 {
+			a.settle.arm(a.n.sched, hold, ctx.Self(), m)
+			return
+		}
 		if a.leftover(ctx) {
 			return
 		}

@@ -148,6 +148,7 @@ func run(args []string) int {
 	select {
 	case <-ctx.Done():
 	case why := <-fenced:
+		node.Fence() // no more verdicts by time from here
 		return fence(log, why, ws, node.Membership(), cfg, args)
 	}
 	log.Info("draining: new handshakes get 503, devices are closed with 1001", "devices", ws.Live())

@@ -1,0 +1,73 @@
+package actors
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// A node that did not run for a while (SIGSTOP, a VM pause, a starved
+// machine) wakes with its timers overdue and the messages that would have
+// stopped them (renewals, heartbeats) still unread in its sockets. Verdicts
+// by time, a lease expiring or a connection going stale, wait until the
+// node has run for stallGrace after any stall, so those messages are read
+// first. A fenced node (its members may have declared it dead) gives no
+// verdict at all: it is about to close everything and restart.
+const (
+	stallTick  = 50 * time.Millisecond
+	stallGap   = 250 * time.Millisecond // a tick this late marks a stall
+	stallGrace = 500 * time.Millisecond
+)
+
+type stallClock struct {
+	base   time.Time
+	last   atomic.Int64 // since base, of the last tick
+	until  atomic.Int64 // since base: verdicts wait until then
+	fenced atomic.Bool
+	done   chan struct{}
+	ended  chan struct{}
+}
+
+func newStallClock() *stallClock {
+	s := &stallClock{base: time.Now(), done: make(chan struct{}), ended: make(chan struct{})}
+	go s.run()
+	return s
+}
+
+func (s *stallClock) run() {
+	defer close(s.ended)
+	t := time.NewTicker(stallTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+		now := int64(time.Since(s.base))
+		if now-s.last.Load() > int64(stallGap) {
+			s.until.Store(now + int64(stallGrace))
+		}
+		s.last.Store(now)
+	}
+}
+
+func (s *stallClock) stop() {
+	close(s.done)
+	<-s.ended
+}
+
+// hold is how long a verdict due now must wait (0: give it), and whether
+// the node is fenced (give none).
+func (s *stallClock) hold() (time.Duration, bool) {
+	if s.fenced.Load() {
+		return 0, true
+	}
+	now := int64(time.Since(s.base))
+	if now-s.last.Load() > int64(stallGap) {
+		return stallGrace, false // in a stall the ticker has not seen yet
+	}
+	if u := s.until.Load(); now < u {
+		return time.Duration(u - now), false
+	}
+	return 0, false
+}

@@ -38,10 +38,10 @@ func TestGatewayReplaysRecentReleases(t *testing.T) {
 		e.n.root.Send(e.n.Gateway().pid, topologyChanged{})
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		if got, want := e.statuses(p), []string{"0s online", "2m20s offline"}; !slices.Equal(got, want) {
+		if got, want := e.statuses(p), []string{"0s online", "2m19.95s offline"}; !slices.Equal(got, want) {
 			t.Fatalf("alice: %v, want %v (the replayed release ends her)", got, want)
 		}
-		if got, want := e.statuses(q), []string{"0s online", "1m20s offline"}; !slices.Equal(got, want) {
+		if got, want := e.statuses(q), []string{"0s online", "1m19.95s offline"}; !slices.Equal(got, want) {
 			t.Fatalf("carol: %v, want %v (nothing more from her replay)", got, want)
 		}
 		if n := testutil.ToFloat64(e.n.metrics.RejectedStale.WithLabelValues("release")); n != 1 {

@@ -72,6 +72,9 @@ type Node struct {
 	cluster  *pcluster.Cluster // nil alone
 	provider *cluster.Provider
 	stall    *stallClock
+	// changedAt is the last membership change (join, failure, leave), in
+	// unix nanoseconds.
+	changedAt atomic.Int64
 }
 
 // Fence makes the node give no more verdicts by time (lease expiry, stale
@@ -98,6 +101,15 @@ func (n *Node) owns(kind Kind, identity string) bool {
 
 // Clustered reports whether the node is a cluster member.
 func (n *Node) Clustered() bool { return n.cluster != nil }
+
+// changedRecently reports whether the membership changed (this node
+// joining included) within the last Timing.Settle: a view activated now
+// may replace one that lived on another member, and its subscribers and
+// devices are still re-attaching and re-registering. Later, identities
+// only move with another change, so a view activated then is new.
+func (n *Node) changedRecently() bool {
+	return n.Clustered() && time.Since(time.Unix(0, n.changedAt.Load())) < n.deps.Timing.Settle
+}
 
 // Membership is the cluster's membership, or nil alone.
 func (n *Node) Membership() *cluster.Gossip {
@@ -164,6 +176,7 @@ func Start(d Deps) (_ *Node, err error) {
 // connections re-register, since identities moved.
 func (n *Node) join() error {
 	co := n.deps.Cluster
+	n.changedAt.Store(time.Now().UnixNano()) // joining moves identities here
 	n.provider = cluster.NewProvider(co.Gossip)
 	n.provider.Subscribe(n.onMember) // from the first event on
 	kinds := []*pcluster.Kind{
@@ -210,6 +223,7 @@ func (n *Node) onMember(ev cluster.Event) {
 	if ev.Kind == cluster.EventUpdated {
 		return
 	}
+	n.changedAt.Store(time.Now().UnixNano())
 	n.mu.Lock()
 	gws := n.gateways
 	n.mu.Unlock()

@@ -42,10 +42,10 @@ func (a *viewActor) Receive(ctx actor.Context) {
 			a.n.log.Error("view: reading last seen", "user", a.user, "err", err)
 		}
 		a.v = core.NewView(a.user, a.n.deps.Timing.Debounce, a.policy(), last)
-		a.v.Unsettled = a.n.Clustered()
+		a.v.Unsettled = a.n.changedRecently()
 		a.sinks = map[string]*actor.PID{}
 		a.armIdle(ctx)
-		if a.n.Clustered() {
+		if a.v.Unsettled {
 			// This view may replace one on a member that died: once every
 			// live device has had the time to re-register (Timing.Settle),
 			// re-attached subscribers get the state.

@@ -1,0 +1,250 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Options of a run.
+type Options struct {
+	Scenario string
+	Nodes    int
+	Devices  int
+	Rounds   int    // rounds, each on a fresh cluster; victims go round the nodes
+	Report   string // directory for report.json, report.html and node logs
+	Bin      string // presenced binary; built into Report when empty
+}
+
+// Report is what a run measured and found.
+type Report struct {
+	Scenario string             `json:"scenario"`
+	About    string             `json:"about"`
+	Nodes    int                `json:"nodes"`
+	Devices  int                `json:"devices"`
+	Bounds   map[string]float64 `json:"bounds_ms"`
+	Timing   map[string]float64 `json:"timing_ms"`
+	Machine  Machine            `json:"machine"`
+	Started  time.Time          `json:"started"`
+	Seconds  float64            `json:"seconds"`
+	Rounds   []*Round           `json:"rounds"`
+	Summary  []Summary          `json:"summary"`
+	Findings map[string]int     `json:"findings"` // by kind: false_offline, ghost, lost, ...
+	OK       bool               `json:"ok"`
+	Error    string             `json:"error,omitempty"`
+}
+
+// Machine is where the figures come from.
+type Machine struct {
+	CPU   string `json:"cpu"`
+	Cores int    `json:"cores"`
+	OS    string `json:"os"`
+	Go    string `json:"go"`
+}
+
+// Round is one fault on a fresh cluster.
+type Round struct {
+	Index     int       `json:"index"`
+	Victim    string    `json:"victim"`
+	Fault     string    `json:"fault"`
+	Latencies []Latency `json:"latencies"`
+	Findings  []Finding `json:"findings"`
+	Notes     []string  `json:"notes,omitempty"`
+}
+
+// Latency is from a device's departure to a watcher receiving its offline.
+type Latency struct {
+	Device  string  `json:"device"`
+	Watcher string  `json:"watcher"`
+	Bound   string  `json:"bound"`
+	Ms      float64 `json:"ms"`
+	BoundMs float64 `json:"bound_ms"`
+}
+
+// Finding is something that must not happen: a false offline, a ghost, a
+// lost event, a version going back, a node that did not fence or rejoin,
+// a latency past its bound.
+type Finding struct {
+	Kind    string `json:"kind"`
+	Device  string `json:"device,omitempty"`
+	Watcher string `json:"watcher,omitempty"`
+	Detail  string `json:"detail"`
+}
+
+// Summary is the latencies against one bound.
+type Summary struct {
+	Bound   string  `json:"bound"`
+	N       int     `json:"n"`
+	MinMs   float64 `json:"min_ms"`
+	MedMs   float64 `json:"median_ms"`
+	MaxMs   float64 `json:"max_ms"`
+	BoundMs float64 `json:"bound_ms"`
+	Within  int     `json:"within"`
+}
+
+func (r *Round) find(kind, device, watcher, detail string) {
+	r.Findings = append(r.Findings, Finding{kind, device, watcher, detail})
+}
+
+// Run runs a scenario and writes the report; the report says whether
+// everything was within bounds and nothing went wrong.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	sc, ok := Find(o.Scenario)
+	if !ok {
+		return nil, fmt.Errorf("chaos: no scenario %q (chaos list)", o.Scenario)
+	}
+	if o.Nodes < 3 || o.Devices < o.Nodes || o.Rounds < 1 {
+		return nil, fmt.Errorf("chaos: want --nodes >= 3 (a majority must survive one node), --devices >= nodes and --rounds >= 1")
+	}
+	if err := os.MkdirAll(o.Report, 0o755); err != nil {
+		return nil, err
+	}
+	rep := &Report{Scenario: sc.Name, About: sc.About, Nodes: o.Nodes, Devices: o.Devices, Machine: machine(), Started: time.Now(), Findings: map[string]int{}}
+	if o.Bin == "" {
+		bin, err := Build(ctx, o.Report)
+		if err != nil {
+			return nil, err
+		}
+		o.Bin = bin
+	}
+	for i := range o.Rounds {
+		r := &Round{Index: i}
+		rep.Rounds = append(rep.Rounds, r)
+		dir := filepath.Join(o.Report, fmt.Sprintf("round-%d", i))
+		if err := os.RemoveAll(dir); err != nil { // a fresh store every round
+			return nil, err
+		}
+		err := func() error {
+			// The round's devices and watchers end with it.
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			e, err := setup(ctx, o.Bin, dir, o.Nodes, o.Devices)
+			if err != nil {
+				return err
+			}
+			defer e.Cluster.Stop()
+			rep.Bounds, rep.Timing = e.Bounds, e.Timing
+			err = sc.run(ctx, e, r)
+			checkVersions(e, r)
+			return err
+		}()
+		if err != nil {
+			rep.Error = err.Error()
+			break
+		}
+	}
+	rep.Seconds = time.Since(rep.Started).Seconds()
+	rep.summarize()
+	return rep, rep.write(o.Report)
+}
+
+// checkVersions: every watcher sees each target's versions strictly grow.
+func checkVersions(e *Env, r *Round) {
+	for _, w := range e.Fleet.Watchers {
+		last := map[string]uint64{}
+		for _, ev := range w.Events() {
+			if v, ok := last[ev.Target]; ok && ev.Version <= v {
+				r.find("version_regression", ev.Target, w.User, fmt.Sprintf("version %d after %d", ev.Version, v))
+			}
+			last[ev.Target] = ev.Version
+		}
+	}
+}
+
+func (rep *Report) summarize() {
+	by := map[string][]Latency{}
+	for _, r := range rep.Rounds {
+		for _, l := range r.Latencies {
+			by[l.Bound] = append(by[l.Bound], l)
+			if l.Ms > l.BoundMs {
+				r.find("over_bound", l.Device, l.Watcher, fmt.Sprintf("%.0f ms, %s bound %.0f ms", l.Ms, l.Bound, l.BoundMs))
+			}
+		}
+		for _, f := range r.Findings {
+			rep.Findings[f.Kind]++
+		}
+	}
+	for name, ls := range by {
+		ms := make([]float64, len(ls))
+		s := Summary{Bound: name, N: len(ls), BoundMs: ls[0].BoundMs}
+		for i, l := range ls {
+			ms[i] = l.Ms
+			if l.Ms <= l.BoundMs {
+				s.Within++
+			}
+		}
+		slices.Sort(ms)
+		s.MinMs, s.MaxMs = ms[0], ms[len(ms)-1]
+		if len(ms)%2 == 1 {
+			s.MedMs = ms[len(ms)/2]
+		} else {
+			s.MedMs = (ms[len(ms)/2-1] + ms[len(ms)/2]) / 2
+		}
+		rep.Summary = append(rep.Summary, s)
+	}
+	slices.SortFunc(rep.Summary, func(a, b Summary) int { return strings.Compare(a.Bound, b.Bound) })
+	rep.OK = rep.Error == "" && len(rep.Findings) == 0 && len(rep.Summary) > 0
+}
+
+func (rep *Report) write(dir string) error {
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), b, 0o644); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "report.html"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return page.Execute(f, rep)
+}
+
+func machine() Machine {
+	m := Machine{Cores: runtime.NumCPU(), OS: runtime.GOOS + "/" + runtime.GOARCH, Go: runtime.Version()}
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return m
+}
+
+var page = template.Must(template.New("report").Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>chaos: {{.Scenario}}</title>
+<style>body{font:14px system-ui,sans-serif;margin:2em;max-width:70em}table{border-collapse:collapse}
+td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}th{background:#f4f4f4}.bad{color:#b00}.ok{color:#070}</style></head>
+<body>
+<h1>chaos: {{.Scenario}} <span class="{{if .OK}}ok{{else}}bad{{end}}">{{if .OK}}ok{{else}}FAILED{{end}}</span></h1>
+<p>{{.About}}. {{.Nodes}} nodes, {{.Devices}} devices, {{len .Rounds}} rounds, {{printf "%.0f" .Seconds}} s;
+{{.Machine.CPU}}, {{.Machine.Cores}} cores, {{.Machine.OS}}, {{.Machine.Go}}; started {{.Started.Format "2006-01-02 15:04:05 MST"}}.</p>
+{{if .Error}}<p class="bad">error: {{.Error}}</p>{{end}}
+<h2>Latency from departure to a subscriber's offline</h2>
+<table><tr><th>bound</th><th>n</th><th>min ms</th><th>median ms</th><th>max ms</th><th>bound ms</th><th>within</th></tr>
+{{range .Summary}}<tr><td>{{.Bound}}</td><td>{{.N}}</td><td>{{printf "%.0f" .MinMs}}</td><td>{{printf "%.0f" .MedMs}}</td><td>{{printf "%.0f" .MaxMs}}</td><td>{{printf "%.0f" .BoundMs}}</td><td>{{.Within}}</td></tr>
+{{end}}</table>
+<h2>Findings</h2>
+{{if .Findings}}<ul>{{range $k, $v := .Findings}}<li class="bad">{{$k}}: {{$v}}</li>{{end}}</ul>{{else}}<p class="ok">no false offline, ghost, lost event or version going back</p>{{end}}
+<h2>Rounds</h2>
+{{range .Rounds}}<h3>round {{.Index}}: {{.Fault}}</h3>
+{{range .Notes}}<p>{{.}}</p>{{end}}
+{{range .Findings}}<p class="bad">{{.Kind}} {{.Device}} {{.Watcher}}: {{.Detail}}</p>{{end}}
+<p>{{len .Latencies}} latencies{{range .Latencies}}; {{.Device}}→{{.Watcher}} {{printf "%.0f" .Ms}} ms{{end}}</p>
+{{end}}
+</body></html>
+`))

@@ -1,0 +1,36 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// Real runs (make test runs them on their own, after the parallel tests,
+// so that the latencies measure the service and not the load): a node
+// killed with -9 and one paused past its death; every latency within its
+// bound and nothing that must not happen.
+func TestRunScenarios(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin, err := Build(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"gateway-crash", "pause"} {
+		t.Run(name, func(t *testing.T) {
+			rep, err := Run(ctx, Options{Scenario: name, Nodes: 3, Devices: 9, Rounds: 1, Report: t.TempDir(), Bin: bin})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range rep.Summary {
+				t.Logf("%s: n %d, %.0f / %.0f / %.0f ms, bound %.0f", s.Bound, s.N, s.MinMs, s.MedMs, s.MaxMs, s.BoundMs)
+			}
+			if !rep.OK {
+				t.Fatalf("not ok: error %q, findings %v, rounds %+v", rep.Error, rep.Findings, rep.Rounds)
+			}
+		})
+	}
+}

@@ -1,0 +1,430 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/presence-im/presence/messages"
+)
+
+// Scenario is one fault.
+type Scenario struct {
+	Name  string
+	About string
+	run   func(ctx context.Context, e *Env, r *Round) error
+}
+
+// Scenarios lists what `chaos list` names.
+var Scenarios = []Scenario{
+	{"close", "the devices of one node close their connections", runClose},
+	{"half-open", "the devices of one node go silent without closing (a tunnel, a dead NAT)", runHalfOpen},
+	{"gateway-crash", "kill -9 one node: its devices, and the leases and views it hosted, are lost with it", runCrash},
+	{"pause", "SIGSTOP one node until the others declare it dead, then SIGCONT: it must fence and rejoin", runPause},
+	{"join", "a node joins while subscribers watch: identities move to it", runJoin},
+}
+
+// Find returns the scenario called name.
+func Find(name string) (Scenario, bool) {
+	for _, s := range Scenarios {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Scenario{}, false
+}
+
+// Env is one round's cluster and fleet.
+type Env struct {
+	Cluster *Cluster
+	Fleet   *Fleet
+	Bounds  map[string]float64 // GET /api/bounds, ms
+	Timing  map[string]float64 // its "timing", ms
+	Slack   time.Duration      // waiting past a bound before calling an event lost
+}
+
+// devicesOn is the devices connected to n.
+func (e *Env) devicesOn(n *Node) []*Device {
+	var out []*Device
+	for _, d := range e.Fleet.Devices {
+		if d.Node == n {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// watchersBut is the watchers not on n.
+func (e *Env) watchersBut(n *Node) []*Watcher {
+	var out []*Watcher
+	for _, w := range e.Fleet.Watchers {
+		if w.Node != n {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// viewOwners maps each device's user to the node id hosting its view, by
+// proto.actor's rendezvous hashing over the members' actor addresses.
+func (e *Env) viewOwners(ctx context.Context, from *Node) (map[string]string, error) {
+	ms, err := from.Members(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var members []*pcluster.Member
+	byAddr := map[string]string{}
+	for _, m := range ms {
+		if m.State != "alive" || len(m.Addresses) < 2 {
+			continue
+		}
+		host, port, err := net.SplitHostPort(m.Addresses[1])
+		if err != nil {
+			return nil, err
+		}
+		p, _ := strconv.Atoi(port)
+		members = append(members, &pcluster.Member{Id: m.ID, Host: host, Port: int32(p), Kinds: []string{"view"}})
+		byAddr[m.Addresses[1]] = m.ID
+	}
+	r := pcluster.NewRendezvous()
+	r.UpdateMembers(members)
+	out := map[string]string{}
+	for _, d := range e.Fleet.Devices {
+		out[d.User] = byAddr[r.GetByClusterIdentity(pcluster.NewClusterIdentity(d.User, "view"))]
+	}
+	return out, nil
+}
+
+// awaitOffline waits until every watcher of ws has an offline event for
+// every device of ds after since, or until deadline, then records each
+// latency against its bound (from departed) or the event as lost.
+func (e *Env) awaitOffline(r *Round, ws []*Watcher, ds []*Device, departed func(*Device) time.Time, bound func(*Device) (string, float64), deadline time.Time) {
+	seen := func(w *Watcher, d *Device) (Event, bool) {
+		for _, ev := range w.Events() {
+			if ev.Target == d.User && ev.At.After(departed(d)) && ev.Status == messages.Status_offline {
+				return ev, true
+			}
+		}
+		return Event{}, false
+	}
+	for time.Now().Before(deadline) {
+		all := true
+		for _, w := range ws {
+			for _, d := range ds {
+				if _, ok := seen(w, d); !ok {
+					all = false
+				}
+			}
+		}
+		if all {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, w := range ws {
+		for _, d := range ds {
+			name, b := bound(d)
+			ev, ok := seen(w, d)
+			if !ok {
+				r.find("lost", d.User, w.User, fmt.Sprintf("no offline within %s_ms %.0f + slack %v", name, b, e.Slack))
+				continue
+			}
+			r.Latencies = append(r.Latencies, Latency{Device: d.User, Watcher: w.User, Bound: name,
+				Ms: float64(ev.At.Sub(departed(d)).Microseconds()) / 1000, BoundMs: b})
+		}
+	}
+}
+
+// checkStayed records a false offline for every event other than online
+// that a watcher of ws got for a device of ds after since.
+func (e *Env) checkStayed(r *Round, ws []*Watcher, ds []*Device, since time.Time) {
+	for _, w := range ws {
+		for _, ev := range w.Events() {
+			if !ev.At.After(since) || ev.Status == messages.Status_online {
+				continue
+			}
+			for _, d := range ds {
+				if d.User == ev.Target {
+					r.find("false_offline", d.User, w.User, fmt.Sprintf("%v at version %d, still connected to %s", ev.Status, ev.Version, d.Node.ID))
+				}
+			}
+		}
+	}
+}
+
+// checkRoutes asks via for the route of each device: gone ones must have
+// none (else a ghost), the others their node.
+func (e *Env) checkRoutes(ctx context.Context, r *Round, via *Node, gone, stayed []*Device) {
+	for _, d := range gone {
+		nodes, err := via.Route(ctx, d.User)
+		if err != nil {
+			r.find("unknown_route", d.User, "", err.Error())
+		} else if len(nodes) > 0 {
+			r.find("ghost", d.User, "", fmt.Sprintf("route still %v", nodes))
+		}
+	}
+	for _, d := range stayed {
+		nodes, err := via.Route(ctx, d.User)
+		if err != nil {
+			r.find("unknown_route", d.User, "", err.Error())
+		} else if !slices.Contains(nodes, d.Node.ID) {
+			r.find("lost_route", d.User, "", fmt.Sprintf("route %v, connected to %s", nodes, d.Node.ID))
+		}
+	}
+}
+
+func (e *Env) fixed(name string) func(*Device) (string, float64) {
+	return func(*Device) (string, float64) { return name, e.Bounds[name+"_ms"] }
+}
+
+func ms(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+
+func runClose(ctx context.Context, e *Env, r *Round) error {
+	victim := e.Cluster.Nodes[r.Index%len(e.Cluster.Nodes)]
+	ds := e.devicesOn(victim)
+	r.Victim, r.Fault = victim.ID, fmt.Sprintf("%d devices on %s close", len(ds), victim.ID)
+	t0 := time.Now()
+	for _, d := range ds {
+		d.Close()
+	}
+	e.awaitOffline(r, e.watchersBut(victim), ds, func(*Device) time.Time { return t0 }, e.fixed("graceful_close"),
+		t0.Add(ms(e.Bounds["graceful_close_ms"])+e.Slack))
+	e.checkStayed(r, e.Fleet.Watchers, e.othersThan(ds), t0)
+	e.checkRoutes(ctx, r, victim, ds, e.othersThan(ds))
+	return nil
+}
+
+func runHalfOpen(ctx context.Context, e *Env, r *Round) error {
+	victim := e.Cluster.Nodes[r.Index%len(e.Cluster.Nodes)]
+	ds := e.devicesOn(victim)
+	r.Victim, r.Fault = victim.ID, fmt.Sprintf("%d devices on %s go silent", len(ds), victim.ID)
+	last := map[*Device]time.Time{}
+	t0 := time.Now()
+	for _, d := range ds {
+		last[d] = d.Silence()
+	}
+	e.awaitOffline(r, e.watchersBut(victim), ds, func(d *Device) time.Time { return last[d] }, e.fixed("half_open"),
+		t0.Add(ms(e.Bounds["half_open_ms"])+e.Slack))
+	e.checkStayed(r, e.Fleet.Watchers, e.othersThan(ds), t0)
+	e.checkRoutes(ctx, r, victim, ds, e.othersThan(ds))
+	return nil
+}
+
+// crashBound: a device whose view lived on the dead node has the owner
+// crash bound; any other the gateway crash bound.
+func (e *Env) crashBound(owners map[string]string, victim *Node) func(*Device) (string, float64) {
+	return func(d *Device) (string, float64) {
+		if owners[d.User] == victim.ID {
+			return "owner_crash", e.Bounds["owner_crash_ms"]
+		}
+		return "gateway_crash", e.Bounds["gateway_crash_ms"]
+	}
+}
+
+func (e *Env) survivor(victim *Node) *Node {
+	for _, n := range e.Cluster.Nodes {
+		if n != victim && n.Alive() {
+			return n
+		}
+	}
+	return nil
+}
+
+func runCrash(ctx context.Context, e *Env, r *Round) error {
+	victim := e.Cluster.Nodes[r.Index%len(e.Cluster.Nodes)]
+	owners, err := e.viewOwners(ctx, e.survivor(victim))
+	if err != nil {
+		return err
+	}
+	ds := e.devicesOn(victim)
+	r.Victim, r.Fault = victim.ID, fmt.Sprintf("kill -9 %s (%d devices)", victim.ID, len(ds))
+	t0 := time.Now()
+	victim.Kill()
+	deadline := t0.Add(ms(max(e.Bounds["gateway_crash_ms"], e.Bounds["owner_crash_ms"])) + e.Slack)
+	e.awaitOffline(r, e.watchersBut(victim), ds, func(*Device) time.Time { return t0 }, e.crashBound(owners, victim), deadline)
+	// Devices elsewhere whose view or lease moved: nothing but online.
+	time.Sleep(time.Until(deadline))
+	e.checkStayed(r, e.watchersBut(victim), e.othersThan(ds), t0)
+	e.checkRoutes(ctx, r, e.survivor(victim), ds, e.othersThan(ds))
+	return nil
+}
+
+func runPause(ctx context.Context, e *Env, r *Round) error {
+	victim := e.Cluster.Nodes[r.Index%len(e.Cluster.Nodes)]
+	via := e.survivor(victim)
+	owners, err := e.viewOwners(ctx, via)
+	if err != nil {
+		return err
+	}
+	ds := e.devicesOn(victim)
+	r.Victim, r.Fault = victim.ID, fmt.Sprintf("SIGSTOP %s (%d devices) until declared dead, then SIGCONT", victim.ID, len(ds))
+	t0 := time.Now()
+	if err := victim.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	deadline := t0.Add(ms(max(e.Bounds["gateway_crash_ms"], e.Bounds["owner_crash_ms"])) + e.Slack)
+	e.awaitOffline(r, e.watchersBut(victim), ds, func(*Device) time.Time { return t0 }, e.crashBound(owners, victim), deadline)
+	for time.Now().Before(deadline) {
+		if ms, _ := via.Members(ctx); slices.ContainsFunc(ms, func(m Member) bool { return m.ID == victim.ID && m.State == "dead" }) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(time.Until(deadline))
+	e.checkStayed(r, e.watchersBut(victim), e.othersThan(ds), t0)
+	if err := victim.Signal(syscall.SIGCONT); err != nil {
+		return err
+	}
+	resumed := time.Now()
+	// It fences (its devices get 1001) and restarts as a new member.
+	for _, d := range ds {
+		for time.Since(resumed) < 10*time.Second && d.CloseCode() == 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if code := d.CloseCode(); code != 1001 {
+			r.find("not_fenced", d.User, "", fmt.Sprintf("connection to the resumed %s closed with %d, want 1001", victim.ID, code))
+		}
+	}
+	if err := victim.WaitReady(ctx, 30*time.Second); err != nil {
+		r.find("no_rejoin", "", "", err.Error())
+		return nil
+	}
+	if err := e.Cluster.Converged(ctx, e.Cluster.Nodes...); err != nil {
+		r.find("no_rejoin", "", "", err.Error())
+		return nil
+	}
+	r.Notes = append(r.Notes, fmt.Sprintf("%s ready again %.1f s after SIGCONT", victim.ID, time.Since(resumed).Seconds()))
+	e.checkRoutes(ctx, r, via, ds, e.othersThan(ds))
+	return nil
+}
+
+func runJoin(ctx context.Context, e *Env, r *Round) error {
+	t0 := time.Now()
+	n, err := e.Cluster.AddNode(ctx)
+	if err != nil {
+		return err
+	}
+	r.Victim, r.Fault = n.ID, "start "+n.ID+" joining the cluster"
+	// Through the re-registers and the settle window, and as long again.
+	time.Sleep(2 * ms(e.Timing["settle_ms"]))
+	e.checkStayed(r, e.Fleet.Watchers, e.Fleet.Devices, t0)
+	// Departures after the join still reach every watcher: one device per
+	// original node.
+	var gone []*Device
+	for _, nd := range e.Cluster.Nodes {
+		if ds := e.devicesOn(nd); len(ds) > 0 {
+			gone = append(gone, ds[0])
+		}
+	}
+	t1 := time.Now()
+	for _, d := range gone {
+		d.Close()
+	}
+	e.awaitOffline(r, e.Fleet.Watchers, gone, func(*Device) time.Time { return t1 }, e.fixed("graceful_close"),
+		t1.Add(ms(e.Bounds["graceful_close_ms"])+e.Slack))
+	e.checkRoutes(ctx, r, n, gone, e.othersThan(gone))
+	return nil
+}
+
+func (e *Env) othersThan(ds []*Device) []*Device {
+	var out []*Device
+	for _, d := range e.Fleet.Devices {
+		if !slices.Contains(ds, d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// setup starts a cluster of nodes nodes in dir with devices devices spread
+// over them and one watcher per node subscribed to every device's user,
+// and waits until every watcher sees every device online.
+func setup(ctx context.Context, bin, dir string, nodes, devices int) (*Env, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	c := &Cluster{Bin: bin, Dir: dir, Secret: "chaos"}
+	e := &Env{Cluster: c, Fleet: &Fleet{Secret: c.Secret}, Slack: 2 * time.Second}
+	if err := c.Start(ctx, nodes); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	var raw map[string]any
+	if _, err := c.Nodes[0].get(ctx, "/api/bounds", &raw); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	e.Bounds, _ = c.Nodes[0].Bounds(ctx)
+	e.Timing = map[string]float64{}
+	if t, ok := raw["timing"].(map[string]any); ok {
+		for k, v := range t {
+			if f, ok := v.(float64); ok {
+				e.Timing[k] = f
+			}
+		}
+	}
+	e.Fleet.Heartbeat = ms(e.Timing["heartbeat_ms"] * 0.8) // within the client's jitter
+	var targets []string
+	var watchers []string
+	for _, n := range c.Nodes {
+		watchers = append(watchers, "watch-"+n.ID)
+	}
+	policy := `{"granularity":"exact","contacts":["` + joinQuoted(watchers) + `"]}`
+	for i := range devices {
+		d := &Device{User: fmt.Sprintf("d%03d", i), Node: c.Nodes[i%nodes]}
+		if err := c.Nodes[0].PutPolicy(ctx, d.User, policy); err != nil {
+			c.Stop()
+			return nil, err
+		}
+		if err := e.Fleet.Connect(ctx, d); err != nil {
+			c.Stop()
+			return nil, err
+		}
+		e.Fleet.Devices = append(e.Fleet.Devices, d)
+		targets = append(targets, d.User)
+	}
+	for _, n := range c.Nodes {
+		w := &Watcher{User: "watch-" + n.ID, Node: n}
+		if err := e.Fleet.Watch(ctx, w, targets); err != nil {
+			c.Stop()
+			return nil, err
+		}
+		e.Fleet.Watchers = append(e.Fleet.Watchers, w)
+	}
+	// The bounds are for a settled cluster: a view activated within settle
+	// of a membership change holds a departure until then (docs/bounds.md).
+	time.Sleep(ms(e.Timing["settle_ms"]))
+	deadline := time.Now().Add(15 * time.Second)
+	for _, w := range e.Fleet.Watchers {
+		for _, d := range e.Fleet.Devices {
+			for {
+				if ev, ok := w.Last(d.User); ok && ev.Status == messages.Status_online {
+					break
+				}
+				if time.Now().After(deadline) {
+					c.Stop()
+					return nil, fmt.Errorf("chaos: %s does not see %s online", w.User, d.User)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+	return e, nil
+}
+
+func joinQuoted(ss []string) string {
+	out := ""
+	for i, s := range ss {
+		if i > 0 {
+			out += `","`
+		}
+		out += s
+	}
+	return out
+}

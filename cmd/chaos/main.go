@@ -1,0 +1,107 @@
+// Command chaos is the chaos harness (see package chaos):
+//
+//	chaos list
+//	chaos run --scenario NAME --nodes N --devices D --report DIR [--rounds R] [--presenced BIN]
+//
+// It exits 0 only if every measured latency is within its bound and no
+// false offline, ghost or lost event was seen; 1 otherwise; 2 on bad usage.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/presence-im/presence/chaos"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "usage: chaos list | chaos run --scenario NAME --nodes N --devices D --report DIR [--rounds R]")
+		return 2
+	}
+	switch args[0] {
+	case "list":
+		for _, s := range chaos.Scenarios {
+			fmt.Fprintf(stdout, "%-14s %s\n", s.Name, s.About)
+		}
+		return 0
+	case "run":
+	default:
+		fmt.Fprintf(stderr, "chaos: unknown command %q\n", args[0])
+		return 2
+	}
+	fs := flag.NewFlagSet("chaos run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o chaos.Options
+	fs.StringVar(&o.Scenario, "scenario", "", "fault to inject (chaos list); all: every one in turn")
+	fs.IntVar(&o.Nodes, "nodes", 3, "presenced processes")
+	fs.IntVar(&o.Devices, "devices", 30, "simulated devices, spread over the nodes")
+	fs.IntVar(&o.Rounds, "rounds", 3, "rounds, each on a fresh cluster, victims going round the nodes")
+	fs.StringVar(&o.Report, "report", "chaos-report", "directory for report.json, report.html and the node logs")
+	fs.StringVar(&o.Bin, "presenced", "", "presenced binary (default: built from this module)")
+	backend := fs.String("backend", "process", "process (docker is not built yet)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	if *backend != "process" {
+		fmt.Fprintf(stderr, "chaos: backend %q is not available: only process\n", *backend)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	names := []string{o.Scenario}
+	if o.Scenario == "all" {
+		names = nil
+		for _, s := range chaos.Scenarios {
+			names = append(names, s.Name)
+		}
+	}
+	base, code := o.Report, 0
+	for _, name := range names {
+		o.Scenario = name
+		if len(names) > 1 {
+			o.Report = base + "/" + name
+		}
+		rep, err := chaos.Run(ctx, o)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
+		print(stdout, rep, o.Report)
+		if !rep.OK {
+			code = 1
+		}
+	}
+	return code
+}
+
+func print(w io.Writer, rep *chaos.Report, dir string) {
+	fmt.Fprintf(w, "%s: %d nodes, %d devices, %d rounds, %.0f s (%s, %d cores)\n", rep.Scenario, rep.Nodes, rep.Devices, len(rep.Rounds), rep.Seconds, rep.Machine.CPU, rep.Machine.Cores)
+	fmt.Fprintf(w, "  %-15s %6s %9s %9s %9s %9s\n", "bound", "n", "min ms", "median", "max", "bound")
+	for _, s := range rep.Summary {
+		fmt.Fprintf(w, "  %-15s %6d %9.0f %9.0f %9.0f %9.0f\n", s.Bound, s.N, s.MinMs, s.MedMs, s.MaxMs, s.BoundMs)
+	}
+	for _, r := range rep.Rounds {
+		for _, n := range r.Notes {
+			fmt.Fprintf(w, "  round %d: %s\n", r.Index, n)
+		}
+		for _, f := range r.Findings {
+			fmt.Fprintf(w, "  round %d: %s %s %s: %s\n", r.Index, f.Kind, f.Device, f.Watcher, f.Detail)
+		}
+	}
+	if rep.Error != "" {
+		fmt.Fprintf(w, "  error: %s\n", rep.Error)
+	}
+	verdict := "ok"
+	if !rep.OK {
+		verdict = "FAILED"
+	}
+	fmt.Fprintf(w, "  %s; report: %s/report.html\n", verdict, dir)
+}

@@ -308,8 +308,17 @@ func (n *Node) Query(ctx context.Context, user string) (*messages.ViewState, err
 	if err != nil {
 		return nil, err
 	}
-	return res.(*messages.ViewState), nil
+	st := res.(*messages.ViewState)
+	if st.GetSettling() {
+		return st, fmt.Errorf("actors: view %s: %w", user, ErrSettling)
+	}
+	return st, nil
 }
+
+// ErrSettling: the user's view was re-created after a membership change and
+// its devices may still be re-registering; the state is unknown for up to
+// Timing.Settle, never offline.
+var ErrSettling = errors.New("settling after a membership change: state unknown")
 
 // PolicyChanged tells a user's view to reload its policy.
 func (n *Node) PolicyChanged(user string) {

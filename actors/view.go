@@ -221,7 +221,7 @@ func (a *viewActor) armIdle(ctx actor.Context) {
 }
 
 func (a *viewActor) state() *messages.ViewState {
-	s := &messages.ViewState{User: a.user, Online: a.v.Online, Show: a.v.Show, Version: a.v.Version, Subscribers: uint32(len(a.v.Subs))}
+	s := &messages.ViewState{User: a.user, Online: a.v.Online, Show: a.v.Show, Version: a.v.Version, Subscribers: uint32(len(a.v.Subs)), Settling: a.v.Uncertain()}
 	if !a.v.LastSeen.IsZero() {
 		s.LastSeenMs = a.v.LastSeen.UnixMilli()
 	}

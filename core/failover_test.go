@@ -158,3 +158,28 @@ func TestReCreatedLeaseTakesNewestRelease(t *testing.T) {
 		t.Fatalf("a second release was accepted: %+v", r)
 	}
 }
+
+// A subscriber of an unsettled view that knows no device yet gets unknown,
+// never offline (a device may still be re-registering), then the state;
+// a non-contact still gets nothing, and a settled view answers offline.
+func TestUncertainViewSnapshotIsUnknown(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pol := &core.Policy{Granularity: core.Exact, Contacts: map[string]bool{"bob": true}}
+	v := core.NewView("alice", 20*time.Second, pol, now.Add(-time.Hour))
+	v.Unsettled = true
+	p, _ := v.Subscribe("s-bob", "bob", now)
+	if p.GetStatus() != messages.Status_unknown || p.GetLastSeenMinute() != 0 {
+		t.Fatalf("snapshot while settling: %v, want unknown", p)
+	}
+	if p, _ := v.Subscribe("s-eve", "eve", now); p != nil {
+		t.Fatalf("non-contact while settling: %v, want nothing", p)
+	}
+	res := v.DeviceUp("phone", &messages.Holder{Node: "g1", ConnId: "c1", Epoch: 1}, now.Add(time.Second))
+	if len(res.Deliveries) != 1 || res.Deliveries[0].Presence.GetStatus() != messages.Status_online || res.Deliveries[0].Presence.GetVersion() <= p.GetVersion() {
+		t.Fatalf("device re-registered: %+v, want online after the unknown", res.Deliveries)
+	}
+	settled := core.NewView("alice", 20*time.Second, pol, now.Add(-time.Hour))
+	if p, _ := settled.Subscribe("s-bob", "bob", now); p.GetStatus() != messages.Status_offline {
+		t.Fatalf("settled view, no device: %v, want offline", p)
+	}
+}

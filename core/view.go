@@ -204,12 +204,21 @@ func (v *View) Age(now time.Time) ViewResult { return v.publish(now) }
 // (nil: nothing). Subscribing again replaces the registration.
 func (v *View) Subscribe(sink, viewer string, now time.Time) (*messages.Presence, ViewResult) {
 	p := v.trim(viewer, now)
+	if p != nil && v.Uncertain() {
+		// The user's devices may still be re-registering: unknown, never
+		// offline; the state follows at Settle or with the first device.
+		p = &messages.Presence{User: v.User, Status: messages.Status_unknown}
+	}
 	if p != nil {
 		p.Version = v.Version
 	}
 	v.Subs[sink] = &Sub{Viewer: viewer, Last: p}
 	return p, ViewResult{Age: v.ageAt(now)}
 }
+
+// Uncertain reports whether the view cannot tell offline from not yet
+// re-registered: unsettled and no device known.
+func (v *View) Uncertain() bool { return v.Unsettled && len(v.Devices) == 0 }
 
 // Reattach registers a sink that subscribed to an earlier incarnation of
 // this view (it moved to another node) without a snapshot. last is what the

@@ -1368,14 +1368,17 @@ func (x *DeviceState) GetSinceMs() int64 {
 }
 
 type ViewState struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
-	Online        bool                   `protobuf:"varint,2,opt,name=online,proto3" json:"online,omitempty"`
-	Devices       []*DeviceState         `protobuf:"bytes,3,rep,name=devices,proto3" json:"devices,omitempty"`
-	LastSeenMs    int64                  `protobuf:"varint,4,opt,name=last_seen_ms,json=lastSeenMs,proto3" json:"last_seen_ms,omitempty"`
-	Show          Show                   `protobuf:"varint,5,opt,name=show,proto3,enum=presence.v1.Show" json:"show,omitempty"`
-	Version       uint64                 `protobuf:"varint,6,opt,name=version,proto3" json:"version,omitempty"`
-	Subscribers   uint32                 `protobuf:"varint,7,opt,name=subscribers,proto3" json:"subscribers,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	User        string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Online      bool                   `protobuf:"varint,2,opt,name=online,proto3" json:"online,omitempty"`
+	Devices     []*DeviceState         `protobuf:"bytes,3,rep,name=devices,proto3" json:"devices,omitempty"`
+	LastSeenMs  int64                  `protobuf:"varint,4,opt,name=last_seen_ms,json=lastSeenMs,proto3" json:"last_seen_ms,omitempty"`
+	Show        Show                   `protobuf:"varint,5,opt,name=show,proto3,enum=presence.v1.Show" json:"show,omitempty"`
+	Version     uint64                 `protobuf:"varint,6,opt,name=version,proto3" json:"version,omitempty"`
+	Subscribers uint32                 `protobuf:"varint,7,opt,name=subscribers,proto3" json:"subscribers,omitempty"`
+	// settling: the view was re-created after a membership change and knows
+	// no device yet; the user may be online on a device still re-registering.
+	Settling      bool `protobuf:"varint,8,opt,name=settling,proto3" json:"settling,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1457,6 +1460,13 @@ func (x *ViewState) GetSubscribers() uint32 {
 		return x.Subscribers
 	}
 	return 0
+}
+
+func (x *ViewState) GetSettling() bool {
+	if x != nil {
+		return x.Settling
+	}
+	return false
 }
 
 var File_actors_proto protoreflect.FileDescriptor
@@ -1555,7 +1565,7 @@ const file_actors_proto_rawDesc = "" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x17\n" +
 	"\aconn_id\x18\x03 \x01(\tR\x06connId\x12\x14\n" +
 	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\x12\x19\n" +
-	"\bsince_ms\x18\x05 \x01(\x03R\asinceMs\"\xf0\x01\n" +
+	"\bsince_ms\x18\x05 \x01(\x03R\asinceMs\"\x8c\x02\n" +
 	"\tViewState\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x16\n" +
 	"\x06online\x18\x02 \x01(\bR\x06online\x122\n" +
@@ -1564,7 +1574,8 @@ const file_actors_proto_rawDesc = "" +
 	"lastSeenMs\x12%\n" +
 	"\x04show\x18\x05 \x01(\x0e2\x11.presence.v1.ShowR\x04show\x12\x18\n" +
 	"\aversion\x18\x06 \x01(\x04R\aversion\x12 \n" +
-	"\vsubscribers\x18\a \x01(\rR\vsubscribers*y\n" +
+	"\vsubscribers\x18\a \x01(\rR\vsubscribers\x12\x1a\n" +
+	"\bsettling\x18\b \x01(\bR\bsettling*y\n" +
 	"\tEndReason\x12\x1a\n" +
 	"\x16end_reason_unspecified\x10\x00\x12\t\n" +
 	"\x05close\x10\x01\x12\x10\n" +

@@ -41,6 +41,7 @@ func TestClusterFanOutOncePerNode(t *testing.T) {
 	n1 := startProc(t, "n1", "--policy-dsn", db)
 	n2 := startProc(t, "n2", "--policy-dsn", db, "--join", n1.gossip)
 	converged(t, n1, n2)
+	n1.settled()
 	user := ownedBy(t, n1, "n2")
 	n1.put("/api/users/"+user+"/policy", `{"granularity":"exact","contacts":["s1","s2","s3"]}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -258,3 +258,24 @@ func (p *proc) waitOnline(users ...string) {
 		}
 	}
 }
+
+// settled waits out p's settle window (GET /api/bounds timing.settle_ms):
+// views activated within it after a membership change answer unknown until
+// it ends, as a just-formed cluster's do.
+func (p *proc) settled() {
+	p.t.Helper()
+	res, err := http.Get("http://" + p.admin + "/api/bounds")
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var b struct {
+		Timing struct {
+			SettleMs int64 `json:"settle_ms"`
+		} `json:"timing"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&b); err != nil || b.Timing.SettleMs <= 0 {
+		p.t.Fatalf("settle_ms from /api/bounds: %+v %v", b, err)
+	}
+	time.Sleep(time.Duration(b.Timing.SettleMs) * time.Millisecond)
+}

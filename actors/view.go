@@ -25,6 +25,7 @@ type viewActor struct {
 
 	debounce, age, idle, settle timer
 	idleGen                     uint64
+	started                     time.Time // activation
 }
 
 func (a *viewActor) Receive(ctx actor.Context) {
@@ -42,14 +43,11 @@ func (a *viewActor) Receive(ctx actor.Context) {
 			a.n.log.Error("view: reading last seen", "user", a.user, "err", err)
 		}
 		a.v = core.NewView(a.user, a.n.deps.Timing.Debounce, a.policy(), last)
-		a.v.Unsettled = a.n.changedRecently()
 		a.sinks = map[string]*actor.PID{}
+		a.started = now
 		a.armIdle(ctx)
-		if a.v.Unsettled {
-			// This view may replace one on a member that died: once every
-			// live device has had the time to re-register (Timing.Settle),
-			// re-attached subscribers get the state.
-			a.settle.arm(a.n.sched, a.n.deps.Timing.Settle, ctx.Self(), settleView{})
+		if a.n.changedRecently() {
+			a.unsettle(ctx, now)
 		}
 	case *actor.Stopping:
 		a.n.live[1].Add(-1)
@@ -63,6 +61,9 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.apply(ctx, a.v.DeviceUp(m.GetDevice(), m.GetHolder(), now))
 	case *messages.DeviceDown:
 		a.received++
+		if _, known := a.v.Devices[m.GetDevice()]; !known {
+			a.evidence(ctx, now) // the device was up at an earlier incarnation
+		}
 		a.apply(ctx, a.v.DeviceDown(m.GetDevice(), m.GetEpoch(), time.UnixMilli(m.GetLastAliveMs()), now))
 	case *messages.GatewayDown:
 		a.apply(ctx, a.v.GatewayDown(m.GetNode(), now))
@@ -120,6 +121,28 @@ func (a *viewActor) Receive(ctx actor.Context) {
 	}
 }
 
+// unsettle makes this view wait, until Timing.Settle after its activation,
+// for devices to re-register before it reports anyone offline: it may
+// replace one on a member that died or moved. Once that window is over,
+// re-attached subscribers get the state.
+func (a *viewActor) unsettle(ctx actor.Context, now time.Time) {
+	if a.v.Unsettled {
+		return
+	}
+	a.v.Unsettled = true
+	a.settle.arm(a.n.sched, max(a.started.Add(a.n.deps.Timing.Settle).Sub(now), 0), ctx.Self(), settleView{})
+}
+
+// evidence is a sign of an earlier incarnation of this view (a down for a
+// device it never saw, a subscriber re-attaching): a young view unsettles
+// even if its node had not yet heard of the change that moved it here when
+// it was activated (members hear of a change up to a propagation apart).
+func (a *viewActor) evidence(ctx actor.Context, now time.Time) {
+	if a.n.Clustered() && now.Sub(a.started) < a.n.deps.Timing.Settle {
+		a.unsettle(ctx, now)
+	}
+}
+
 // leftover stops a view that is not its identity's owner any more (it
 // moved, or a stale route activated it here), before it publishes what the
 // owner's view knows better.
@@ -159,6 +182,7 @@ func (a *viewActor) subscribe(ctx actor.Context, m *messages.ViewSubscribe, now 
 	}
 	if m.GetReattach() {
 		if _, known := a.v.Subs[key]; !known {
+			a.evidence(ctx, now) // the sink subscribed to an earlier incarnation
 			a.v.Reattach(key, m.GetViewer(), m.GetLast())
 		}
 		a.apply(ctx, core.ViewResult{})

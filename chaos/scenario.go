@@ -300,6 +300,9 @@ func runPause(ctx context.Context, e *Env, r *Round) error {
 		return nil
 	}
 	r.Notes = append(r.Notes, fmt.Sprintf("%s ready again %.1f s after SIGCONT", victim.ID, time.Since(resumed).Seconds()))
+	// Its rejoining moved identities again: views activated since answer
+	// unknown (503) until settle.
+	time.Sleep(ms(e.Timing["settle_ms"]))
 	e.checkRoutes(ctx, r, via, ds, e.othersThan(ds))
 	return nil
 }

@@ -19,6 +19,7 @@ type Device struct {
 
 	conn      *client.Conn
 	stop      context.CancelFunc // stops its heartbeats
+	silent    bool               // heartbeats stopped by Silence
 	mu        sync.Mutex
 	lastBeat  time.Time
 	closeCode int // how the server closed it (0: open)
@@ -75,18 +76,28 @@ func (f *Fleet) Connect(ctx context.Context, d *Device) error {
 	}
 	bctx, stop := context.WithCancel(ctx)
 	d.mu.Lock()
-	d.conn, d.stop, d.closeCode, d.lastBeat = c, stop, 0, time.Now()
+	d.conn, d.stop, d.closeCode, d.lastBeat, d.silent = c, stop, 0, time.Now(), false
 	d.mu.Unlock()
 	go func() {
-		for seq := uint64(1); bctx.Err() == nil; seq++ {
-			if c.Heartbeat(bctx, seq) != nil {
+		for seq := uint64(1); ; seq++ {
+			// Under the lock, so that Silence returns the true last
+			// heartbeat; with ctx, not bctx: cancelling a write closes the
+			// socket.
+			d.mu.Lock()
+			err := ctx.Err()
+			if !d.silent && err == nil {
+				if err = c.Heartbeat(ctx, seq); err == nil {
+					d.lastBeat = time.Now()
+				}
+			}
+			silent := d.silent
+			d.mu.Unlock()
+			if silent || err != nil {
 				return
 			}
-			d.mu.Lock()
-			d.lastBeat = time.Now()
-			d.mu.Unlock()
 			select {
 			case <-bctx.Done():
+				return
 			case <-time.After(f.Heartbeat):
 			}
 		}
@@ -114,7 +125,7 @@ func (f *Fleet) Connect(ctx context.Context, d *Device) error {
 func (d *Device) Silence() time.Time {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.stop()
+	d.silent = true
 	return d.lastBeat
 }
 

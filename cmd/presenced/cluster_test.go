@@ -37,11 +37,8 @@ func readPresences(ctx context.Context, c *client.Conn, out chan<- *messages.Pre
 // the subscriber sees that device offline within the bound, and a device on
 // n3 sees no change.
 func TestClusterGatewayCrash(t *testing.T) {
-	db := "sqlite:" + filepath.Join(t.TempDir(), "presence.db")
-	n1 := startProc(t, "n1", "--policy-dsn", db)
-	n2 := startProc(t, "n2", "--policy-dsn", db, "--join", n1.gossip)
-	n3 := startProc(t, "n3", "--policy-dsn", db, "--join", n1.gossip)
-	converged(t, n1, n2, n3)
+	nodes, _ := startCluster(t, 3)
+	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
 	for _, u := range []string{"dan", "eve"} {
 		n1.put("/api/users/"+u+"/policy", `{"granularity":"exact","contacts":["sam"]}`)
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,10 +36,8 @@ func (p *proc) metric(sample string) float64 {
 // crosses to n1 in one message and reaches all three. n2 reports n1's
 // actors too.
 func TestClusterFanOutOncePerNode(t *testing.T) {
-	db := "sqlite:" + filepath.Join(t.TempDir(), "presence.db")
-	n1 := startProc(t, "n1", "--policy-dsn", db)
-	n2 := startProc(t, "n2", "--policy-dsn", db, "--join", n1.gossip)
-	converged(t, n1, n2)
+	nodes, _ := startCluster(t, 2)
+	n1, n2 := nodes[0], nodes[1]
 	n1.settled()
 	user := ownedBy(t, n1, "n2")
 	n1.put("/api/users/"+user+"/policy", `{"granularity":"exact","contacts":["s1","s2","s3"]}`)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -50,11 +49,8 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 // devices are closed with 1001), restarts as a new member and takes devices
 // again; a device on another node sees no change throughout.
 func TestClusterPausedNodeFences(t *testing.T) {
-	db := "sqlite:" + filepath.Join(t.TempDir(), "presence.db")
-	n1 := startProc(t, "n1", "--policy-dsn", db)
-	n2 := startProc(t, "n2", "--policy-dsn", db, "--join", n1.gossip)
-	n3 := startProc(t, "n3", "--policy-dsn", db, "--join", n1.gossip)
-	converged(t, n1, n2, n3)
+	nodes, _ := startCluster(t, 3)
+	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
 	for _, u := range []string{"pat", "quinn"} {
 		n1.put("/api/users/"+u+"/policy", `{"granularity":"exact","contacts":["sam"]}`)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,12 +14,8 @@ import (
 // offline and no version going back, and every departure afterwards still
 // reaches them.
 func TestClusterJoinIsInvisible(t *testing.T) {
-	db := "sqlite:" + filepath.Join(t.TempDir(), "presence.db")
-	n1 := startProc(t, "n1", "--policy-dsn", db)
-	n2 := startProc(t, "n2", "--policy-dsn", db, "--join", n1.gossip)
-	n3 := startProc(t, "n3", "--policy-dsn", db, "--join", n1.gossip)
-	converged(t, n1, n2, n3)
-	nodes := []*proc{n1, n2, n3}
+	nodes, db := startCluster(t, 3)
+	n1 := nodes[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	const users = 12

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -35,11 +34,8 @@ func (p *proc) route(user string) (int, []string) {
 // A device moves from n2 to n3 (a newer attempt takes over) and n2 dies
 // right after: the route stays on n3 and subscribers see no offline.
 func TestClusterDeviceMovesAsOldNodeDies(t *testing.T) {
-	db := "sqlite:" + filepath.Join(t.TempDir(), "presence.db")
-	n1 := startProc(t, "n1", "--policy-dsn", db)
-	n2 := startProc(t, "n2", "--policy-dsn", db, "--join", n1.gossip)
-	n3 := startProc(t, "n3", "--policy-dsn", db, "--join", n1.gossip)
-	converged(t, n1, n2, n3)
+	nodes, _ := startCluster(t, 3)
+	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
 	n1.put("/api/users/mia/policy", `{"granularity":"exact","contacts":["sam"]}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -66,8 +62,8 @@ func TestClusterDeviceMovesAsOldNodeDies(t *testing.T) {
 			done = true
 		}
 	}
-	code, nodes := n1.route("mia")
-	if code != 200 || len(nodes) != 1 || nodes[0] != "n3" {
-		t.Fatalf("route of mia: %d %v, want one device on n3", code, nodes)
+	code, route := n1.route("mia")
+	if code != 200 || len(route) != 1 || route[0] != "n3" {
+		t.Fatalf("route of mia: %d %v, want one device on n3", code, route)
 	}
 }

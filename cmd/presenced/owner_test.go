@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -68,11 +67,8 @@ func ownedBy(t *testing.T, p *proc, id string) string {
 // a stale handshake is still refused (the attempt floor survived); a later
 // departure is still reported.
 func TestClusterOwnerCrash(t *testing.T) {
-	db := "sqlite:" + filepath.Join(t.TempDir(), "presence.db")
-	n1 := startProc(t, "n1", "--policy-dsn", db)
-	n2 := startProc(t, "n2", "--policy-dsn", db, "--join", n1.gossip)
-	n3 := startProc(t, "n3", "--policy-dsn", db, "--join", n1.gossip)
-	converged(t, n1, n2, n3)
+	nodes, _ := startCluster(t, 3)
+	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
 	user := ownedBy(t, n1, "n3")
 	n1.put("/api/users/"+user+"/policy", `{"granularity":"exact","contacts":["sam"]}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,10 +12,8 @@ import (
 // another: a viewer newly blocked is not told and gets nothing more; a
 // contact still does.
 func TestClusterPolicyChangeAppliesEverywhere(t *testing.T) {
-	db := "sqlite:" + filepath.Join(t.TempDir(), "presence.db")
-	n1 := startProc(t, "n1", "--policy-dsn", db)
-	n2 := startProc(t, "n2", "--policy-dsn", db, "--join", n1.gossip)
-	converged(t, n1, n2)
+	nodes, _ := startCluster(t, 2)
+	n1, n2 := nodes[0], nodes[1]
 	n1.settled()
 	user := ownedBy(t, n1, "n2")
 	n1.put("/api/users/"+user+"/policy", `{"granularity":"exact","contacts":["sam","tia"]}`)

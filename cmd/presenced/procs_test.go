@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -278,4 +279,18 @@ func (p *proc) settled() {
 		p.t.Fatalf("settle_ms from /api/bounds: %+v %v", b, err)
 	}
 	time.Sleep(time.Duration(b.Timing.SettleMs) * time.Millisecond)
+}
+
+// startCluster starts n nodes n1..nN sharing one SQLite store, the others
+// joining n1, and waits until every one sees all of them alive. It returns
+// the nodes and the store's DSN (for a node started later).
+func startCluster(t *testing.T, n int) ([]*proc, string) {
+	t.Helper()
+	db := "sqlite:" + filepath.Join(t.TempDir(), "presence.db")
+	nodes := []*proc{startProc(t, "n1", "--policy-dsn", db)}
+	for i := 2; i <= n; i++ {
+		nodes = append(nodes, startProc(t, fmt.Sprintf("n%d", i), "--policy-dsn", db, "--join", nodes[0].gossip))
+	}
+	converged(t, nodes...)
+	return nodes, db
 }

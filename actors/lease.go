@@ -70,6 +70,9 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		a.received++
 		a.apply(ctx, a.l.GatewayDown(m.GetNode()), "gateway_down", now)
 	case leaseExpire:
+		if m.gen != a.l.Gen {
+			return // stale: a renewal re-armed it (the cancel raced the firing)
+		}
 		if hold, fenced := a.n.stall.hold(); fenced {
 			return
 		} else if hold > 0 { // the node stalled: read what came meanwhile first

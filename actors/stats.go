@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/presence-im/presence/cluster"
@@ -35,7 +36,7 @@ func (n *Node) ClusterCounts(ctx context.Context) (counts map[string]map[string]
 	if g == nil {
 		return counts, nil
 	}
-	timeout := requestTimeout(ctx)
+	timeout := max(requestTimeout(ctx), time.Millisecond) // proto.actor waits for ever on a negative one
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, m := range g.Members() {

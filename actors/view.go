@@ -30,7 +30,7 @@ type viewActor struct {
 
 func (a *viewActor) Receive(ctx actor.Context) {
 	now := time.Now()
-	switch m := ctx.Message().(type) {
+	switch ctx.Message().(type) {
 	case *actor.Started:
 		if a.user == "" { // a virtual actor: its identity is the user
 			a.user = pcluster.GetClusterIdentity(ctx).GetIdentity()
@@ -56,6 +56,14 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.debounce.stop()
 		a.age.stop()
 		a.idle.stop()
+	case *messages.ViewSubscribe, *messages.ViewQuery:
+		// Its node may have heard of the change that moved it here only
+		// after activating it (members hear up to a propagation apart).
+		if !a.v.Unsettled && a.n.changedRecently() {
+			a.evidence(ctx, now)
+		}
+	}
+	switch m := ctx.Message().(type) {
 	case *messages.DeviceUp:
 		a.received++
 		a.apply(ctx, a.v.DeviceUp(m.GetDevice(), m.GetHolder(), now))
@@ -89,6 +97,9 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.drop(ctx, m.GetWho())
 		a.apply(ctx, core.ViewResult{})
 	case debounceFired:
+		if m.gen != a.v.Gen {
+			return // stale: re-arming it would cancel the live one
+		}
 		if hold, fenced := a.n.stall.hold(); fenced {
 			return
 		} else if hold > 0 { // a device may be back in what came meanwhile
@@ -181,11 +192,12 @@ func (a *viewActor) subscribe(ctx actor.Context, m *messages.ViewSubscribe, now 
 		ctx.Watch(sink)
 	}
 	if m.GetReattach() {
+		res := core.ViewResult{}
 		if _, known := a.v.Subs[key]; !known {
 			a.evidence(ctx, now) // the sink subscribed to an earlier incarnation
-			a.v.Reattach(key, m.GetViewer(), m.GetLast())
+			res = a.v.Reattach(key, m.GetViewer(), m.GetLast(), now)
 		}
-		a.apply(ctx, core.ViewResult{})
+		a.apply(ctx, res)
 		return
 	}
 	p, res := a.v.Subscribe(key, m.GetViewer(), now)

@@ -88,7 +88,7 @@ func (c *Cluster) AddNode(ctx context.Context) (*Node, error) {
 		preset = "fast"
 	}
 	args := []string{"--timing", preset, "--node-id", nd.ID, "--listen", nd.Listen, "--admin", nd.Admin, "--gossip", nd.Gossip,
-		"--secret", c.Secret, "--policy-dsn", "sqlite:" + filepath.Join(c.Dir, "presence.db"), "--drain-spread", "200ms"}
+		"--secret", c.Secret, "--policy-dsn", "sqlite:" + filepath.Join(c.Dir, "presence.db")}
 	for _, o := range c.Nodes {
 		if o.Alive() {
 			args = append(args, "--join", o.Gossip)

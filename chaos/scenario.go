@@ -158,6 +158,24 @@ func (e *Env) checkStayed(r *Round, ws []*Watcher, ds []*Device, since time.Time
 	}
 }
 
+// checkFinal: what each watcher of ws holds last for each device must be
+// the truth: offline for those gone, online for those still connected (a
+// lost or wrongly ordered event shows here).
+func (e *Env) checkFinal(r *Round, ws []*Watcher, gone, stayed []*Device) {
+	for _, w := range ws {
+		for _, d := range gone {
+			if ev, ok := w.Last(d.User); !ok || ev.Status != messages.Status_offline {
+				r.find("wrong_final", d.User, w.User, fmt.Sprintf("holds %v, the device left", ev.Status))
+			}
+		}
+		for _, d := range stayed {
+			if ev, ok := w.Last(d.User); !ok || ev.Status != messages.Status_online {
+				r.find("wrong_final", d.User, w.User, fmt.Sprintf("holds %v, the device is connected to %s", ev.Status, d.Node.ID))
+			}
+		}
+	}
+}
+
 // checkRoutes asks via for the route of each device: gone ones must have
 // none (else a ghost), the others their node.
 func (e *Env) checkRoutes(ctx context.Context, r *Round, via *Node, gone, stayed []*Device) {
@@ -197,6 +215,7 @@ func runClose(ctx context.Context, e *Env, r *Round) error {
 		t0.Add(ms(e.Bounds["graceful_close_ms"])+e.Slack))
 	e.checkStayed(r, e.Fleet.Watchers, e.othersThan(ds), t0)
 	e.checkRoutes(ctx, r, victim, ds, e.othersThan(ds))
+	e.checkFinal(r, e.Fleet.Watchers, ds, e.othersThan(ds))
 	return nil
 }
 
@@ -213,6 +232,7 @@ func runHalfOpen(ctx context.Context, e *Env, r *Round) error {
 		t0.Add(ms(e.Bounds["half_open_ms"])+e.Slack))
 	e.checkStayed(r, e.Fleet.Watchers, e.othersThan(ds), t0)
 	e.checkRoutes(ctx, r, victim, ds, e.othersThan(ds))
+	e.checkFinal(r, e.watchersBut(victim), ds, e.othersThan(ds))
 	return nil
 }
 
@@ -252,6 +272,7 @@ func runCrash(ctx context.Context, e *Env, r *Round) error {
 	time.Sleep(time.Until(deadline))
 	e.checkStayed(r, e.watchersBut(victim), e.othersThan(ds), t0)
 	e.checkRoutes(ctx, r, e.survivor(victim), ds, e.othersThan(ds))
+	e.checkFinal(r, e.watchersBut(victim), ds, e.othersThan(ds))
 	return nil
 }
 
@@ -270,11 +291,14 @@ func runPause(ctx context.Context, e *Env, r *Round) error {
 	}
 	deadline := t0.Add(ms(max(e.Bounds["gateway_crash_ms"], e.Bounds["owner_crash_ms"])) + e.Slack)
 	e.awaitOffline(r, e.watchersBut(victim), ds, func(*Device) time.Time { return t0 }, e.crashBound(owners, victim), deadline)
-	for time.Now().Before(deadline) {
-		if ms, _ := via.Members(ctx); slices.ContainsFunc(ms, func(m Member) bool { return m.ID == victim.ID && m.State == "dead" }) {
-			break
-		}
+	declared := false
+	for !declared && time.Now().Before(deadline) {
+		ms, _ := via.Members(ctx)
+		declared = slices.ContainsFunc(ms, func(m Member) bool { return m.ID == victim.ID && m.State == "dead" })
 		time.Sleep(20 * time.Millisecond)
+	}
+	if !declared {
+		r.find("not_declared_dead", "", via.ID, fmt.Sprintf("%s still not dead at %s within the bound", victim.ID, via.ID))
 	}
 	time.Sleep(time.Until(deadline))
 	e.checkStayed(r, e.watchersBut(victim), e.othersThan(ds), t0)
@@ -304,6 +328,25 @@ func runPause(ctx context.Context, e *Env, r *Round) error {
 	// unknown (503) until settle.
 	time.Sleep(ms(e.Timing["settle_ms"]))
 	e.checkRoutes(ctx, r, via, ds, e.othersThan(ds))
+	ws := e.watchersBut(victim)
+	e.checkFinal(r, ws, ds, e.othersThan(ds))
+	// Subscriptions still work after the rejoin, wherever views moved: one
+	// device of each other node leaves.
+	var gone []*Device
+	for _, n := range e.Cluster.Nodes {
+		if dn := e.devicesOn(n); n != victim && len(dn) > 0 {
+			gone = append(gone, dn[0])
+		}
+	}
+	t1 := time.Now()
+	for _, d := range gone {
+		d.Close()
+	}
+	e.awaitOffline(r, ws, gone, func(*Device) time.Time { return t1 }, e.fixed("graceful_close"),
+		t1.Add(ms(e.Bounds["graceful_close_ms"])+e.Slack))
+	stayed := e.othersThan(append(slices.Clone(ds), gone...))
+	e.checkStayed(r, ws, stayed, t1)
+	e.checkFinal(r, ws, append(slices.Clone(ds), gone...), stayed)
 	return nil
 }
 
@@ -332,6 +375,7 @@ func runJoin(ctx context.Context, e *Env, r *Round) error {
 	e.awaitOffline(r, e.Fleet.Watchers, gone, func(*Device) time.Time { return t1 }, e.fixed("graceful_close"),
 		t1.Add(ms(e.Bounds["graceful_close_ms"])+e.Slack))
 	e.checkRoutes(ctx, r, n, gone, e.othersThan(gone))
+	e.checkFinal(r, e.Fleet.Watchers, gone, e.othersThan(gone))
 	return nil
 }
 

@@ -16,7 +16,10 @@ import (
 //   - paused: the process did not run for longer than the others need, at
 //     the least, to declare a silent member dead (SIGSTOP, a VM pause);
 //   - minority: it reaches at most half of the members it knew (a network
-//     partition; the majority side goes on and reclaims).
+//     partition; the majority side goes on and reclaims). Members that
+//     left do not count, nor one dead for 2 x failure detection, nor a dead
+//     one whose gossip address an alive member now holds (restarted under
+//     another name).
 //
 // A fenced node stops taking devices, closes them with 1001 so they
 // reconnect to a healthy node, and restarts as a new member (presenced
@@ -49,6 +52,12 @@ func (g *Gossip) Quorum(now time.Time, forget time.Duration) (reach, known int) 
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	reach, known = 1, 1 // itself
+	alive := map[string]bool{} // gossip addresses of alive members
+	for id, m := range g.members {
+		if m.State == Alive && len(m.Addresses) > 0 && id != g.conf.Name {
+			alive[m.Addresses[0]] = true
+		}
+	}
 	for id, m := range g.members {
 		if id == g.conf.Name {
 			continue
@@ -57,6 +66,9 @@ func (g *Gossip) Quorum(now time.Time, forget time.Duration) (reach, known int) 
 		case m.State == Alive:
 			reach++
 			known++
+		case len(m.Addresses) > 0 && alive[m.Addresses[0]]:
+			// Restarted under another name (the default node id has a
+			// random suffix): the alive one stands for it.
 		case m.State == Suspect, m.State == Dead && now.Sub(m.Since) < forget:
 			known++
 		}
@@ -70,7 +82,7 @@ type FenceWatch struct {
 	Preset string
 	Tick   time.Duration // default 100 ms
 	// Forget: a member dead for this long no longer counts as known (it
-	// crashed for good and the others carried on). Default 10 x the
+	// crashed for good and the others carried on). Default 2 x the
 	// failure detection for the known members.
 	Forget time.Duration
 }
@@ -105,7 +117,7 @@ func (w FenceWatch) check(now, last time.Time) (FenceReason, string, bool) {
 	forget := w.Forget
 	_, known := w.Gossip.Quorum(now, time.Hour)
 	if forget <= 0 {
-		forget = 10 * FailureDetection(w.Preset, known)
+		forget = 2 * FailureDetection(w.Preset, known)
 	}
 	reach, known := w.Gossip.Quorum(now, forget)
 	// A stall under a second is the scheduler or the collector, not a

@@ -8,10 +8,15 @@ import (
 )
 
 // members builds a gossip table as node n1 sees it, without the network.
-func members(now time.Time, states map[string]State, since map[string]time.Duration) *Gossip {
-	g := &Gossip{conf: &memberlist.Config{Name: "n1"}, members: map[string]Member{"n1": {ID: "n1", State: Alive}}}
+// Each member's gossip address is its name, or addr[name] when given.
+func members(now time.Time, states map[string]State, since map[string]time.Duration, addr ...map[string]string) *Gossip {
+	g := &Gossip{conf: &memberlist.Config{Name: "n1"}, members: map[string]Member{"n1": {ID: "n1", State: Alive, Addresses: []string{"n1"}}}}
 	for id, s := range states {
-		g.members[id] = Member{ID: id, State: s, Since: now.Add(-since[id])}
+		a := id
+		if len(addr) > 0 && addr[0][id] != "" {
+			a = addr[0][id]
+		}
+		g.members[id] = Member{ID: id, State: s, Since: now.Add(-since[id]), Addresses: []string{a}}
 	}
 	return g
 }
@@ -35,9 +40,11 @@ func TestFenceCheck(t *testing.T) {
 		{"paused past the earliest detection", map[string]State{"n2": Alive, "n3": Alive}, nil, 3 * time.Second, FencePaused},
 		{"a short stall is not a pause", map[string]State{"n2": Alive, "n3": Alive}, nil, 900 * time.Millisecond, ""},
 		{"alone: never fenced", nil, nil, time.Minute, ""},
+		{"dead at an address an alive member now holds: restarted, not lost",
+			map[string]State{"c": Dead, "c2": Alive, "b": Dead}, nil, tick, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := FenceWatch{Gossip: members(now, tc.states, tc.since), Preset: "fast"}
+			w := FenceWatch{Gossip: members(now, tc.states, tc.since, map[string]string{"c2": "c"}), Preset: "fast"}
 			reason, detail, ok := w.check(now, now.Add(-tc.gap))
 			if ok != (tc.want != "") || reason != tc.want {
 				t.Fatalf("check = %q %q %v, want %q", reason, detail, ok, tc.want)

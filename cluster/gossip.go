@@ -59,9 +59,11 @@ type GossipConfig struct {
 	Preset string   // "seed" (memberlist's LAN profile) or "fast"
 	Meta   Meta
 	Logger *slog.Logger
-	// RetryJoin keeps trying the seeds, once a second, until one answers
-	// (a fenced node rejoining: its seeds may still be out of reach).
-	RetryJoin bool
+	// RejoinQuorum > 0: a fenced node rejoining, that knew this many
+	// members. It keeps trying the seeds, once a second, until it sees
+	// more than half of that many alive (its seeds may be out of reach, or
+	// only the other fenced nodes of a minority may answer).
+	RejoinQuorum int
 }
 
 // Gossip is a Membership over hashicorp/memberlist. Subscribers are called
@@ -166,16 +168,17 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 	g.ml = ml
 	for len(cfg.Join) > 0 {
 		_, err := ml.Join(cfg.Join)
-		if err == nil {
+		if err == nil && 2*ml.NumMembers() > cfg.RejoinQuorum {
 			break
 		}
-		if !cfg.RetryJoin {
+		if cfg.RejoinQuorum == 0 {
 			_ = ml.Shutdown()
 			close(g.done)
 			<-g.stopped
 			return nil, fmt.Errorf("cluster: joining %v: %w", cfg.Join, err)
 		}
-		g.log.Warn("cluster: no seed answered; retrying", "seeds", cfg.Join, "err", err)
+		g.log.Warn("cluster: rejoining: no majority of the members known before fencing yet; retrying",
+			"seeds", cfg.Join, "members", ml.NumMembers(), "knew", cfg.RejoinQuorum, "err", err)
 		time.Sleep(time.Second)
 	}
 	return g, nil

@@ -22,22 +22,30 @@ func TestReRegisterAnnouncesAgain(t *testing.T) {
 }
 
 // A re-created view owes every re-attached sink one publish: online once a
-// device re-registered, offline at Settle if none did; a sink subscribed
-// normally is sent nothing it already has.
+// device re-registered, offline at Settle if none did; a sink that
+// subscribed while it settled was told unknown and gets the state too.
 func TestReattachedSinksGetTheSettledState(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	pol := &core.Policy{Granularity: core.Exact, Contacts: map[string]bool{"bob": true, "carol": true}}
 
 	gone := core.NewView("alice", 20*time.Second, pol, now.Add(-time.Hour))
-	gone.Reattach("s-bob", "bob", nil)
-	gone.Subscribe("s-carol", "carol", now)
+	gone.Unsettled = true // as the actors make a view re-created after a change
+	gone.Reattach("s-bob", "bob", nil, now)
+	if p, _ := gone.Subscribe("s-carol", "carol", now); p.GetStatus() != messages.Status_unknown {
+		t.Fatalf("new subscriber while settling: %v, want unknown", p)
+	}
 	res := gone.Settle(now.Add(70 * time.Second))
-	if len(res.Deliveries) != 1 || res.Deliveries[0].Sink != "s-bob" || res.Deliveries[0].Presence.GetStatus() != messages.Status_offline {
-		t.Fatalf("settle with no device: %+v, want offline to the re-attached sink only", res.Deliveries)
+	if len(res.Deliveries) != 2 || res.Deliveries[0].Presence.GetStatus() != messages.Status_offline || res.Deliveries[1].Presence.GetStatus() != messages.Status_offline {
+		t.Fatalf("settle with no device: %+v, want offline to both (the re-attached sink, and the new one told unknown)", res.Deliveries)
+	}
+	// Settled, a new subscriber is told the state and sent nothing more.
+	if p, _ := gone.Subscribe("s-dan", "carol", now); p.GetStatus() != messages.Status_offline {
+		t.Fatalf("after settle: %v", p)
 	}
 
 	back := core.NewView("alice", 20*time.Second, pol, time.Time{})
-	back.Reattach("s-bob", "bob", nil)
+	back.Unsettled = true
+	back.Reattach("s-bob", "bob", nil, now)
 	res = back.DeviceUp("phone", &messages.Holder{Node: "g1", ConnId: "c1", Epoch: 3}, now)
 	if len(res.Deliveries) != 1 || res.Deliveries[0].Presence.GetStatus() != messages.Status_online {
 		t.Fatalf("re-registered device: %+v", res.Deliveries)
@@ -57,7 +65,7 @@ func TestReattachWithLastSendsOnlyChanges(t *testing.T) {
 
 	stayed := core.NewView("alice", 20*time.Second, pol, time.Time{})
 	stayed.Unsettled = true
-	stayed.Reattach("s-bob", "bob", was)
+	stayed.Reattach("s-bob", "bob", was, now)
 	up := stayed.DeviceUp("phone", &messages.Holder{Node: "g1", ConnId: "c1", Epoch: 3}, now)
 	if settle := stayed.Settle(now.Add(time.Second)); len(up.Deliveries)+len(settle.Deliveries) != 0 {
 		t.Fatalf("user stayed online: sent %+v then %+v, want nothing", up.Deliveries, settle.Deliveries)
@@ -65,7 +73,7 @@ func TestReattachWithLastSendsOnlyChanges(t *testing.T) {
 
 	left := core.NewView("alice", 20*time.Second, pol, time.Time{})
 	left.Unsettled = true
-	left.Reattach("s-bob", "bob", was)
+	left.Reattach("s-bob", "bob", was, now)
 	res := left.Settle(now.Add(time.Second))
 	if len(res.Deliveries) != 1 || res.Deliveries[0].Presence.GetStatus() != messages.Status_offline || res.Deliveries[0].Presence.GetVersion() <= was.GetVersion() {
 		t.Fatalf("no device re-registered: %+v, want one newer offline", res.Deliveries)
@@ -81,7 +89,7 @@ func TestUnsettledViewTakesUnknownDown(t *testing.T) {
 	pol := &core.Policy{Granularity: core.Exact, Contacts: map[string]bool{"bob": true}}
 	v := core.NewView("alice", 20*time.Second, pol, time.Time{})
 	v.Unsettled = true
-	v.Reattach("s-bob", "bob", nil)
+	v.Reattach("s-bob", "bob", nil, now)
 	res := v.DeviceDown("phone", 3, now, now)
 	if res.Stale || res.Debounce == nil {
 		t.Fatalf("unknown down on an unsettled view: %+v", res)
@@ -128,7 +136,7 @@ func TestUnsettledViewNoFlap(t *testing.T) {
 	pol := &core.Policy{Granularity: core.Exact, Contacts: map[string]bool{"bob": true}}
 	v := core.NewView("alice", 20*time.Second, pol, time.Time{})
 	v.Unsettled = true
-	v.Reattach("s-bob", "bob", nil)
+	v.Reattach("s-bob", "bob", nil, now)
 	res := v.DeviceDown("phone", 3, now, now)
 	v.DebounceFired(res.Debounce.Gen, res.Debounce.At)
 	up := v.DeviceUp("laptop", &messages.Holder{Node: "g2", ConnId: "c9", Epoch: 1}, now.Add(25*time.Second))
@@ -181,5 +189,24 @@ func TestUncertainViewSnapshotIsUnknown(t *testing.T) {
 	settled := core.NewView("alice", 20*time.Second, pol, now.Add(-time.Hour))
 	if p, _ := settled.Subscribe("s-bob", "bob", now); p.GetStatus() != messages.Status_offline {
 		t.Fatalf("settled view, no device: %v, want offline", p)
+	}
+}
+
+// A re-attach that reaches a view after it settled gets what differs at
+// once (else the sink would keep "online" for a user gone meanwhile), and
+// versions go on from the sink's even if this node's clock is behind.
+func TestLateReattachGetsTheDifference(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pol := &core.Policy{Granularity: core.Exact, Contacts: map[string]bool{"bob": true}}
+	v := core.NewView("alice", 20*time.Second, pol, now.Add(-time.Hour))
+	ahead := uint64(now.Add(time.Hour).UnixMilli()) // the old node's clock was an hour ahead
+	was := &messages.Presence{User: "alice", Status: messages.Status_online, Version: ahead}
+	res := v.Reattach("s-bob", "bob", was, now)
+	if len(res.Deliveries) != 1 || res.Deliveries[0].Presence.GetStatus() != messages.Status_offline || res.Deliveries[0].Presence.GetVersion() <= ahead {
+		t.Fatalf("late re-attach of a sink that saw online: %+v, want offline newer than %d", res.Deliveries, ahead)
+	}
+	same := &messages.Presence{User: "alice", Status: messages.Status_offline, LastSeenMinute: res.Deliveries[0].Presence.GetLastSeenMinute(), Version: ahead + 1}
+	if res := v.Reattach("s-bob2", "bob", same, now); len(res.Deliveries) != 0 {
+		t.Fatalf("late re-attach of a sink that is up to date: %+v, want nothing", res.Deliveries)
 	}
 }

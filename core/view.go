@@ -225,8 +225,16 @@ func (v *View) Uncertain() bool { return v.Unsettled && len(v.Devices) == 0 }
 // sink last passed on for this user (nil: nothing, so the sink is owed the
 // next publish whatever it shows): the view sends only what differs from
 // it, so a failover that changed nothing is invisible to subscribers.
-func (v *View) Reattach(sink, viewer string, last *messages.Presence) {
+//
+// Versions go on from last's (clocks of two nodes may differ). A settled
+// view sends the sink at once what differs: its re-attach came after Settle.
+func (v *View) Reattach(sink, viewer string, last *messages.Presence, now time.Time) ViewResult {
 	v.Subs[sink] = &Sub{Viewer: viewer, Last: last}
+	v.Version = max(v.Version, last.GetVersion())
+	if v.Unsettled {
+		return ViewResult{}
+	}
+	return v.publish(now) // only sinks whose last presence differs get one
 }
 
 // Settle publishes the current state to every sink that is owed one. A view

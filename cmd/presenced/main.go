@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -99,7 +100,7 @@ func run(args []string) int {
 		Metrics: actors.NewMetrics(reg), Logger: log,
 		Cluster: &actors.ClusterOptions{RemoteHost: gossipHost, Propagation: prop, Gossip: cluster.GossipConfig{
 			Name: cfg.NodeID, Bind: cfg.Gossip, Join: cfg.Join, Key: []byte(cfg.ClusterKey), Preset: cfg.Preset, Logger: log,
-			Meta: cluster.Meta{Listen: cfg.Listen, Admin: cfg.Admin}, RetryJoin: os.Getenv(rejoinEnv) != "",
+			Meta: cluster.Meta{Listen: cfg.Listen, Admin: cfg.Admin}, RejoinQuorum: rejoinQuorum(),
 		}},
 	})
 	if err != nil {
@@ -162,9 +163,15 @@ func run(args []string) int {
 	return 0
 }
 
-// rejoinEnv marks a process that a fenced node re-executed: it retries its
-// seeds until one answers instead of giving up.
+// rejoinEnv marks a process that a fenced node re-executed, with the number
+// of members the fenced one knew: it retries its seeds until it reaches a
+// majority of them instead of giving up.
 const rejoinEnv = "PRESENCE_REJOIN"
+
+func rejoinQuorum() int {
+	n, _ := strconv.Atoi(os.Getenv(rejoinEnv))
+	return n
+}
 
 // fence is what a node that may have been declared dead does (see
 // cluster.FenceWatch): it stops taking devices (503), closes them with 1001
@@ -174,25 +181,47 @@ const rejoinEnv = "PRESENCE_REJOIN"
 // returns only if that fails, with the exit code.
 func fence(log *slog.Logger, why string, ws *gateway.Server, g *cluster.Gossip, cfg config.Config, args []string) int {
 	log.Warn("fenced: closing devices with 1001 and restarting as a new member", "why", why, "devices", ws.Live())
-	drained, cancel := context.WithTimeout(context.Background(), cfg.Gateway.DrainSpread+2*time.Second)
-	defer cancel()
-	ws.Drain(drained.Done())
-	ws.Stop()
-	seeds := slices.Clone(cfg.Join)
+	_, known := g.Quorum(time.Now(), time.Hour)
+	seeds := []string{}
+	for _, s := range cfg.Join {
+		if s != cfg.Gossip && !slices.Contains(seeds, s) { // never rejoin through itself
+			seeds = append(seeds, s)
+		}
+	}
 	for _, m := range g.Members() {
 		if m.ID != cfg.NodeID && m.State != cluster.Left && len(m.Addresses) > 0 && !slices.Contains(seeds, m.Addresses[0]) {
 			seeds = append(seeds, m.Addresses[0])
 		}
 	}
+	// Leave first: members that still count this incarnation alive reclaim
+	// its leases and move its identities now, before the new one appears
+	// under the same name (which memberlist would report as a mere update).
+	if err := g.Leave(time.Second); err != nil {
+		log.Warn("fenced: leaving the gossip", "err", err)
+	}
+	drained, cancel := context.WithTimeout(context.Background(), cfg.Gateway.DrainSpread+2*time.Second)
+	defer cancel()
+	ws.Drain(drained.Done())
+	ws.Stop()
 	self, err := os.Executable()
 	if err == nil {
-		argv := append([]string{os.Args[0]}, args...)
-		argv = append(argv, "--node-id", cfg.NodeID)
+		// Ours go before a "--" that would make them positional; later
+		// flags win, so they come after the original ones otherwise.
+		ours := []string{"--node-id", cfg.NodeID}
 		if len(seeds) > 0 {
-			argv = append(argv, "--join", strings.Join(seeds, ","))
+			ours = append(ours, "--join", strings.Join(seeds, ","))
 		}
-		log.Info("fenced: restarting", "seeds", seeds)
-		err = syscall.Exec(self, argv, append(os.Environ(), rejoinEnv+"=1"))
+		argv := []string{os.Args[0]}
+		if i := slices.Index(args, "--"); i >= 0 {
+			argv = append(append(append(argv, args[:i]...), ours...), args[i:]...)
+		} else {
+			argv = append(append(argv, args...), ours...)
+		}
+		log.Info("fenced: restarting", "seeds", seeds, "rejoin_quorum", known)
+		// The new process joins only once it reaches a majority of the
+		// members this one knew: two fenced nodes of a minority must not
+		// form a cluster of their own.
+		err = syscall.Exec(self, argv, append(os.Environ(), rejoinEnv+"="+strconv.Itoa(known)))
 	}
 	log.Error("fenced: could not restart; exiting for a supervisor to restart the node", "err", err)
 	return 3

@@ -72,6 +72,10 @@ type Node struct {
 	cluster  *pcluster.Cluster // nil alone
 	provider *cluster.Provider
 	stall    *stallClock
+	// events is this node's events actor; eventSinks the local ends of
+	// Events streams (guarded by mu), to subscribe to members that join.
+	events     *actor.PID
+	eventSinks map[string]*messages.EventsSubscribe
 	// changedAt is the last membership change (join, failure, leave), in
 	// unix nanoseconds.
 	changedAt atomic.Int64
@@ -151,6 +155,10 @@ func Start(d Deps) (_ *Node, err error) {
 			n.stall.stop()
 		}
 	}()
+	n.eventSinks = map[string]*messages.EventsSubscribe{}
+	if n.events, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &eventsActor{} }), EventsName); err != nil {
+		return nil, fmt.Errorf("actors: events: %w", err)
+	}
 	if d.Cluster != nil {
 		if err := n.join(); err != nil {
 			return nil, err
@@ -224,6 +232,10 @@ func (n *Node) onMember(ev cluster.Event) {
 		return
 	}
 	n.changedAt.Store(time.Now().UnixNano())
+	n.emit(&messages.ObsEvent{Kind: "member", Member: ev.Member.ID, Reason: string(ev.Member.State)})
+	if ev.Kind == cluster.EventJoined {
+		n.subscribeEvents(ev.Meta)
+	}
 	n.mu.Lock()
 	gws := n.gateways
 	n.mu.Unlock()

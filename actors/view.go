@@ -241,6 +241,11 @@ func (a *viewActor) apply(ctx actor.Context, res core.ViewResult) {
 			a.n.log.Error("view: writing last seen", "user", a.user, "err", err)
 		}
 		a.n.metrics.Published.WithLabelValues(status).Inc()
+		ev := &messages.ObsEvent{Kind: "published", User: a.user, Status: status}
+		if !a.v.Online && !a.v.LastSeen.IsZero() {
+			ev.LatencyMs = now.Sub(a.v.LastSeen).Milliseconds() // from the departure
+		}
+		a.n.emit(ev)
 		a.n.log.Debug("view: published", "user", a.user, "status", status, "devices", len(a.v.Devices), "unsettled", a.v.Unsettled)
 	}
 	if a.v.Idle() {

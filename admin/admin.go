@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/presence-im/presence/actors"
 	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/core"
+	"github.com/presence-im/presence/dashboard"
 	"github.com/presence-im/presence/messages"
 	"github.com/presence-im/presence/store"
 	"github.com/prometheus/client_golang/prometheus"
@@ -60,12 +62,23 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/route/{user}", s.route)
 	mux.HandleFunc("GET /api/users/{user}/policy", s.getPolicy)
 	mux.HandleFunc("PUT /api/users/{user}/policy", s.putPolicy)
+	mux.HandleFunc("GET /api/events", s.events)
+	dash := dashboard.Handler()
+	mux.Handle("GET /{$}", dash)
+	mux.Handle("GET /static/", dash)
 	if s.Token == "" {
 		return mux
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The page and its assets hold nothing secret; the page sends the
+		// token it is given (#token=) with each call. EventSource cannot
+		// set a header, so ?token= is taken too.
+		public := r.URL.Path == "/healthz" || r.URL.Path == "/" || strings.HasPrefix(r.URL.Path, "/static/")
 		got := r.Header.Get("Authorization")
-		if subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+s.Token)) != 1 && r.URL.Path != "/healthz" {
+		if q := r.URL.Query().Get("token"); q != "" {
+			got = "Bearer " + q
+		}
+		if subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+s.Token)) != 1 && !public {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			writeErr(w, http.StatusUnauthorized, errors.New("admin: bearer token required"))
 			return
@@ -117,7 +130,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.timeout())
 	defer cancel()
 	counts, missing := s.Node.ClusterCounts(ctx)
-	out := map[string]any{"members": s.Members.Members(), "actors": counts}
+	out := map[string]any{"self": s.Members.Self().ID, "members": s.Members.Members(), "actors": counts}
 	if len(missing) > 0 {
 		out["unanswered"] = missing
 	}
@@ -275,4 +288,49 @@ func withLists(d store.PolicyDoc) store.PolicyDoc {
 		}
 	}
 	return d
+}
+
+// Event is one line of GET /api/events (the data of a server-sent event
+// named after its kind).
+type Event struct {
+	Kind      string `json:"kind"` // device_up, device_down, published, member
+	Node      string `json:"node"` // the node that saw it
+	AtMs      int64  `json:"at_ms"`
+	User      string `json:"user,omitempty"`
+	Device    string `json:"device,omitempty"`
+	Gateway   string `json:"gateway,omitempty"`    // device_up: the device's node
+	Reason    string `json:"reason,omitempty"`     // device_down: end reason; member: its state
+	Status    string `json:"status,omitempty"`     // published: online or offline
+	LatencyMs int64  `json:"latency_ms,omitempty"` // published offline: from the departure
+	Member    string `json:"member,omitempty"`
+}
+
+// events streams what every node sees as server-sent events, with a
+// comment line every 15 s (and how many events a slow reader lost).
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		writeErr(w, http.StatusInternalServerError, errors.New("admin: streaming not supported"))
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	fl.Flush()
+	ch, dropped := s.Node.Events(r.Context())
+	keep := time.NewTicker(15 * time.Second)
+	defer keep.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-keep.C:
+			fmt.Fprintf(w, ": dropped %d\n\n", dropped.Load())
+		case ev := <-ch:
+			b, _ := json.Marshal(Event{Kind: ev.GetKind(), Node: ev.GetNode(), AtMs: ev.GetAtMs(), User: ev.GetUser(), Device: ev.GetDevice(),
+				Gateway: ev.GetGateway(), Reason: ev.GetReason(), Status: ev.GetStatus(), LatencyMs: ev.GetLatencyMs(), Member: ev.GetMember()})
+			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.GetKind(), b)
+		}
+		fl.Flush()
+	}
 }

@@ -1469,6 +1469,215 @@ func (x *ViewState) GetSettling() bool {
 	return false
 }
 
+// ObsEvent is one thing a node saw, for GET /api/events and the dashboard:
+// a device's lease up or down (with the reason), a user's published change
+// (an offline with the latency from the departure), a member change.
+type ObsEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"` // device_up, device_down, published, member
+	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"` // the node that saw it
+	User          string                 `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
+	Device        string                 `protobuf:"bytes,4,opt,name=device,proto3" json:"device,omitempty"`
+	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`                         // device_down: end reason; member: alive, dead, left
+	Status        string                 `protobuf:"bytes,6,opt,name=status,proto3" json:"status,omitempty"`                         // published: online or offline
+	LatencyMs     int64                  `protobuf:"varint,7,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"` // published offline: departure to publication
+	Member        string                 `protobuf:"bytes,8,opt,name=member,proto3" json:"member,omitempty"`                         // member: which
+	AtMs          int64                  `protobuf:"varint,9,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`
+	Gateway       string                 `protobuf:"bytes,10,opt,name=gateway,proto3" json:"gateway,omitempty"` // device_up / device_down: the device's gateway node
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObsEvent) Reset() {
+	*x = ObsEvent{}
+	mi := &file_actors_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObsEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObsEvent) ProtoMessage() {}
+
+func (x *ObsEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObsEvent.ProtoReflect.Descriptor instead.
+func (*ObsEvent) Descriptor() ([]byte, []int) {
+	return file_actors_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ObsEvent) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ObsEvent) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ObsEvent) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *ObsEvent) GetDevice() string {
+	if x != nil {
+		return x.Device
+	}
+	return ""
+}
+
+func (x *ObsEvent) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ObsEvent) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *ObsEvent) GetLatencyMs() int64 {
+	if x != nil {
+		return x.LatencyMs
+	}
+	return 0
+}
+
+func (x *ObsEvent) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+func (x *ObsEvent) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
+func (x *ObsEvent) GetGateway() string {
+	if x != nil {
+		return x.Gateway
+	}
+	return ""
+}
+
+// EventsSubscribe asks a node's events actor to send its ObsEvents to sink
+// until the sink stops or unsubscribes.
+type EventsSubscribe struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sink          *PidRef                `protobuf:"bytes,1,opt,name=sink,proto3" json:"sink,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventsSubscribe) Reset() {
+	*x = EventsSubscribe{}
+	mi := &file_actors_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventsSubscribe) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventsSubscribe) ProtoMessage() {}
+
+func (x *EventsSubscribe) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventsSubscribe.ProtoReflect.Descriptor instead.
+func (*EventsSubscribe) Descriptor() ([]byte, []int) {
+	return file_actors_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *EventsSubscribe) GetSink() *PidRef {
+	if x != nil {
+		return x.Sink
+	}
+	return nil
+}
+
+type EventsUnsubscribe struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sink          *PidRef                `protobuf:"bytes,1,opt,name=sink,proto3" json:"sink,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventsUnsubscribe) Reset() {
+	*x = EventsUnsubscribe{}
+	mi := &file_actors_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventsUnsubscribe) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventsUnsubscribe) ProtoMessage() {}
+
+func (x *EventsUnsubscribe) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventsUnsubscribe.ProtoReflect.Descriptor instead.
+func (*EventsUnsubscribe) Descriptor() ([]byte, []int) {
+	return file_actors_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *EventsUnsubscribe) GetSink() *PidRef {
+	if x != nil {
+		return x.Sink
+	}
+	return nil
+}
+
 var File_actors_proto protoreflect.FileDescriptor
 
 const file_actors_proto_rawDesc = "" +
@@ -1575,7 +1784,24 @@ const file_actors_proto_rawDesc = "" +
 	"\x04show\x18\x05 \x01(\x0e2\x11.presence.v1.ShowR\x04show\x12\x18\n" +
 	"\aversion\x18\x06 \x01(\x04R\aversion\x12 \n" +
 	"\vsubscribers\x18\a \x01(\rR\vsubscribers\x12\x1a\n" +
-	"\bsettling\x18\b \x01(\bR\bsettling*y\n" +
+	"\bsettling\x18\b \x01(\bR\bsettling\"\xf4\x01\n" +
+	"\bObsEvent\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x12\x12\n" +
+	"\x04user\x18\x03 \x01(\tR\x04user\x12\x16\n" +
+	"\x06device\x18\x04 \x01(\tR\x06device\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06status\x18\x06 \x01(\tR\x06status\x12\x1d\n" +
+	"\n" +
+	"latency_ms\x18\a \x01(\x03R\tlatencyMs\x12\x16\n" +
+	"\x06member\x18\b \x01(\tR\x06member\x12\x13\n" +
+	"\x05at_ms\x18\t \x01(\x03R\x04atMs\x12\x18\n" +
+	"\agateway\x18\n" +
+	" \x01(\tR\agateway\":\n" +
+	"\x0fEventsSubscribe\x12'\n" +
+	"\x04sink\x18\x01 \x01(\v2\x13.presence.v1.PidRefR\x04sink\"<\n" +
+	"\x11EventsUnsubscribe\x12'\n" +
+	"\x04sink\x18\x01 \x01(\v2\x13.presence.v1.PidRefR\x04sink*y\n" +
 	"\tEndReason\x12\x1a\n" +
 	"\x16end_reason_unspecified\x10\x00\x12\t\n" +
 	"\x05close\x10\x01\x12\x10\n" +
@@ -1598,34 +1824,37 @@ func file_actors_proto_rawDescGZIP() []byte {
 }
 
 var file_actors_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_actors_proto_goTypes = []any{
-	(EndReason)(0),          // 0: presence.v1.EndReason
-	(*PidRef)(nil),          // 1: presence.v1.PidRef
-	(*Holder)(nil),          // 2: presence.v1.Holder
-	(*LeaseAcquire)(nil),    // 3: presence.v1.LeaseAcquire
-	(*LeaseAcquired)(nil),   // 4: presence.v1.LeaseAcquired
-	(*LeaseRenew)(nil),      // 5: presence.v1.LeaseRenew
-	(*LeaseRelease)(nil),    // 6: presence.v1.LeaseRelease
-	(*GatewayDown)(nil),     // 7: presence.v1.GatewayDown
-	(*ConnLost)(nil),        // 8: presence.v1.ConnLost
-	(*DeviceUp)(nil),        // 9: presence.v1.DeviceUp
-	(*DeviceDown)(nil),      // 10: presence.v1.DeviceDown
-	(*DeviceShow)(nil),      // 11: presence.v1.DeviceShow
-	(*ViewSubscribe)(nil),   // 12: presence.v1.ViewSubscribe
-	(*ViewUnsubscribe)(nil), // 13: presence.v1.ViewUnsubscribe
-	(*SnapshotPart)(nil),    // 14: presence.v1.SnapshotPart
-	(*PresenceEvent)(nil),   // 15: presence.v1.PresenceEvent
-	(*PresenceFanout)(nil),  // 16: presence.v1.PresenceFanout
-	(*PolicyChanged)(nil),   // 17: presence.v1.PolicyChanged
-	(*CountsQuery)(nil),     // 18: presence.v1.CountsQuery
-	(*NodeCounts)(nil),      // 19: presence.v1.NodeCounts
-	(*ViewQuery)(nil),       // 20: presence.v1.ViewQuery
-	(*DeviceState)(nil),     // 21: presence.v1.DeviceState
-	(*ViewState)(nil),       // 22: presence.v1.ViewState
-	nil,                     // 23: presence.v1.NodeCounts.CountsEntry
-	(Show)(0),               // 24: presence.v1.Show
-	(*Presence)(nil),        // 25: presence.v1.Presence
+	(EndReason)(0),            // 0: presence.v1.EndReason
+	(*PidRef)(nil),            // 1: presence.v1.PidRef
+	(*Holder)(nil),            // 2: presence.v1.Holder
+	(*LeaseAcquire)(nil),      // 3: presence.v1.LeaseAcquire
+	(*LeaseAcquired)(nil),     // 4: presence.v1.LeaseAcquired
+	(*LeaseRenew)(nil),        // 5: presence.v1.LeaseRenew
+	(*LeaseRelease)(nil),      // 6: presence.v1.LeaseRelease
+	(*GatewayDown)(nil),       // 7: presence.v1.GatewayDown
+	(*ConnLost)(nil),          // 8: presence.v1.ConnLost
+	(*DeviceUp)(nil),          // 9: presence.v1.DeviceUp
+	(*DeviceDown)(nil),        // 10: presence.v1.DeviceDown
+	(*DeviceShow)(nil),        // 11: presence.v1.DeviceShow
+	(*ViewSubscribe)(nil),     // 12: presence.v1.ViewSubscribe
+	(*ViewUnsubscribe)(nil),   // 13: presence.v1.ViewUnsubscribe
+	(*SnapshotPart)(nil),      // 14: presence.v1.SnapshotPart
+	(*PresenceEvent)(nil),     // 15: presence.v1.PresenceEvent
+	(*PresenceFanout)(nil),    // 16: presence.v1.PresenceFanout
+	(*PolicyChanged)(nil),     // 17: presence.v1.PolicyChanged
+	(*CountsQuery)(nil),       // 18: presence.v1.CountsQuery
+	(*NodeCounts)(nil),        // 19: presence.v1.NodeCounts
+	(*ViewQuery)(nil),         // 20: presence.v1.ViewQuery
+	(*DeviceState)(nil),       // 21: presence.v1.DeviceState
+	(*ViewState)(nil),         // 22: presence.v1.ViewState
+	(*ObsEvent)(nil),          // 23: presence.v1.ObsEvent
+	(*EventsSubscribe)(nil),   // 24: presence.v1.EventsSubscribe
+	(*EventsUnsubscribe)(nil), // 25: presence.v1.EventsUnsubscribe
+	nil,                       // 26: presence.v1.NodeCounts.CountsEntry
+	(Show)(0),                 // 27: presence.v1.Show
+	(*Presence)(nil),          // 28: presence.v1.Presence
 }
 var file_actors_proto_depIdxs = []int32{
 	1,  // 0: presence.v1.Holder.gateway:type_name -> presence.v1.PidRef
@@ -1635,21 +1864,23 @@ var file_actors_proto_depIdxs = []int32{
 	0,  // 4: presence.v1.ConnLost.reason:type_name -> presence.v1.EndReason
 	2,  // 5: presence.v1.DeviceUp.holder:type_name -> presence.v1.Holder
 	0,  // 6: presence.v1.DeviceDown.reason:type_name -> presence.v1.EndReason
-	24, // 7: presence.v1.DeviceShow.show:type_name -> presence.v1.Show
+	27, // 7: presence.v1.DeviceShow.show:type_name -> presence.v1.Show
 	1,  // 8: presence.v1.ViewSubscribe.sink:type_name -> presence.v1.PidRef
-	25, // 9: presence.v1.ViewSubscribe.last:type_name -> presence.v1.Presence
+	28, // 9: presence.v1.ViewSubscribe.last:type_name -> presence.v1.Presence
 	1,  // 10: presence.v1.ViewUnsubscribe.sink:type_name -> presence.v1.PidRef
-	25, // 11: presence.v1.SnapshotPart.presence:type_name -> presence.v1.Presence
-	25, // 12: presence.v1.PresenceEvent.presence:type_name -> presence.v1.Presence
-	25, // 13: presence.v1.PresenceFanout.presence:type_name -> presence.v1.Presence
-	23, // 14: presence.v1.NodeCounts.counts:type_name -> presence.v1.NodeCounts.CountsEntry
+	28, // 11: presence.v1.SnapshotPart.presence:type_name -> presence.v1.Presence
+	28, // 12: presence.v1.PresenceEvent.presence:type_name -> presence.v1.Presence
+	28, // 13: presence.v1.PresenceFanout.presence:type_name -> presence.v1.Presence
+	26, // 14: presence.v1.NodeCounts.counts:type_name -> presence.v1.NodeCounts.CountsEntry
 	21, // 15: presence.v1.ViewState.devices:type_name -> presence.v1.DeviceState
-	24, // 16: presence.v1.ViewState.show:type_name -> presence.v1.Show
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	27, // 16: presence.v1.ViewState.show:type_name -> presence.v1.Show
+	1,  // 17: presence.v1.EventsSubscribe.sink:type_name -> presence.v1.PidRef
+	1,  // 18: presence.v1.EventsUnsubscribe.sink:type_name -> presence.v1.PidRef
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_actors_proto_init() }
@@ -1664,7 +1895,7 @@ func file_actors_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_actors_proto_rawDesc), len(file_actors_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -20,26 +19,66 @@ import (
 // Cluster is a local cluster of presenced processes on free loopback ports,
 // sharing one SQLite store in Dir.
 type Cluster struct {
-	Bin    string // presenced binary
-	Dir    string // store and node logs
-	Preset string // timing preset, "fast" unless set
-	Secret string // device-token key
+	Bin    string  // presenced binary (process backend)
+	Docker *Docker // containers instead of processes, when set
+	Dir    string  // store and node logs
+	Preset string  // timing preset, "fast" unless set
+	Secret string  // device-token key
 	Nodes  []*Node
 
 	seq int
 }
 
-// Node is one presenced process.
+// Node is one presenced, a process or a container.
 type Node struct {
 	ID                    string
 	Listen, Admin, Gossip string
 
+	run runner
+}
+
+// runner is how a node runs: a local process or a container.
+type runner interface {
+	kill()                  // kill -9, and wait for the end
+	pause() error           // SIGSTOP / docker pause
+	resume() error          // SIGCONT / docker unpause
+	alive() bool            // still running
+	exitErr() error         // why it ended
+	collect(dir, id string) // leave its log in dir/id.log
+}
+
+// process runs presenced as a child process.
+type process struct {
 	cmd  *exec.Cmd
 	logs *os.File
 	done chan struct{}
 	mu   sync.Mutex
 	err  error // the process's exit, once done
 }
+
+func (p *process) kill() {
+	if p.alive() {
+		_ = p.cmd.Process.Signal(syscall.SIGCONT) // a stopped process cannot die
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
+	}
+}
+func (p *process) pause() error  { return p.cmd.Process.Signal(syscall.SIGSTOP) }
+func (p *process) resume() error { return p.cmd.Process.Signal(syscall.SIGCONT) }
+func (p *process) alive() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+func (p *process) exitErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+func (p *process) collect(string, string) {} // it wrote dir/id.log itself
 
 // Build compiles presenced into dir (from the module this runs in).
 func Build(ctx context.Context, dir string) (string, error) {
@@ -75,45 +114,28 @@ func (c *Cluster) Start(ctx context.Context, n int) error {
 // until it is ready.
 func (c *Cluster) AddNode(ctx context.Context) (*Node, error) {
 	c.seq++
-	nd := &Node{ID: fmt.Sprintf("n%d", c.seq), done: make(chan struct{})}
-	for _, p := range []*string{&nd.Listen, &nd.Admin, &nd.Gossip} {
-		a, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		*p = a
-	}
+	nd := &Node{ID: fmt.Sprintf("n%d", c.seq)}
 	preset := c.Preset
 	if preset == "" {
 		preset = "fast"
 	}
-	args := []string{"--timing", preset, "--node-id", nd.ID, "--listen", nd.Listen, "--admin", nd.Admin, "--gossip", nd.Gossip,
-		"--secret", c.Secret, "--policy-dsn", "sqlite:" + filepath.Join(c.Dir, "presence.db")}
+	args := []string{"--timing", preset, "--node-id", nd.ID, "--secret", c.Secret}
+	var join []string
 	for _, o := range c.Nodes {
 		if o.Alive() {
-			args = append(args, "--join", o.Gossip)
+			join = []string{"--join", o.Gossip}
 			break
 		}
 	}
-	logs, err := os.Create(filepath.Join(c.Dir, nd.ID+".log"))
+	var err error
+	if c.Docker != nil {
+		nd.run, err = c.Docker.start(ctx, nd, c.Dir, append(args, join...))
+	} else {
+		nd.run, err = c.startProcess(nd, append(args, join...))
+	}
 	if err != nil {
 		return nil, err
 	}
-	nd.logs = logs
-	nd.cmd = exec.Command(c.Bin, args...)
-	nd.cmd.Stdout, nd.cmd.Stderr = logs, logs
-	if err := nd.cmd.Start(); err != nil {
-		logs.Close()
-		return nil, fmt.Errorf("chaos: starting %s: %w", nd.ID, err)
-	}
-	go func() {
-		err := nd.cmd.Wait()
-		nd.mu.Lock()
-		nd.err = err
-		nd.mu.Unlock()
-		logs.Close()
-		close(nd.done)
-	}()
 	c.Nodes = append(c.Nodes, nd)
 	if err := nd.WaitReady(ctx, 20*time.Second); err != nil {
 		return nil, err
@@ -121,15 +143,39 @@ func (c *Cluster) AddNode(ctx context.Context) (*Node, error) {
 	return nd, nil
 }
 
-// Alive reports whether the process is still running.
-func (n *Node) Alive() bool {
-	select {
-	case <-n.done:
-		return false
-	default:
-		return true
+func (c *Cluster) startProcess(nd *Node, args []string) (runner, error) {
+	for _, p := range []*string{&nd.Listen, &nd.Admin, &nd.Gossip} {
+		a, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		*p = a
 	}
+	args = append(args, "--listen", nd.Listen, "--admin", nd.Admin, "--gossip", nd.Gossip,
+		"--policy-dsn", "sqlite:"+filepath.Join(c.Dir, "presence.db"))
+	logs, err := os.Create(filepath.Join(c.Dir, nd.ID+".log"))
+	if err != nil {
+		return nil, err
+	}
+	p := &process{cmd: exec.Command(c.Bin, args...), logs: logs, done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = logs, logs
+	if err := p.cmd.Start(); err != nil {
+		logs.Close()
+		return nil, fmt.Errorf("chaos: starting %s: %w", nd.ID, err)
+	}
+	go func() {
+		err := p.cmd.Wait()
+		p.mu.Lock()
+		p.err = err
+		p.mu.Unlock()
+		logs.Close()
+		close(p.done)
+	}()
+	return p, nil
 }
+
+// Alive reports whether the node is still running.
+func (n *Node) Alive() bool { return n.run.alive() }
 
 // WaitReady waits until GET /readyz answers 200.
 func (n *Node) WaitReady(ctx context.Context, within time.Duration) error {
@@ -139,7 +185,7 @@ func (n *Node) WaitReady(ctx context.Context, within time.Duration) error {
 			return nil
 		}
 		if !n.Alive() {
-			return fmt.Errorf("chaos: %s exited: %v", n.ID, n.err)
+			return fmt.Errorf("chaos: %s exited: %v", n.ID, n.run.exitErr())
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("chaos: %s not ready within %v", n.ID, within)
@@ -152,22 +198,21 @@ func (n *Node) WaitReady(ctx context.Context, within time.Duration) error {
 	}
 }
 
-// Signal sends sig to the node's process.
-func (n *Node) Signal(sig syscall.Signal) error { return n.cmd.Process.Signal(sig) }
+// Pause freezes the node (SIGSTOP; docker pause); Resume thaws it.
+func (n *Node) Pause() error  { return n.run.pause() }
+func (n *Node) Resume() error { return n.run.resume() }
 
-// Kill is kill -9; it waits for the process to end.
-func (n *Node) Kill() {
-	if n.Alive() {
-		_ = n.cmd.Process.Signal(syscall.SIGKILL)
-		<-n.done
-	}
-}
+// Kill is kill -9; it waits for the node to end.
+func (n *Node) Kill() { n.run.kill() }
 
-// Stop kills every node.
+// Stop kills every node and leaves their logs in Dir.
 func (c *Cluster) Stop() {
 	for _, n := range c.Nodes {
-		_ = n.cmd.Process.Signal(syscall.SIGCONT) // a stopped process cannot die
 		n.Kill()
+		n.run.collect(c.Dir, n.ID)
+	}
+	if c.Docker != nil {
+		c.Docker.stop()
 	}
 }
 
@@ -285,13 +330,4 @@ func (n *Node) get(ctx context.Context, path string, into any) (int, error) {
 		}
 	}
 	return res.StatusCode, nil
-}
-
-// Log is what the node wrote so far.
-func (n *Node) Log(dir string) string {
-	b, err := os.ReadFile(filepath.Join(dir, n.ID+".log"))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err.Error()
-	}
-	return string(b)
 }

@@ -21,7 +21,9 @@ type Options struct {
 	Devices  int
 	Rounds   int    // rounds, each on a fresh cluster; victims go round the nodes
 	Report   string // directory for report.json, report.html and node logs
-	Bin      string // presenced binary; built into Report when empty
+	Bin      string // presenced binary; built into Report when empty (process backend)
+	Backend  string // "process" (default) or "docker"
+	Image    string // docker backend: the image (`make docker`: presence:dev)
 }
 
 // Report is what a run measured and found.
@@ -30,6 +32,7 @@ type Report struct {
 	About    string             `json:"about"`
 	Nodes    int                `json:"nodes"`
 	Devices  int                `json:"devices"`
+	Backend  string             `json:"backend,omitempty"`
 	Bounds   map[string]float64 `json:"bounds_ms"`
 	Timing   map[string]float64 `json:"timing_ms"`
 	Machine  Machine            `json:"machine"`
@@ -108,7 +111,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Scenario: sc.Name, About: sc.About, Nodes: o.Nodes, Devices: o.Devices, Machine: machine(), Started: time.Now(), Findings: map[string]int{}}
-	if o.Bin == "" {
+	switch o.Backend {
+	case "", "process":
+	case "docker":
+		if o.Image == "" {
+			o.Image = "presence:dev"
+		}
+	default:
+		return nil, fmt.Errorf("chaos: backend %q: process or docker", o.Backend)
+	}
+	rep.Backend = o.Backend
+	if o.Backend != "docker" && o.Bin == "" {
 		bin, err := Build(ctx, o.Report)
 		if err != nil {
 			return nil, err
@@ -126,7 +139,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			// The round's devices and watchers end with it.
 			ctx, cancel := context.WithCancel(ctx)
 			defer cancel()
-			e, err := setup(ctx, o.Bin, dir, o.Nodes, o.Devices)
+			e, err := setup(ctx, o, dir)
 			if err != nil {
 				return err
 			}

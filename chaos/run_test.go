@@ -34,3 +34,20 @@ func TestRunScenarios(t *testing.T) {
 		})
 	}
 }
+
+// The docker backend: the same fault on containers of presence:dev (make
+// test builds it first when a Docker engine answers).
+func TestRunDocker(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Options{Scenario: "pause", Nodes: 3, Devices: 9, Rounds: 1, Report: t.TempDir(), Backend: "docker", Image: "presence:dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range rep.Summary {
+		t.Logf("%s: n %d, %.0f / %.0f / %.0f ms, bound %.0f", s.Bound, s.N, s.MinMs, s.MedMs, s.MaxMs, s.BoundMs)
+	}
+	if !rep.OK {
+		t.Fatalf("not ok: error %q, findings %v, rounds %+v", rep.Error, rep.Findings, rep.Rounds)
+	}
+}

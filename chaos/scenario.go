@@ -7,7 +7,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"syscall"
 	"time"
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
@@ -286,7 +285,7 @@ func runPause(ctx context.Context, e *Env, r *Round) error {
 	ds := e.devicesOn(victim)
 	r.Victim, r.Fault = victim.ID, fmt.Sprintf("SIGSTOP %s (%d devices) until declared dead, then SIGCONT", victim.ID, len(ds))
 	t0 := time.Now()
-	if err := victim.Signal(syscall.SIGSTOP); err != nil {
+	if err := victim.Pause(); err != nil {
 		return err
 	}
 	deadline := t0.Add(ms(max(e.Bounds["gateway_crash_ms"], e.Bounds["owner_crash_ms"])) + e.Slack)
@@ -302,7 +301,7 @@ func runPause(ctx context.Context, e *Env, r *Round) error {
 	}
 	time.Sleep(time.Until(deadline))
 	e.checkStayed(r, e.watchersBut(victim), e.othersThan(ds), t0)
-	if err := victim.Signal(syscall.SIGCONT); err != nil {
+	if err := victim.Resume(); err != nil {
 		return err
 	}
 	resumed := time.Now()
@@ -392,11 +391,15 @@ func (e *Env) othersThan(ds []*Device) []*Device {
 // setup starts a cluster of nodes nodes in dir with devices devices spread
 // over them and one watcher per node subscribed to every device's user,
 // and waits until every watcher sees every device online.
-func setup(ctx context.Context, bin, dir string, nodes, devices int) (*Env, error) {
+func setup(ctx context.Context, o Options, dir string) (*Env, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	c := &Cluster{Bin: bin, Dir: dir, Secret: "chaos"}
+	nodes, devices := o.Nodes, o.Devices
+	c := &Cluster{Bin: o.Bin, Dir: dir, Secret: "chaos"}
+	if o.Backend == "docker" {
+		c.Docker = &Docker{Image: o.Image}
+	}
 	e := &Env{Cluster: c, Fleet: &Fleet{Secret: c.Secret}, Slack: 2 * time.Second}
 	if err := c.Start(ctx, nodes); err != nil {
 		c.Stop()

@@ -1,7 +1,7 @@
 // Command chaos is the chaos harness (see package chaos):
 //
 //	chaos list
-//	chaos run --scenario NAME --nodes N --devices D --report DIR [--rounds R] [--presenced BIN]
+//	chaos run --scenario NAME --nodes N --devices D --report DIR [--rounds R] [--presenced BIN] [--backend process|docker] [--image IMG]
 //
 // It exits 0 only if every measured latency is within its bound and no
 // false offline, ghost or lost event was seen; 1 otherwise; 2 on bad usage.
@@ -46,12 +46,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Rounds, "rounds", 3, "rounds, each on a fresh cluster, victims going round the nodes")
 	fs.StringVar(&o.Report, "report", "chaos-report", "directory for report.json, report.html and the node logs")
 	fs.StringVar(&o.Bin, "presenced", "", "presenced binary (default: built from this module)")
-	backend := fs.String("backend", "process", "process (docker is not built yet)")
+	fs.StringVar(&o.Backend, "backend", "process", "process (local presenced processes) or docker (containers of --image on a network of their own)")
+	fs.StringVar(&o.Image, "image", "presence:dev", "docker backend: the image (make docker builds it)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
-	if *backend != "process" {
-		fmt.Fprintf(stderr, "chaos: backend %q is not available: only process\n", *backend)
+	if o.Backend != "process" && o.Backend != "docker" {
+		fmt.Fprintf(stderr, "chaos: backend %q: process or docker\n", o.Backend)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

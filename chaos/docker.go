@@ -1,0 +1,134 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// Docker runs nodes as containers of Image (`make docker` builds
+// presence:dev, FROM scratch) on a network of their own, created for the
+// run and removed after it: each node gets the next address of its subnet,
+// the harness reaches them there, and they share the store through a bind
+// mount of the round's directory. Faults are docker kill -s KILL and
+// docker pause / unpause (the cgroup freezer).
+type Docker struct {
+	Image string
+
+	network string
+	subnet  string // first three octets
+	names   []string
+}
+
+func docker(ctx context.Context, args ...string) (string, error) {
+	var out, errs bytes.Buffer
+	cmd := exec.CommandContext(ctx, "docker", args...)
+	cmd.Stdout, cmd.Stderr = &out, &errs
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("chaos: docker %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(errs.String()))
+	}
+	return strings.TrimSpace(out.String()), nil
+}
+
+// ensureNetwork creates the run's network on a free private subnet.
+func (d *Docker) ensureNetwork(ctx context.Context) error {
+	if d.network != "" {
+		return nil
+	}
+	if _, err := docker(ctx, "image", "inspect", "--format", "{{.Id}}", d.Image); err != nil {
+		return fmt.Errorf("chaos: image %s not found: `make docker` builds it (%w)", d.Image, err)
+	}
+	name := fmt.Sprintf("presence-chaos-%d", os.Getpid())
+	var last error
+	for range 8 {
+		subnet := fmt.Sprintf("172.%d.%d", 24+rand.IntN(8), rand.IntN(256))
+		if _, err := docker(ctx, "network", "create", "--subnet", subnet+".0/24", name); err != nil {
+			last = err
+			continue
+		}
+		d.network, d.subnet = name, subnet
+		return nil
+	}
+	return last
+}
+
+type container struct {
+	name string
+	dead bool
+}
+
+func (d *Docker) start(ctx context.Context, nd *Node, dir string, args []string) (runner, error) {
+	if err := d.ensureNetwork(ctx); err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	ip := fmt.Sprintf("%s.%d", d.subnet, 10+len(d.names))
+	nd.Listen, nd.Admin, nd.Gossip = ip+":7600", ip+":7700", ip+":7946"
+	c := &container{name: d.network + "-" + nd.ID}
+	run := []string{"run", "-d", "--name", c.name, "--network", d.network, "--ip", ip, "-v", abs + ":/data", d.Image}
+	run = append(run, args...)
+	run = append(run, "--listen", "0.0.0.0:7600", "--admin", "0.0.0.0:7700", "--gossip", nd.Gossip, "--policy-dsn", "sqlite:/data/presence.db")
+	if _, err := docker(ctx, run...); err != nil {
+		return nil, err
+	}
+	d.names = append(d.names, c.name)
+	return c, nil
+}
+
+func (c *container) kill() {
+	if !c.dead {
+		_, _ = docker(context.Background(), "unpause", c.name) // a frozen container cannot die
+		_, _ = docker(context.Background(), "kill", "-s", "KILL", c.name)
+		_, _ = docker(context.Background(), "wait", c.name)
+		c.dead = true
+	}
+}
+
+func (c *container) pause() error {
+	_, err := docker(context.Background(), "pause", c.name)
+	return err
+}
+
+func (c *container) resume() error {
+	_, err := docker(context.Background(), "unpause", c.name)
+	return err
+}
+
+func (c *container) alive() bool {
+	if c.dead {
+		return false
+	}
+	out, err := docker(context.Background(), "inspect", "--format", "{{.State.Running}}", c.name)
+	return err == nil && out == "true"
+}
+
+func (c *container) exitErr() error {
+	out, _ := docker(context.Background(), "inspect", "--format", "{{.State.ExitCode}} {{.State.Error}}", c.name)
+	return fmt.Errorf("container %s ended: %s", c.name, out)
+}
+
+func (c *container) collect(dir, id string) {
+	cmd := exec.Command("docker", "logs", c.name)
+	out, _ := cmd.CombinedOutput()
+	_ = os.WriteFile(filepath.Join(dir, id+".log"), out, 0o644)
+}
+
+// stop removes the run's containers and network.
+func (d *Docker) stop() {
+	for _, n := range d.names {
+		_, _ = docker(context.Background(), "rm", "-f", n)
+	}
+	d.names = nil
+	if d.network != "" {
+		_, _ = docker(context.Background(), "network", "rm", d.network)
+		d.network = ""
+	}
+}

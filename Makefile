@@ -79,7 +79,7 @@ verify: lint proto
 	git diff --exit-code -- go.mod go.sum messages/
 
 docker:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/linux/ ./cmd/...
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/linux/ ./cmd/...
 	docker build -t presence:dev -f deploy/Dockerfile .
 
 clean:

@@ -45,8 +45,10 @@ func (a *eventsActor) Receive(ctx actor.Context) {
 
 // emit hands an event to this node's events actor.
 func (n *Node) emit(ev *messages.ObsEvent) {
-	ev.Node, ev.AtMs = n.deps.NodeID, time.Now().UnixMilli()
-	n.root.Send(n.events, ev)
+	if pid := n.events.Load(); pid != nil {
+		ev.Node, ev.AtMs = n.deps.NodeID, time.Now().UnixMilli()
+		n.root.Send(pid, ev)
+	}
 }
 
 // eventSink is the local end of a subscription: it passes events to a
@@ -95,7 +97,10 @@ func (n *Node) Events(ctx context.Context) (events <-chan *messages.ObsEvent, dr
 
 // eventsActors is every alive member's events actor (this node's alone).
 func (n *Node) eventsActors() []*actor.PID {
-	out := []*actor.PID{n.events}
+	var out []*actor.PID
+	if pid := n.events.Load(); pid != nil {
+		out = append(out, pid)
+	}
 	g := n.Membership()
 	if g == nil {
 		return out

@@ -74,7 +74,7 @@ type Node struct {
 	stall    *stallClock
 	// events is this node's events actor; eventSinks the local ends of
 	// Events streams (guarded by mu), to subscribe to members that join.
-	events     *actor.PID
+	events     atomic.Pointer[actor.PID]
 	eventSinks map[string]*messages.EventsSubscribe
 	// changedAt is the last membership change (join, failure, leave), in
 	// unix nanoseconds.
@@ -156,9 +156,6 @@ func Start(d Deps) (_ *Node, err error) {
 		}
 	}()
 	n.eventSinks = map[string]*messages.EventsSubscribe{}
-	if n.events, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &eventsActor{} }), EventsName); err != nil {
-		return nil, fmt.Errorf("actors: events: %w", err)
-	}
 	if d.Cluster != nil {
 		if err := n.join(); err != nil {
 			return nil, err
@@ -172,6 +169,14 @@ func Start(d Deps) (_ *Node, err error) {
 	if _, err := n.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return statsActor{n} }), StatsName); err != nil {
 		return nil, fmt.Errorf("actors: stats: %w", err)
 	}
+	// After the join, so that its address is the remote one: a sink on
+	// another node that stops must reach it as Terminated. Until then emit
+	// drops events.
+	events, err := n.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &eventsActor{} }), EventsName)
+	if err != nil {
+		return nil, fmt.Errorf("actors: events: %w", err)
+	}
+	n.events.Store(events)
 	if _, err := n.StartGateway(d.NodeID); err != nil {
 		return nil, err
 	}
@@ -229,6 +234,7 @@ func (n *Node) onMember(ev cluster.Event) {
 		}
 	}
 	if ev.Kind == cluster.EventUpdated {
+		n.subscribeEvents(ev.Meta) // a new actor address (a restart); idempotent
 		return
 	}
 	n.changedAt.Store(time.Now().UnixNano())

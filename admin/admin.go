@@ -72,10 +72,10 @@ func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The page and its assets hold nothing secret; the page sends the
 		// token it is given (#token=) with each call. EventSource cannot
-		// set a header, so ?token= is taken too.
+		// set a header, so /api/events takes ?token= too.
 		public := r.URL.Path == "/healthz" || r.URL.Path == "/" || strings.HasPrefix(r.URL.Path, "/static/")
 		got := r.Header.Get("Authorization")
-		if q := r.URL.Query().Get("token"); q != "" {
+		if q := r.URL.Query().Get("token"); q != "" && got == "" && r.URL.Path == "/api/events" {
 			got = "Bearer " + q
 		}
 		if subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+s.Token)) != 1 && !public {
@@ -308,29 +308,33 @@ type Event struct {
 // events streams what every node sees as server-sent events, with a
 // comment line every 15 s (and how many events a slow reader lost).
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	fl, ok := w.(http.Flusher)
-	if !ok {
-		writeErr(w, http.StatusInternalServerError, errors.New("admin: streaming not supported"))
-		return
-	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	fl.Flush()
-	ch, dropped := s.Node.Events(r.Context())
+	if err := http.NewResponseController(w).Flush(); err != nil {
+		return // not a streaming connection
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel() // ends the subscription with the handler
+	ch, dropped := s.Node.Events(ctx)
+	rc := http.NewResponseController(w)
 	keep := time.NewTicker(15 * time.Second)
 	defer keep.Stop()
 	for {
+		var err error
+		_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
 		select {
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
 		case <-keep.C:
-			fmt.Fprintf(w, ": dropped %d\n\n", dropped.Load())
+			_, err = fmt.Fprintf(w, ": dropped %d\n\n", dropped.Load())
 		case ev := <-ch:
 			b, _ := json.Marshal(Event{Kind: ev.GetKind(), Node: ev.GetNode(), AtMs: ev.GetAtMs(), User: ev.GetUser(), Device: ev.GetDevice(),
 				Gateway: ev.GetGateway(), Reason: ev.GetReason(), Status: ev.GetStatus(), LatencyMs: ev.GetLatencyMs(), Member: ev.GetMember()})
-			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.GetKind(), b)
+			_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.GetKind(), b)
 		}
-		fl.Flush()
+		if err != nil || rc.Flush() != nil {
+			return
+		}
 	}
 }

@@ -23,6 +23,12 @@ func TestEventStream(t *testing.T) {
 		t.Fatalf("events without the token: %v %v, want 401", res, err)
 	}
 	res.Body.Close()
+	// ?token= is for the event stream only (EventSource cannot set a header).
+	if res, err := http.Get(f.srv.URL + "/api/cluster?token=s3cret"); err != nil || res.StatusCode != 401 {
+		t.Fatalf("?token= on another path: %v %v, want 401", res, err)
+	} else {
+		res.Body.Close()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", f.srv.URL+"/api/events?token=s3cret", nil)

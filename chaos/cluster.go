@@ -58,7 +58,6 @@ type process struct {
 
 func (p *process) kill() {
 	if p.alive() {
-		_ = p.cmd.Process.Signal(syscall.SIGCONT) // a stopped process cannot die
 		_ = p.cmd.Process.Signal(syscall.SIGKILL)
 		<-p.done
 	}

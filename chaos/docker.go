@@ -43,11 +43,13 @@ func (d *Docker) ensureNetwork(ctx context.Context) error {
 	if _, err := docker(ctx, "image", "inspect", "--format", "{{.Id}}", d.Image); err != nil {
 		return fmt.Errorf("chaos: image %s not found: `make docker` builds it (%w)", d.Image, err)
 	}
-	name := fmt.Sprintf("presence-chaos-%d", os.Getpid())
 	var last error
 	for range 8 {
+		// A name of its own each try: a network a failed round left
+		// behind must not block the next.
+		name := fmt.Sprintf("presence-chaos-%d-%d", os.Getpid(), rand.Uint32())
 		subnet := fmt.Sprintf("172.%d.%d", 24+rand.IntN(8), rand.IntN(256))
-		if _, err := docker(ctx, "network", "create", "--subnet", subnet+".0/24", name); err != nil {
+		if _, err := docker(context.WithoutCancel(ctx), "network", "create", "--label", chaosLabel, "--subnet", subnet+".0/24", name); err != nil {
 			last = err
 			continue
 		}
@@ -56,6 +58,10 @@ func (d *Docker) ensureNetwork(ctx context.Context) error {
 	}
 	return last
 }
+
+// chaosLabel marks what the harness creates: `docker ps -a --filter
+// label=presence-chaos` finds anything a killed run left behind.
+const chaosLabel = "presence-chaos"
 
 type container struct {
 	name string
@@ -73,13 +79,15 @@ func (d *Docker) start(ctx context.Context, nd *Node, dir string, args []string)
 	ip := fmt.Sprintf("%s.%d", d.subnet, 10+len(d.names))
 	nd.Listen, nd.Admin, nd.Gossip = ip+":7600", ip+":7700", ip+":7946"
 	c := &container{name: d.network + "-" + nd.ID}
-	run := []string{"run", "-d", "--name", c.name, "--network", d.network, "--ip", ip, "-v", abs + ":/data", d.Image}
+	// Named before it exists: stop removes it whatever happens to the run
+	// (the daemon starts it even if this command is interrupted).
+	d.names = append(d.names, c.name)
+	run := []string{"run", "-d", "--name", c.name, "--label", chaosLabel, "--network", d.network, "--ip", ip, "-v", abs + ":/data", d.Image}
 	run = append(run, args...)
 	run = append(run, "--listen", "0.0.0.0:7600", "--admin", "0.0.0.0:7700", "--gossip", nd.Gossip, "--policy-dsn", "sqlite:/data/presence.db")
-	if _, err := docker(ctx, run...); err != nil {
+	if _, err := docker(context.WithoutCancel(ctx), run...); err != nil {
 		return nil, err
 	}
-	d.names = append(d.names, c.name)
 	return c, nil
 }
 

@@ -64,11 +64,16 @@ func demoDevice(ctx context.Context, n *actors.Node, cfg config.Config, user str
 		sock := &demoSocket{closed: make(chan struct{})}
 		conn, err := n.Gateway().Open(ctx, actors.OpenRequest{User: user, Device: "phone", Attempt: attempt, ConnID: fmt.Sprintf("%s-demo-%s-%d", cfg.NodeID, user, attempt), Socket: sock})
 		if err != nil {
-			return
+			// A refused or timed-out handshake (members joining move the
+			// leases): try again shortly, as a real device would.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(t.Heartbeat + time.Duration(r.Int64N(int64(t.Heartbeat)))):
+			}
+			continue
 		}
-		if attempt == 1 {
-			conn.Subscribe("demo", []string{fmt.Sprintf("demo-%03d", (i+1)%cfg.Demo)})
-		}
+		conn.Subscribe("demo", []string{fmt.Sprintf("demo-%03d", (i+1)%cfg.Demo)}) // the next demo user
 		// Stay 20 to 100 heartbeats, then leave one way or another.
 		life := time.Duration(20+r.IntN(80)) * t.Heartbeat
 		deadline := time.After(life)

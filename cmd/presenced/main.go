@@ -121,7 +121,10 @@ func run(args []string) int {
 		node.Stop()
 		return 1
 	}
-	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	// Requests (an event stream above all) end when the server shuts down.
+	base, endRequests := context.WithCancel(context.Background())
+	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return base }}
+	srv.RegisterOnShutdown(endRequests)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("admin server", "err", err)

@@ -108,8 +108,11 @@ async function main() {
   const { body } = await getJSON("/api/cluster").catch(() => ({ body: {} }));
   document.querySelector("#node").textContent = "served by " + (body.self || "?");
   loadBounds();
-  refreshCluster();
-  setInterval(refreshCluster, 1000);
+  // Each poll after the last answer, never piling up behind a slow member.
+  (async function poll() {
+    await refreshCluster();
+    setTimeout(poll, 1000);
+  })();
   streamEvents();
 }
 main();

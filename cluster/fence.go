@@ -51,7 +51,7 @@ func MinDetection(preset string, n int) time.Duration {
 func (g *Gossip) Quorum(now time.Time, forget time.Duration) (reach, known int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	reach, known = 1, 1 // itself
+	reach, known = 1, 1        // itself
 	alive := map[string]bool{} // gossip addresses of alive members
 	for id, m := range g.members {
 		if m.State == Alive && len(m.Addresses) > 0 && id != g.conf.Name {

@@ -88,11 +88,15 @@ func (s *Server) onClose(c *websocket.Conn, _ error) {
 	}
 }
 
+// Refuse makes new handshakes get 503 and Ready fail, keeping the devices
+// connected (a fenced node, before it closes them).
+func (s *Server) Refuse() { s.draining.Store(true) }
+
 // Drain refuses new handshakes (503) and closes every device with 1001,
 // spread over DrainSpread so they do not all reconnect in the same instant;
 // each release has reason close. It returns when all are closed or done is.
 func (s *Server) Drain(done <-chan struct{}) {
-	s.draining.Store(true)
+	s.Refuse()
 	s.mu.Lock()
 	socks := make([]*socket, 0, len(s.live))
 	for sock := range s.live {

@@ -108,3 +108,27 @@ func TestDrain(t *testing.T) {
 	}
 	eventually(t, 2*time.Second, "lease released", func() bool { return len(nd.route("alice")) == 0 })
 }
+
+// Refusing (a fenced node, before it closes its devices): new handshakes get
+// 503 and the gateway is not ready; connected devices stay.
+func TestRefuse(t *testing.T) {
+	nd := startNode(t)
+	c := nd.dial("alice", "phone", 1)
+	nd.srv.Refuse()
+	if err := nd.srv.Ready(); !errors.Is(err, ErrNotReady) {
+		t.Fatalf("Ready() = %v, want ErrNotReady", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := client.Dial(ctx, nd.url(), client.DialOptions{Token: nd.token("bob", "phone"), Attempt: 1})
+	var he *client.HandshakeError
+	if !errors.As(err, &he) || he.Status != 503 {
+		t.Fatalf("handshake while refusing: %v, want 503", err)
+	}
+	if err := c.Heartbeat(ctx, 1); err != nil {
+		t.Fatalf("connected device: %v", err)
+	}
+	if f, err := c.Next(ctx); err != nil || f.GetHeartbeatAck() == nil {
+		t.Fatalf("connected device got %v %v, want its heartbeat ack", f, err)
+	}
+}

@@ -184,6 +184,7 @@ func rejoinQuorum() int {
 // returns only if that fails, with the exit code.
 func fence(log *slog.Logger, why string, ws *gateway.Server, g *cluster.Gossip, cfg config.Config, args []string) int {
 	log.Warn("fenced: closing devices with 1001 and restarting as a new member", "why", why, "devices", ws.Live())
+	ws.Refuse() // 503 and not ready from now on
 	_, known := g.Quorum(time.Now(), time.Hour)
 	seeds := []string{}
 	for _, s := range cfg.Join {

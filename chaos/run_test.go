@@ -25,12 +25,7 @@ func TestRunScenarios(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, s := range rep.Summary {
-				t.Logf("%s: n %d, %.0f / %.0f / %.0f ms, bound %.0f", s.Bound, s.N, s.MinMs, s.MedMs, s.MaxMs, s.BoundMs)
-			}
-			if !rep.OK {
-				t.Fatalf("not ok: error %q, findings %v, rounds %+v", rep.Error, rep.Findings, rep.Rounds)
-			}
+			expectOK(t, rep)
 		})
 	}
 }
@@ -44,6 +39,13 @@ func TestRunDocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	expectOK(t, rep)
+}
+
+// expectOK logs the figures and fails unless the run was all within bounds
+// with nothing that must not happen.
+func expectOK(t *testing.T, rep *Report) {
+	t.Helper()
 	for _, s := range rep.Summary {
 		t.Logf("%s: n %d, %.0f / %.0f / %.0f ms, bound %.0f", s.Bound, s.N, s.MinMs, s.MedMs, s.MaxMs, s.BoundMs)
 	}

@@ -38,6 +38,7 @@ type connActor struct {
 	user, device string
 	id           string
 	epoch        uint64
+	since        time.Time // when it opened
 	sock         Socket
 	c            core.Conn
 	rng          *rand.Rand
@@ -62,7 +63,7 @@ type pendingSnap struct {
 
 func newConnActor(g *Gateway, r OpenRequest) *connActor {
 	return &connActor{
-		g: g, user: r.User, device: r.Device, id: r.ConnID, epoch: r.Attempt, sock: r.Socket,
+		g: g, user: r.User, device: r.Device, id: r.ConnID, epoch: r.Attempt, sock: r.Socket, since: r.since,
 		rng:  core.Rand(g.n.deps.Seed, r.ConnID),
 		subs: map[string]*messages.Presence{}, pending: map[string]*pendingSnap{},
 	}
@@ -171,7 +172,7 @@ func (a *connActor) reregisterNow(ctx actor.Context) {
 }
 
 func (a *connActor) holder() *messages.Holder {
-	return &messages.Holder{Node: a.g.node, ConnId: a.id, Epoch: a.epoch, Gateway: refOf(a.g.pid)}
+	return &messages.Holder{Node: a.g.node, ConnId: a.id, Epoch: a.epoch, Gateway: refOf(a.g.pid), SinceMs: a.since.UnixMilli()}
 }
 
 func (a *connActor) release(reason messages.EndReason, lastAlive time.Time) {

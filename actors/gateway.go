@@ -140,6 +140,8 @@ type OpenRequest struct {
 	Attempt      uint64 // the device's connection attempt: the lease epoch
 	ConnID       string // unique in the cluster
 	Socket       Socket
+
+	since time.Time // set by Open
 }
 
 // Open claims the device's lease for a new connection and starts its
@@ -157,6 +159,7 @@ func (g *Gateway) Open(ctx context.Context, r OpenRequest) (*Conn, error) {
 	if timeout <= 0 {
 		return nil, fmt.Errorf("actors: gateway %s: %w", g.node, context.DeadlineExceeded)
 	}
+	r.since = time.Now()
 	res, err := g.n.root.RequestFuture(g.pid, spawnConn{r}, timeout).Result()
 	if err != nil {
 		return nil, fmt.Errorf("actors: gateway %s: %w", g.node, err)
@@ -165,7 +168,7 @@ func (g *Gateway) Open(ctx context.Context, r OpenRequest) (*Conn, error) {
 	if !ok {
 		return nil, res.(error)
 	}
-	holder := &messages.Holder{Node: g.node, ConnId: r.ConnID, Epoch: r.Attempt, Gateway: refOf(g.pid)}
+	holder := &messages.Holder{Node: g.node, ConnId: r.ConnID, Epoch: r.Attempt, Gateway: refOf(g.pid), SinceMs: r.since.UnixMilli()}
 	ans, err := g.n.dir.Request(ctx, KindLease, leaseID(r.User, r.Device), &messages.LeaseAcquire{User: r.User, Device: r.Device, Holder: holder, Handshake: true})
 	acq, _ := ans.(*messages.LeaseAcquired)
 	if err != nil || !acq.GetOk() {

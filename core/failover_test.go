@@ -210,3 +210,16 @@ func TestLateReattachGetsTheDifference(t *testing.T) {
 		t.Fatalf("late re-attach of a sink that is up to date: %+v, want nothing", res.Deliveries)
 	}
 }
+
+// A device re-registering with a re-created view keeps the time its
+// connection opened, not the time of the re-register.
+func TestReRegisterKeepsSince(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	opened := now.Add(-time.Hour)
+	v := core.NewView("alice", 20*time.Second, nil, time.Time{})
+	v.DeviceUp("phone", &messages.Holder{Node: "g1", ConnId: "c1", Epoch: 3, SinceMs: opened.UnixMilli()}, now)
+	v.DeviceUp("laptop", &messages.Holder{Node: "g1", ConnId: "c2", Epoch: 1}, now)
+	if !v.Since["phone"].Equal(opened) || !v.Since["laptop"].Equal(now) {
+		t.Fatalf("since %v, want the phone's opening and the laptop's first up", v.Since)
+	}
+}

@@ -83,6 +83,9 @@ func (v *View) DeviceUp(device string, h *messages.Holder, now time.Time) ViewRe
 	} else {
 		v.DeviceFlips++
 		v.Since[device] = now
+		if ms := h.GetSinceMs(); ms > 0 { // a re-register after a failover
+			v.Since[device] = time.UnixMilli(ms)
+		}
 	}
 	v.Devices[device] = h
 	if v.pending {

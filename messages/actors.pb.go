@@ -145,6 +145,7 @@ type Holder struct {
 	ConnId        string                 `protobuf:"bytes,2,opt,name=conn_id,json=connId,proto3" json:"conn_id,omitempty"`
 	Epoch         uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	Gateway       *PidRef                `protobuf:"bytes,4,opt,name=gateway,proto3" json:"gateway,omitempty"`
+	SinceMs       int64                  `protobuf:"varint,5,opt,name=since_ms,json=sinceMs,proto3" json:"since_ms,omitempty"` // when the connection opened: a re-created view keeps it
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -205,6 +206,13 @@ func (x *Holder) GetGateway() *PidRef {
 		return x.Gateway
 	}
 	return nil
+}
+
+func (x *Holder) GetSinceMs() int64 {
+	if x != nil {
+		return x.SinceMs
+	}
+	return 0
 }
 
 // LeaseAcquire claims a device's lease for a new connection (handshake:
@@ -1685,12 +1693,13 @@ const file_actors_proto_rawDesc = "" +
 	"\factors.proto\x12\vpresence.v1\x1a\fframes.proto\"2\n" +
 	"\x06PidRef\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"z\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\x95\x01\n" +
 	"\x06Holder\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x17\n" +
 	"\aconn_id\x18\x02 \x01(\tR\x06connId\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12-\n" +
-	"\agateway\x18\x04 \x01(\v2\x13.presence.v1.PidRefR\agateway\"\x85\x01\n" +
+	"\agateway\x18\x04 \x01(\v2\x13.presence.v1.PidRefR\agateway\x12\x19\n" +
+	"\bsince_ms\x18\x05 \x01(\x03R\asinceMs\"\x85\x01\n" +
 	"\fLeaseAcquire\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12+\n" +

@@ -16,12 +16,17 @@ const (
 	stallTick  = 50 * time.Millisecond
 	stallGap   = 250 * time.Millisecond // a tick this late marks a stall
 	stallGrace = 500 * time.Millisecond
+	// stallMax caps the holding: a node that keeps stalling (starved, not
+	// paused) gives its verdicts anyway after this long, late rather than
+	// never.
+	stallMax = 2 * time.Second
 )
 
 type stallClock struct {
 	base   time.Time
 	last   atomic.Int64 // since base, of the last tick
 	until  atomic.Int64 // since base: verdicts wait until then
+	streak atomic.Int64 // since base: when the current run of stalls began
 	fenced atomic.Bool
 	done   chan struct{}
 	ended  chan struct{}
@@ -45,6 +50,9 @@ func (s *stallClock) run() {
 		}
 		now := int64(time.Since(s.base))
 		if now-s.last.Load() > int64(stallGap) {
+			if now > s.until.Load() { // a new run of stalls
+				s.streak.Store(s.last.Load())
+			}
 			s.until.Store(now + int64(stallGrace))
 		}
 		s.last.Store(now)
@@ -66,7 +74,7 @@ func (s *stallClock) hold() (time.Duration, bool) {
 	if now-s.last.Load() > int64(stallGap) {
 		return stallGrace, false // in a stall the ticker has not seen yet
 	}
-	if u := s.until.Load(); now < u {
+	if u := s.until.Load(); now < u && now-s.streak.Load() < int64(stallMax) {
 		return time.Duration(u - now), false
 	}
 	return 0, false

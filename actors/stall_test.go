@@ -7,8 +7,8 @@ import (
 )
 
 // After a stall (a tick much later than due) verdicts wait stallGrace; one
-// due while the stall is not yet noticed waits too; a fenced node gives
-// none.
+// due while the stall is not yet noticed waits too; a node stalling on and
+// on gives them after stallMax; a fenced node gives none.
 func TestStallClockHoldsVerdicts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newStallClock()
@@ -29,6 +29,14 @@ func TestStallClockHoldsVerdicts(t *testing.T) {
 		time.Sleep(stallGrace)
 		if hold, _ := s.hold(); hold != 0 {
 			t.Fatalf("a grace after the stall: hold %v", hold)
+		}
+		// A node that keeps stalling gives its verdicts after stallMax.
+		for range int(stallMax/stallTick) + 4 {
+			s.last.Add(-int64(time.Second))
+			time.Sleep(stallTick)
+		}
+		if hold, _ := s.hold(); hold != 0 {
+			t.Fatalf("stalling for longer than %v: hold %v, want none", stallMax, hold)
 		}
 		s.fenced.Store(true)
 		if _, fenced := s.hold(); !fenced {

@@ -50,8 +50,8 @@ func (s *stallClock) run() {
 		}
 		now := int64(time.Since(s.base))
 		if now-s.last.Load() > int64(stallGap) {
-			if now > s.until.Load() { // a new run of stalls
-				s.streak.Store(s.last.Load())
+			if now > s.until.Load() { // a new run of stalls, from this one's end
+				s.streak.Store(now)
 			}
 			s.until.Store(now + int64(stallGrace))
 		}

@@ -23,6 +23,7 @@ func TestStallClockHoldsVerdicts(t *testing.T) {
 			t.Fatalf("in an unnoticed stall: hold %v, want %v", hold, stallGrace)
 		}
 		time.Sleep(stallTick) // the ticker notices
+		synctest.Wait()
 		if hold, _ := s.hold(); hold <= 0 || hold > stallGrace {
 			t.Fatalf("just after the stall: hold %v, want (0, %v]", hold, stallGrace)
 		}
@@ -34,6 +35,7 @@ func TestStallClockHoldsVerdicts(t *testing.T) {
 		for range int(stallMax/stallTick) + 4 {
 			s.last.Add(-int64(time.Second))
 			time.Sleep(stallTick)
+			synctest.Wait()
 		}
 		if hold, _ := s.hold(); hold != 0 {
 			t.Fatalf("stalling for longer than %v: hold %v, want none", stallMax, hold)

@@ -201,7 +201,7 @@ func (s *Session) run(ctx context.Context) {
 		c, err := Dial(ctx, s.cfg.URLs[url%len(s.cfg.URLs)], DialOptions{Token: s.cfg.Token, Attempt: s.nextAttempt(), Subprotocol: s.cfg.Subprotocol, HTTPClient: s.cfg.HTTPClient})
 		if err != nil {
 			var he *HandshakeError
-			delay := time.Duration(s.cfg.Rand.Float64() * float64(backoff)) // full jitter
+			delay := s.draw(backoff) // full jitter
 			switch {
 			case errors.As(err, &he) && he.Status == http.StatusUnauthorized:
 				s.finish(err)
@@ -232,7 +232,7 @@ func (s *Session) run(ctx context.Context) {
 		case 4008:
 			// reconnect and resubscribe at once
 		default:
-			if !wait(time.Duration(s.cfg.Rand.Float64() * float64(backoff))) {
+			if !wait(s.draw(backoff)) {
 				break
 			}
 		}
@@ -298,15 +298,21 @@ func (s *Session) serve(ctx context.Context, c *Conn) int {
 	}
 }
 
+// draw is uniform in [0, d). The heartbeat goroutine of a connection that
+// is ending and the reconnect loop both draw, so under the lock.
+func (s *Session) draw(d time.Duration) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Duration(s.cfg.Rand.Float64() * float64(d))
+}
+
 func (s *Session) heartbeat(ctx context.Context, c *Conn) {
 	interval := time.Duration(c.Hello.GetHeartbeatIntervalMs()) * time.Millisecond
 	if interval <= 0 {
 		interval = 30 * time.Second
 	}
 	for seq := uint64(1); ; seq++ {
-		s.mu.Lock()
-		d := time.Duration(float64(interval) * (1 - s.cfg.Jitter*s.cfg.Rand.Float64()))
-		s.mu.Unlock()
+		d := interval - time.Duration(s.cfg.Jitter*float64(s.draw(interval)))
 		select {
 		case <-ctx.Done():
 			return

@@ -3,6 +3,9 @@ package client_test
 import (
 	"context"
 	"errors"
+	"net"
+	"net/http"
+	"syscall"
 	"testing"
 	"time"
 
@@ -139,7 +142,19 @@ func TestSessionRecoversFromOverflow(t *testing.T) {
 	nd := startNode(t, "n1", gateway.Options{Outbox: 8, SendBuffer: 4096, CloseGrace: 100 * time.Millisecond})
 	_ = nd.policies.Put(context.Background(), "dave", store.PolicyDoc{Granularity: core.Exact, Contacts: []string{"alice"}})
 	ctx, cancel := context.WithCancel(context.Background())
-	s := client.Start(ctx, client.Config{URLs: []string{nd.url()}, Token: token(t, "alice", "phone")})
+	// A small receive buffer, so that the frames a consumer does not take
+	// back up to the server within a few hundred events (with the kernel's
+	// autotuning on loopback it took from hundreds to hundreds of
+	// thousands, and the test was flaky).
+	small := &http.Transport{DialContext: (&net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		if cerr := c.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) }); cerr != nil {
+			return cerr
+		}
+		return err
+	}}).DialContext}
+	defer small.CloseIdleConnections()
+	s := client.Start(ctx, client.Config{URLs: []string{nd.url()}, Token: token(t, "alice", "phone"), HTTPClient: &http.Client{Transport: small}})
 	defer func() { cancel(); <-s.Done() }()
 	s.Subscribe("dave")
 	d := client.Start(ctx, client.Config{URLs: []string{nd.url()}, Token: token(t, "dave", "laptop")})

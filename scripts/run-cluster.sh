@@ -20,6 +20,7 @@ start() { # name index extra...
 }
 ready() { # index: wait for /readyz, or stop if the node died
   local i=$1 pid=${pids[-1]}
+  if ! command -v curl >/dev/null 2>&1; then sleep 1.5; return 0; fi
   for _ in $(seq 100); do
     if curl -sf "http://127.0.0.1:770$i/readyz" >/dev/null 2>&1; then return 0; fi
     if ! kill -0 "$pid" 2>/dev/null; then echo "run-cluster: n$((i + 1)) did not start (see above)" >&2; exit 1; fi

@@ -4,7 +4,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
-	"google.golang.org/protobuf/proto"
 )
 
 // FanoutName is the fan-out actor's name on every node.
@@ -43,15 +42,23 @@ func route(ds []core.Delivery, sinks map[string]*actor.PID, self string) ([]dire
 		presence *messages.Presence
 		sinks    []*actor.PID
 	}
+	// Every field of a Presence, so equal keys are equal presences.
+	type key struct {
+		addr, user     string
+		status         messages.Status
+		show           messages.Show
+		version        uint64
+		lastSeenMinute uint32
+	}
 	var groups []*group
-	byKey := map[string]*group{}
+	byKey := map[key]*group{}
 	for _, d := range ds {
 		sink := sinks[d.Sink]
 		if sink == nil {
 			continue
 		}
-		b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(d.Presence)
-		key := sink.GetAddress() + "\x00" + string(b)
+		p := d.Presence
+		key := key{sink.GetAddress(), p.GetUser(), p.GetStatus(), p.GetShow(), p.GetVersion(), p.GetLastSeenMinute()}
 		g := byKey[key]
 		if g == nil {
 			g = &group{addr: sink.GetAddress(), presence: d.Presence}

@@ -44,9 +44,6 @@ func newEnv(t *testing.T, timing config.Timing) *env {
 	return e
 }
 
-// since is the virtual time elapsed since the env started.
-func (e *env) since() time.Duration { return time.Since(e.start) }
-
 func (e *env) policy(user string, g core.Granularity, contacts ...string) {
 	e.t.Helper()
 	if err := e.policies.Put(context.Background(), user, store.PolicyDoc{Granularity: g, Contacts: contacts}); err != nil {
@@ -85,18 +82,6 @@ func (s *fakeSocket) closeCode() uint16 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.code
-}
-
-func (s *fakeSocket) presences() []*messages.Presence {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []*messages.Presence
-	for _, f := range s.frames {
-		if p := f.GetPresence(); p != nil {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // device is a simulated client: a connection and a heartbeat loop that

@@ -35,7 +35,6 @@ type Watcher struct {
 	conn   *client.Conn
 	mu     sync.Mutex
 	events []Event
-	closed bool
 }
 
 // Event is one presence event as a watcher received it.
@@ -173,9 +172,6 @@ func (f *Fleet) Watch(ctx context.Context, w *Watcher, targets []string) error {
 		for {
 			fr, err := c.Next(ctx)
 			if err != nil {
-				w.mu.Lock()
-				w.closed = true
-				w.mu.Unlock()
 				if !got {
 					snap <- err
 				}
@@ -210,13 +206,6 @@ func (w *Watcher) Events() []Event {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]Event(nil), w.events...)
-}
-
-// Closed reports whether w's connection ended.
-func (w *Watcher) Closed() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.closed
 }
 
 // Last is the newest status w holds for target, and whether it has one.

@@ -156,17 +156,3 @@ func (s *socket) attach(ws *websocket.Conn, conn *actors.Conn) bool {
 	}
 	return true
 }
-
-// pending is the outbox length (tests, metrics).
-func (s *socket) pending() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	w := s.written.Load()
-	n := 0
-	for _, e := range s.ends {
-		if e > w {
-			n++
-		}
-	}
-	return n
-}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"syscall"
@@ -12,36 +11,6 @@ import (
 	"github.com/presence-im/presence/client"
 	"github.com/presence-im/presence/messages"
 )
-
-// memberState is how p sees member id ("" if not at all).
-func (p *proc) memberState(id string) string {
-	res, err := http.Get("http://" + p.admin + "/api/cluster")
-	if err != nil {
-		return ""
-	}
-	defer res.Body.Close()
-	var c struct {
-		Members []struct{ ID, State string } `json:"members"`
-	}
-	_ = json.NewDecoder(res.Body).Decode(&c)
-	for _, m := range c.Members {
-		if m.ID == id {
-			return m.State
-		}
-	}
-	return ""
-}
-
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // SIGSTOP a node: a route lookup through it answers 503; once the others
 // declared it dead, SIGCONT: its
@@ -111,7 +80,7 @@ func TestClusterPausedNodeFences(t *testing.T) {
 	if res.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("route of %s, owned by the stopped n3: %d, want 503", unreachable, res.StatusCode)
 	}
-	waitFor(t, 15*time.Second, "n1 declares the stopped n3 dead", func() bool { return n1.memberState("n3") == "dead" })
+	waitFor(t, 15*time.Second, "n1 declares the stopped n3 dead", func() bool { return n1.memberStates()["n3"] == "dead" })
 	next(messages.Status_offline, 3*time.Second) // reclaimed with gateway_down
 	if err := n3.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)

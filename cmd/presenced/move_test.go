@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
 	"testing"
 	"time"
 
@@ -13,22 +11,17 @@ import (
 // route is p's GET /api/route/{user}: the gateway node of each device.
 func (p *proc) route(user string) (int, []string) {
 	p.t.Helper()
-	res, err := http.Get("http://" + p.admin + "/api/route/" + user)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	defer res.Body.Close()
 	var r struct {
 		Devices []struct {
 			Node string `json:"node"`
 		} `json:"devices"`
 	}
-	_ = json.NewDecoder(res.Body).Decode(&r)
+	code := p.getJSON("/api/route/"+user, &r)
 	var nodes []string
 	for _, d := range r.Devices {
 		nodes = append(nodes, d.Node)
 	}
-	return res.StatusCode, nodes
+	return code, nodes
 }
 
 // A device moves from n2 to n3 (a newer attempt takes over) and n2 dies

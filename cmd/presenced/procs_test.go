@@ -152,14 +152,9 @@ func (l *lockedBuffer) String() string {
 // bounds is the node's GET /api/bounds, the *_ms figures.
 func (p *proc) bounds() map[string]int64 {
 	p.t.Helper()
-	res, err := http.Get("http://" + p.admin + "/api/bounds")
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	defer res.Body.Close()
 	var b map[string]any
-	if err := json.NewDecoder(res.Body).Decode(&b); err != nil {
-		p.t.Fatal(err)
+	if code := p.getJSON("/api/bounds", &b); code != 200 {
+		p.t.Fatalf("%s /api/bounds: %d", p.name, code)
 	}
 	out := map[string]int64{}
 	for k, v := range b {
@@ -168,6 +163,42 @@ func (p *proc) bounds() map[string]int64 {
 		}
 	}
 	return out
+}
+
+// getJSON GETs an admin path and decodes a JSON answer into v: the status
+// code, or 0 if the node did not answer.
+func (p *proc) getJSON(path string, v any) int {
+	res, err := http.Get("http://" + p.admin + path)
+	if err != nil {
+		return 0
+	}
+	defer res.Body.Close()
+	_ = json.NewDecoder(res.Body).Decode(v)
+	return res.StatusCode
+}
+
+// memberStates is how p sees the members: id -> state.
+func (p *proc) memberStates() map[string]string {
+	var c struct {
+		Members []struct{ ID, State string } `json:"members"`
+	}
+	p.getJSON("/api/cluster", &c)
+	out := map[string]string{}
+	for _, m := range c.Members {
+		out[m.ID] = m.State
+	}
+	return out
+}
+
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // keepAlive heartbeats c every 100 ms (fast preset: 300 ms) until ctx ends.
@@ -203,34 +234,16 @@ func subscribe(ctx context.Context, t *testing.T, c *client.Conn, targets ...str
 // just formed, before the test's devices connect.
 func converged(t *testing.T, nodes ...*proc) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
 	for _, p := range nodes {
-		for {
-			var c struct {
-				Members []struct {
-					ID    string `json:"id"`
-					State string `json:"state"`
-				} `json:"members"`
-			}
+		waitFor(t, 10*time.Second, fmt.Sprintf("%s sees %d members alive", p.name, len(nodes)), func() bool {
 			alive := 0
-			if res, err := http.Get("http://" + p.admin + "/api/cluster"); err == nil {
-				if json.NewDecoder(res.Body).Decode(&c) == nil {
-					for _, m := range c.Members {
-						if m.State == "alive" {
-							alive++
-						}
-					}
+			for _, st := range p.memberStates() {
+				if st == "alive" {
+					alive++
 				}
-				res.Body.Close()
 			}
-			if alive == len(nodes) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s sees %d of %d members alive: %+v", p.name, alive, len(nodes), c.Members)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return alive == len(nodes)
+		})
 	}
 }
 
@@ -239,24 +252,14 @@ func converged(t *testing.T, nodes ...*proc) {
 // hello, on another node.
 func (p *proc) waitOnline(users ...string) {
 	p.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
 	for _, u := range users {
-		for {
+		waitFor(p.t, 10*time.Second, p.name+": "+u+" online", func() bool {
 			var st struct {
 				Status string `json:"status"`
 			}
-			if res, err := http.Get("http://" + p.admin + "/api/presence/" + u); err == nil {
-				_ = json.NewDecoder(res.Body).Decode(&st)
-				res.Body.Close()
-			}
-			if st.Status == "online" {
-				break
-			}
-			if time.Now().After(deadline) {
-				p.t.Fatalf("%s: %s not online (%q)", p.name, u, st.Status)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			p.getJSON("/api/presence/"+u, &st)
+			return st.Status == "online"
+		})
 	}
 }
 
@@ -265,18 +268,13 @@ func (p *proc) waitOnline(users ...string) {
 // it ends, as a just-formed cluster's do.
 func (p *proc) settled() {
 	p.t.Helper()
-	res, err := http.Get("http://" + p.admin + "/api/bounds")
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	defer res.Body.Close()
 	var b struct {
 		Timing struct {
 			SettleMs int64 `json:"settle_ms"`
 		} `json:"timing"`
 	}
-	if err := json.NewDecoder(res.Body).Decode(&b); err != nil || b.Timing.SettleMs <= 0 {
-		p.t.Fatalf("settle_ms from /api/bounds: %+v %v", b, err)
+	if code := p.getJSON("/api/bounds", &b); code != 200 || b.Timing.SettleMs <= 0 {
+		p.t.Fatalf("settle_ms from /api/bounds: %d %+v", code, b)
 	}
 	time.Sleep(time.Duration(b.Timing.SettleMs) * time.Millisecond)
 }

@@ -29,6 +29,7 @@ type socket struct {
 	closed  bool
 	code    uint16 // close code and reason, kept when closed before the upgrade
 	reason  string
+	expiry  *time.Timer // closes with CloseTokenExpired when the token does
 
 	written atomic.Uint64               // bytes the kernel took (engine hook)
 	conn    atomic.Pointer[actors.Conn] // set once upgraded

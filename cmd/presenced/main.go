@@ -73,6 +73,9 @@ func run(args []string) int {
 	if cfg.Secret == config.DevSecret {
 		log.Warn("using the public development token secret: set --secret or PRESENCE_SECRET")
 	}
+	if cfg.ClusterKey == "" {
+		log.Warn("no cluster key: any process that reaches the gossip or actor port can join, read and write presence (docs/security.md)")
+	}
 	if cfg.Seed == 0 {
 		cfg.Seed = time.Now().UnixNano()
 	}
@@ -111,10 +114,11 @@ func run(args []string) int {
 	ws := gateway.New(gateway.Options{
 		Listen: cfg.Listen, Outbox: g.Outbox, WriteTimeout: g.WriteTimeout, AdmitRate: g.AdmitRate,
 		AdmitBurst: g.AdmitBurst, DrainSpread: g.DrainSpread, SendBuffer: g.SendBuffer, Registerer: reg,
+		PreviousSecrets: bytesOf(cfg.SecretPrevious),
 	}, node.Gateway(), cfg.Timing, []byte(cfg.Secret), log)
 	// /readyz says ready once the gateway listens, and not while draining.
 	api := &admin.Server{Node: node, Members: node.Membership(), Timing: cfg.Timing, Policies: policies, Gatherer: reg,
-		Token: cfg.AdminToken, Log: log, Ready: ws.Ready}
+		Token: cfg.AdminToken, Log: log, Ready: ws.Ready, Addr: cfg.Admin, AllowedHosts: cfg.AdminAllowedHosts}
 	ln, err := net.Listen("tcp", cfg.Admin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced: admin:", err)
@@ -164,6 +168,14 @@ func run(args []string) int {
 	_ = srv.Shutdown(shutdown)
 	log.Info("stopped")
 	return 0
+}
+
+func bytesOf(ss []string) [][]byte {
+	out := make([][]byte, len(ss))
+	for i, s := range ss {
+		out[i] = []byte(s)
+	}
+	return out
 }
 
 // rejoinEnv marks a process that a fenced node re-executed, with the number

@@ -156,7 +156,7 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 	c.Name, c.BindAddr, c.BindPort, c.AdvertisePort = cfg.Name, host, p, p
 	c.Delegate, c.Events = g, g
 	c.SecretKey = cfg.Key
-	c.Logger = log.New(memberlistLog{g.log}, "", 0)
+	c.Logger = log.New(&memberlistLog{l: g.log}, "", 0)
 	g.conf = c
 	go g.deliver()
 	ml, err := memberlist.Create(c)
@@ -312,11 +312,25 @@ func (g *Gossip) deliver() {
 	}
 }
 
-// memberlistLog turns memberlist's "[LEVEL] memberlist: text" lines into
-// slog records at that level.
-type memberlistLog struct{ l *slog.Logger }
+// LogBurst is how long after a logged memberlist warning or error the next
+// ones are only counted: anyone who can send to the gossip port can make
+// memberlist log one ERROR per garbage packet, and a log must not be a
+// way to fill a disk. The first line after the window says how many were
+// left out.
+const LogBurst = 10 * time.Second
 
-func (w memberlistLog) Write(p []byte) (int, error) {
+// memberlistLog turns memberlist's "[LEVEL] memberlist: text" lines into
+// slog records at that level, warnings and errors one per LogBurst.
+type memberlistLog struct {
+	l   *slog.Logger
+	now func() time.Time // nil: time.Now
+
+	mu         sync.Mutex
+	last       time.Time // when the last warning or error was logged
+	suppressed int       // warnings and errors left out since
+}
+
+func (w *memberlistLog) Write(p []byte) (int, error) {
 	line := strings.TrimSpace(string(p))
 	level := slog.LevelInfo
 	for prefix, l := range map[string]slog.Level{"[DEBUG] ": slog.LevelDebug, "[INFO] ": slog.LevelInfo, "[WARN] ": slog.LevelWarn, "[ERR] ": slog.LevelError} {
@@ -325,6 +339,25 @@ func (w memberlistLog) Write(p []byte) (int, error) {
 			break
 		}
 	}
-	w.l.Log(context.Background(), level, line, "lib", "memberlist")
+	attrs := []any{"lib", "memberlist"}
+	if level >= slog.LevelWarn {
+		now := time.Now
+		if w.now != nil {
+			now = w.now
+		}
+		w.mu.Lock()
+		t := now()
+		if !w.last.IsZero() && t.Sub(w.last) < LogBurst {
+			w.suppressed++
+			w.mu.Unlock()
+			return len(p), nil
+		}
+		if w.suppressed > 0 {
+			attrs = append(attrs, "suppressed", w.suppressed)
+		}
+		w.last, w.suppressed = t, 0
+		w.mu.Unlock()
+	}
+	w.l.Log(context.Background(), level, line, attrs...)
 	return len(p), nil
 }

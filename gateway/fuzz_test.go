@@ -50,8 +50,12 @@ func FuzzDecodeFrame(f *testing.F) {
 }
 
 // maskedFrame builds one masked client frame (test-only framing).
-func maskedFrame(op byte, payload []byte) []byte {
-	h := []byte{0x80 | op}
+func maskedFrame(op byte, payload []byte) []byte { return rawFrame(0x80|op, payload) }
+
+// rawFrame builds a masked client frame with any first byte (FIN, RSV,
+// opcode), for probes that break the protocol.
+func rawFrame(b0 byte, payload []byte) []byte {
+	h := []byte{b0}
 	switch n := len(payload); {
 	case n < 126:
 		h = append(h, 0x80|byte(n))

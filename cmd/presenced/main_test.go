@@ -1,6 +1,11 @@
 package main
 
-import "testing"
+import (
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+)
 
 // An invalid configuration exits 2 before anything starts.
 func TestInvalidConfigExits2(t *testing.T) {
@@ -15,6 +20,26 @@ func TestInvalidConfigExits2(t *testing.T) {
 	} {
 		if code := run(args); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
+
+// A node reachable from other hosts refuses to start without its secrets:
+// exit 2, one line per missing item, before it binds anything.
+func TestOffLoopbackWithoutSecretsExits2(t *testing.T) {
+	cmd := exec.Command(binary(t), "--admin", "0.0.0.0:0", "--listen", "127.0.0.1:0", "--gossip", "127.0.0.1:0")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+		t.Fatalf("exit %v, want 2:\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines, want one per missing item:\n%s", len(lines), out)
+	}
+	for i, want := range []string{"cluster-key", "admin-token", "secret"} {
+		if !strings.Contains(lines[i], want+" (or "+want+"-file)") || !strings.Contains(lines[i], "admin 0.0.0.0:0 is not loopback") {
+			t.Errorf("line %d = %q, want it to name %s and why", i, lines[i], want)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -81,10 +82,11 @@ func (s *stranger) probe(addr string) error {
 // a cluster started with one, whose members still talk to each other (the
 // cluster view counts every member, asked over the mutual-TLS remote).
 func TestStrangerCannotReachTheActorTransport(t *testing.T) {
-	open := startProc(t, "open")
+	open := startProc(t, "open", "--policy-dsn", "memory")
 	key := "0123456789abcdef0123456789abcdef"
-	n1 := startProc(t, "k1", "--cluster-key", key)
-	n2 := startProc(t, "k2", "--cluster-key", key, "--join", n1.gossip)
+	db := "sqlite:" + filepath.Join(t.TempDir(), "presence.db")
+	n1 := startProc(t, "k1", "--cluster-key", key, "--policy-dsn", db)
+	n2 := startProc(t, "k2", "--cluster-key", key, "--policy-dsn", db, "--join", n1.gossip)
 	converged(t, n1, n2)
 	waitFor(t, 10*time.Second, "k1 counts k2's actors over the remote", func() bool {
 		var c struct {

@@ -3,6 +3,7 @@ package config
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -141,13 +142,7 @@ func Load(args []string, getenv func(string) string, out io.Writer) (Config, err
 	configPath := fs.String("config", "", "YAML file of parameters (keys are the flag names)")
 	timing := fs.String("timing", "", "timing preset: seed or fast (default seed)")
 	for _, f := range fields {
-		p := new(string)
-		flagVals[f.name] = p
-		if switches[f.name] {
-			fs.BoolFunc(f.name, f.usage, func(v string) error { *p = v; return nil })
-		} else {
-			fs.StringVar(p, f.name, "", f.usage)
-		}
+		flagVals[f.name] = register(fs, f)
 	}
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -215,10 +210,18 @@ func Load(args []string, getenv func(string) string, out io.Writer) (Config, err
 	if c.NodeID == "" {
 		c.NodeID = defaultNodeID()
 	}
-	if err := c.readFiles(); err != nil {
-		return Config{}, err
+	return c, errors.Join(c.readFiles(), c.Validate())
+}
+
+// register defines f's flag; switches take no value.
+func register(fs *flag.FlagSet, f field) *string {
+	p := new(string)
+	if switches[f.name] {
+		fs.BoolFunc(f.name, f.usage, func(v string) error { *p = v; return nil })
+	} else {
+		fs.StringVar(p, f.name, "", f.usage)
 	}
-	return c, c.Validate()
+	return p
 }
 
 func splitList(v string) []string {

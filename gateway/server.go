@@ -132,9 +132,7 @@ func New(opt Options, gw *actors.Gateway, timing config.Timing, secret []byte, l
 		c.DataHandler()(c, data)
 	})
 	s.maxPayload = s.engine.MaxWebsocketFramePayloadSize
-	// nbio answers a text frame that is not UTF-8 with 1002; onMessage
-	// checks it and answers 1007 instead (RFC 6455 §8.1).
-	s.engine.CheckUtf8 = func([]byte) bool { return true }
+	s.engine.CheckUtf8 = func([]byte) bool { return true } // nbio says 1002; onMessage checks and says 1007
 	s.engine.OnWrittenSize(func(c *nbio.Conn, _ []byte, n int) {
 		if g, ok := c.Session().(*maskGuard); ok {
 			g.sock.written.Add(uint64(n))
@@ -205,6 +203,15 @@ func (s *Server) refuse(w http.ResponseWriter, code int, retryAfter bool, format
 	http.Error(w, fmt.Sprintf(format, args...), code)
 }
 
+// unauthorized answers 401 and closes the connection: a client without a
+// token pays a new TCP connection per try instead of pipelining handshakes
+// on one.
+func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, err error) {
+	r.Close = true
+	w.Header().Set("Connection", "close")
+	s.refuse(w, http.StatusUnauthorized, false, "%v", err)
+}
+
 func hasToken(h http.Header, name, token string) bool {
 	for _, v := range h.Values(name) {
 		for _, t := range strings.Split(v, ",") {
@@ -239,11 +246,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	claims, err := s.tokens.Verify(bearer(r))
 	if err != nil {
-		// Closing makes a token-less client pay a new TCP connection per
-		// try instead of pipelining handshakes on one.
-		r.Close = true
-		w.Header().Set("Connection", "close")
-		s.refuse(w, http.StatusUnauthorized, false, "%v", err)
+		s.unauthorized(w, r, err)
 		return
 	}
 	attempt, err := strconv.ParseUint(r.URL.Query().Get("attempt"), 10, 64)
@@ -299,13 +302,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		conn.Closed()
 		return
 	}
-	sock.mu.Lock()
-	if !sock.closed {
-		sock.expiry = time.AfterFunc(time.Until(claims.Expires), func() {
-			sock.Close(CloseTokenExpired, "token expired: reconnect with a new token")
-		})
-	}
-	sock.mu.Unlock()
+	sock.expireAt(claims.Expires)
 	sock.Send(&messages.Frame{Kind: &messages.Frame_Hello{Hello: &messages.Hello{
 		ConnId: connID, Node: s.node, User: claims.User, Device: claims.Device, Epoch: attempt,
 		HeartbeatIntervalMs: uint32(s.timing.Heartbeat.Milliseconds()),

@@ -135,6 +135,16 @@ func (s *socket) closeLocked(code uint16, reason string) {
 	time.AfterFunc(s.s.opt.CloseGrace, func() { _ = ws.Close() })
 }
 
+// expireAt closes the connection with CloseTokenExpired when its token
+// expires: a connection outlives no credential.
+func (s *socket) expireAt(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.expiry = time.AfterFunc(time.Until(t), func() { s.Close(CloseTokenExpired, "token expired: reconnect with a new token") })
+	}
+}
+
 // attach binds the upgraded connection and flushes what came before. It
 // reports false when the socket was closed meanwhile (by the actor, or by
 // the peer before the session was set): the caller then ends the actor.

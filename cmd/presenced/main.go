@@ -70,12 +70,7 @@ func run(args []string) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel})).With("node", cfg.NodeID)
-	if cfg.Secret == config.DevSecret {
-		log.Warn("using the public development token secret: set --secret or PRESENCE_SECRET")
-	}
-	if cfg.ClusterKey == "" {
-		log.Warn("no cluster key: any process that reaches the gossip or actor port can join, read and write presence (docs/security.md)")
-	}
+	warnInsecure(log, cfg)
 	if cfg.Seed == 0 {
 		cfg.Seed = time.Now().UnixNano()
 	}
@@ -168,6 +163,17 @@ func run(args []string) int {
 	_ = srv.Shutdown(shutdown)
 	log.Info("stopped")
 	return 0
+}
+
+// warnInsecure says what a node started without its secrets (on loopback,
+// or with --insecure) leaves open.
+func warnInsecure(log *slog.Logger, cfg config.Config) {
+	if cfg.Secret == config.DevSecret {
+		log.Warn("using the public development token secret: set --secret or PRESENCE_SECRET")
+	}
+	if cfg.ClusterKey == "" {
+		log.Warn("no cluster key: any process that reaches the gossip or actor port can join, read and write presence (docs/security.md)")
+	}
 }
 
 func bytesOf(ss []string) [][]byte {

@@ -2,6 +2,8 @@ package chaos
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -24,6 +26,7 @@ type Cluster struct {
 	Dir    string  // store and node logs
 	Preset string  // timing preset, "fast" unless set
 	Secret string  // device-token key
+	Key    string  // cluster key; "": a random one, made by the first AddNode
 	Nodes  []*Node
 
 	seq int
@@ -89,6 +92,12 @@ func Build(ctx context.Context, dir string) (string, error) {
 	return bin, nil
 }
 
+func randomKey() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b) // 32 bytes
+}
+
 func freePort() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -118,7 +127,12 @@ func (c *Cluster) AddNode(ctx context.Context) (*Node, error) {
 	if preset == "" {
 		preset = "fast"
 	}
-	args := []string{"--timing", preset, "--node-id", nd.ID, "--secret", c.Secret}
+	if c.Key == "" {
+		// Every cluster runs as production does: gossip encrypted and the
+		// actor transport on mutual TLS, under every fault.
+		c.Key = randomKey()
+	}
+	args := []string{"--timing", preset, "--node-id", nd.ID, "--secret", c.Secret, "--cluster-key", c.Key}
 	var join []string
 	for _, o := range c.Nodes {
 		if o.Alive() {

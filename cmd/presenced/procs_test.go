@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -56,6 +57,7 @@ type proc struct {
 	name          string
 	listen, admin string
 	gossip        string
+	token         string // admin token, when started with --admin-token
 	cmd           *exec.Cmd
 	logs          *lockedBuffer
 	done          chan error
@@ -67,6 +69,9 @@ func startProc(t *testing.T, name string, extra ...string) *proc {
 	p := &proc{t: t, name: name, listen: freePort(t), admin: freePort(t), gossip: freePort(t), logs: &lockedBuffer{}, done: make(chan error, 1)}
 	args := append([]string{"--timing", "fast", "--node-id", name, "--listen", p.listen, "--admin", p.admin, "--gossip", p.gossip,
 		"--secret", "e2e", "--drain-spread", "200ms", "--log-level", "debug"}, extra...)
+	if i := slices.Index(extra, "--admin-token"); i >= 0 && i+1 < len(extra) {
+		p.token = extra[i+1]
+	}
 	p.cmd = exec.Command(binary(t), args...)
 	p.cmd.Stderr = p.logs
 	if err := p.cmd.Start(); err != nil {
@@ -111,6 +116,7 @@ func (p *proc) kill() {
 func (p *proc) put(path, body string) {
 	p.t.Helper()
 	req, _ := http.NewRequest("PUT", "http://"+p.admin+path, strings.NewReader(body))
+	p.authorize(req)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil || res.StatusCode != 200 {
 		p.t.Fatalf("PUT %s: %v %v", path, res, err)
@@ -127,6 +133,13 @@ func (p *proc) dial(ctx context.Context, user, device string, attempt uint64) *c
 	}
 	p.t.Cleanup(func() { _ = c.CloseNow() })
 	return c
+}
+
+// authorize adds the node's admin token, if it has one.
+func (p *proc) authorize(req *http.Request) {
+	if p.token != "" {
+		req.Header.Set("Authorization", "Bearer "+p.token)
+	}
 }
 
 func filepathTemp() (string, error) { return os.MkdirTemp("", "presenced-bin-") }
@@ -168,7 +181,9 @@ func (p *proc) bounds() map[string]int64 {
 // getJSON GETs an admin path and decodes a JSON answer into v: the status
 // code, or 0 if the node did not answer.
 func (p *proc) getJSON(path string, v any) int {
-	res, err := http.Get("http://" + p.admin + path)
+	req, _ := http.NewRequest("GET", "http://"+p.admin+path, nil)
+	p.authorize(req)
+	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +14,10 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/presence-im/presence/actors"
+	"github.com/presence-im/presence/client"
+	"github.com/presence-im/presence/cluster"
+	"github.com/presence-im/presence/config"
+	"github.com/presence-im/presence/gateway"
 	"github.com/presence-im/presence/messages"
 )
 
@@ -85,9 +90,10 @@ func TestStrangerCannotReachTheActorTransport(t *testing.T) {
 	open := startProc(t, "open", "--policy-dsn", "memory")
 	key := "0123456789abcdef0123456789abcdef"
 	db := "sqlite:" + filepath.Join(t.TempDir(), "presence.db")
-	n1 := startProc(t, "k1", "--cluster-key", key, "--policy-dsn", db)
-	n2 := startProc(t, "k2", "--cluster-key", key, "--policy-dsn", db, "--join", n1.gossip)
+	n1 := startProc(t, "k1", "--cluster-key", key, "--policy-dsn", db, "--admin-token", "adm")
+	n2 := startProc(t, "k2", "--cluster-key", key, "--policy-dsn", db, "--admin-token", "adm", "--join", n1.gossip)
 	converged(t, n1, n2)
+	strangerCannotJoinOrAdmin(t, n1)
 	waitFor(t, 10*time.Second, "k1 counts k2's actors over the remote", func() bool {
 		var c struct {
 			Actors     map[string]any `json:"actors"`
@@ -128,5 +134,38 @@ func TestStrangerCannotReachTheActorTransport(t *testing.T) {
 		if !strings.HasPrefix(e, "open:") {
 			t.Fatalf("a keyed node's event reached the stranger: %v", got)
 		}
+	}
+}
+
+// strangerCannotJoinOrAdmin: without the key a process cannot join the
+// gossip, and without the token it gets nothing from the admin API nor a
+// device connection with a token of the public development secret.
+func strangerCannotJoinOrAdmin(t *testing.T, p *proc) {
+	t.Helper()
+	g, err := cluster.NewGossip(cluster.GossipConfig{Name: "stranger", Bind: "127.0.0.1:0", Join: []string{p.gossip}, Preset: "fast"})
+	if err == nil {
+		g.Shutdown()
+		t.Fatal("a process without the cluster key joined the gossip")
+	}
+	if _, ok := p.memberStates()["stranger"]; ok {
+		t.Fatal("the stranger is listed as a member")
+	}
+	for _, r := range []struct{ method, path, body string }{
+		{"GET", "/api/cluster", ""}, {"GET", "/api/events", ""}, {"GET", "/api/route/sam", ""},
+		{"PUT", "/api/users/sam/policy", `{"granularity":"exact","contacts":["eve"]}`},
+	} {
+		req, _ := http.NewRequest(r.method, "http://"+p.admin+r.path, strings.NewReader(r.body))
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("%s %s without the admin token: %d, want 401", r.method, r.path, res.StatusCode)
+		}
+	}
+	dev, _ := gateway.Tokens{Key: []byte(config.DevSecret)}.Mint("sam", "phone", time.Hour)
+	if _, err := client.Dial(t.Context(), "ws://"+p.listen+"/ws", client.DialOptions{Token: dev, Attempt: 1}); err == nil {
+		t.Fatal("a token of the public development secret was accepted")
 	}
 }

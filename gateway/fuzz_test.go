@@ -73,8 +73,9 @@ func rawFrame(b0 byte, payload []byte) []byte {
 	return h
 }
 
-// FuzzMaskGuard: arbitrary bytes never panic the guard; a stream of masked
-// frames, cut anywhere, always passes and ends on a frame boundary.
+// FuzzMaskGuard: arbitrary bytes never panic the guard; a stream of legal
+// masked frames (fragments with a ping between them too), cut anywhere,
+// always passes and ends on a frame boundary.
 func FuzzMaskGuard(f *testing.F) {
 	f.Add([]byte("hello"), uint8(3), uint16(200))
 	f.Add([]byte{0x81, 0x05, 'h', 'e', 'l', 'l', 'o'}, uint8(1), uint16(0))
@@ -89,6 +90,12 @@ func FuzzMaskGuard(f *testing.F) {
 			stream = append(stream, maskedFrame(1, raw[i:min(len(raw), i+7)])...)
 		}
 		stream = append(stream, maskedFrame(2, make([]byte, int(big)))...)
+		// A fragmented message with a ping between its fragments is legal.
+		half := len(raw) / 2
+		stream = append(stream, rawFrame(0x01, raw[:half])...)
+		stream = append(stream, maskedFrame(9, raw[:min(half, 125)])...)
+		stream = append(stream, rawFrame(0x00, nil)...)
+		stream = append(stream, rawFrame(0x80, raw[half:])...)
 		step := int(cut%32) + 1
 		for i := 0; i < len(stream); i += step {
 			if err := g.check(stream[i:min(len(stream), i+step)]); err != nil {

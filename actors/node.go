@@ -13,15 +13,12 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
-	"github.com/asynkron/protoactor-go/remote"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
 	"github.com/presence-im/presence/store"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 )
 
 // Deps is what a node is made of.
@@ -197,7 +194,7 @@ func (n *Node) join() error {
 		pcluster.NewKind(string(KindLease), actor.PropsFromProducer(func() actor.Actor { return &leaseActor{n: n, l: core.Lease{Unfenced: n.deps.Unfenced}} })),
 		pcluster.NewKind(string(KindView), actor.PropsFromProducer(func() actor.Actor { return &viewActor{n: n} })),
 	}
-	rcfg, err := remoteConfig(co)
+	rcfg, err := cluster.RemoteConfig(co.RemoteHost, co.Gossip.Key)
 	if err != nil {
 		return err
 	}
@@ -221,25 +218,6 @@ func (n *Node) join() error {
 		return startErr
 	}
 	return nil
-}
-
-// remoteConfig is the proto.actor remote on the gossip host: with a
-// cluster key, mutual TLS from credentials derived from it
-// (cluster.RemoteTLS); without one, plaintext, as the gossip is then (a
-// node off loopback refuses to start so unless told --insecure). The
-// dial options replace the remote's default (grpc.WithInsecure) rather
-// than adding to it.
-func remoteConfig(co *ClusterOptions) (*remote.Config, error) {
-	if len(co.Gossip.Key) == 0 {
-		return remote.Configure(co.RemoteHost, 0), nil
-	}
-	srv, cli, err := cluster.RemoteTLS(co.Gossip.Key)
-	if err != nil {
-		return nil, err
-	}
-	return remote.Configure(co.RemoteHost, 0,
-		remote.WithServerOptions(grpc.Creds(credentials.NewTLS(srv))),
-		remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(cli)))), nil
 }
 
 // onMember runs on the gossip's delivery goroutine; it only sends.

@@ -12,6 +12,10 @@ import (
 	"fmt"
 	"math/big"
 	"time"
+
+	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 )
 
 // RemoteServerName is the name every member's leaf certificate carries and
@@ -75,6 +79,24 @@ func RemoteTLS(key []byte) (server, client *tls.Config, err error) {
 	client = &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{leaf},
 		RootCAs: pool, ServerName: RemoteServerName}
 	return server, client, nil
+}
+
+// RemoteConfig is the proto.actor remote of a member, on host (the gossip
+// host) and a free port: with a cluster key, mutual TLS from RemoteTLS;
+// without one, plaintext, as the gossip is then (a node off loopback
+// refuses to start so unless told --insecure). The dial options replace
+// the remote's default (grpc.WithInsecure) rather than adding to it.
+func RemoteConfig(host string, key []byte) (*remote.Config, error) {
+	if len(key) == 0 {
+		return remote.Configure(host, 0), nil
+	}
+	srv, cli, err := RemoteTLS(key)
+	if err != nil {
+		return nil, err
+	}
+	return remote.Configure(host, 0,
+		remote.WithServerOptions(grpc.Creds(credentials.NewTLS(srv))),
+		remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(cli)))), nil
 }
 
 // leafCert is this member's certificate, for both serving and dialing, on

@@ -322,12 +322,12 @@ const LogBurst = 10 * time.Second
 // memberlistLog turns memberlist's "[LEVEL] memberlist: text" lines into
 // slog records at that level, warnings and errors one per LogBurst.
 type memberlistLog struct {
-	l   *slog.Logger
-	now func() time.Time // nil: time.Now
+	l *slog.Logger
 
 	mu         sync.Mutex
-	last       time.Time // when the last warning or error was logged
-	suppressed int       // warnings and errors left out since
+	now        func() time.Time // nil: time.Now
+	last       time.Time        // when the last warning or error was logged
+	suppressed int              // warnings and errors left out since
 }
 
 func (w *memberlistLog) Write(p []byte) (int, error) {
@@ -341,12 +341,11 @@ func (w *memberlistLog) Write(p []byte) (int, error) {
 	}
 	attrs := []any{"lib", "memberlist"}
 	if level >= slog.LevelWarn {
-		now := time.Now
-		if w.now != nil {
-			now = w.now
-		}
 		w.mu.Lock()
-		t := now()
+		t := time.Now()
+		if w.now != nil {
+			t = w.now()
+		}
 		if !w.last.IsZero() && t.Sub(w.last) < LogBurst {
 			w.suppressed++
 			w.mu.Unlock()

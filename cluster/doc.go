@@ -5,4 +5,9 @@
 //
 // Single is the membership of a node running alone. The memberlist-backed
 // implementation arrives with the cluster issue.
+//
+// RemoteConfig is a member's proto.actor remote: with the cluster key, on
+// mutual TLS whose CA is derived from the key (RemoteTLS), so the key that
+// admits a process to the gossip is also the only way into the actor
+// transport.
 package cluster

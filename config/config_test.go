@@ -617,6 +617,18 @@ func TestLoadSecureByDefault(t *testing.T) {
 	}
 }
 
+// insecure is a YAML boolean too.
+func TestLoadInsecureFromYAML(t *testing.T) {
+	file := writeYAML(t, "admin: 0.0.0.0:7700\ninsecure: true\n")
+	if _, err := config.Load([]string{"--node-id", "n1", "--config", file}, env(), io.Discard); err != nil {
+		t.Fatalf("insecure: true in the file: %v", err)
+	}
+	file = writeYAML(t, "admin: 0.0.0.0:7700\ninsecure: false\n")
+	if _, err := config.Load([]string{"--node-id", "n1", "--config", file}, env(), io.Discard); !errors.Is(err, config.ErrInvalid) {
+		t.Fatalf("insecure: false in the file: %v, want refused", err)
+	}
+}
+
 // Secrets come from files too: the secret file's first line signs, the
 // others still verify (rotation); a file and a value both given, or a
 // missing file, are refused.

@@ -19,6 +19,7 @@ import (
 	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/core"
+	"github.com/presence-im/presence/internal/quietlog"
 	"github.com/presence-im/presence/messages"
 	"github.com/presence-im/presence/store"
 )
@@ -147,8 +148,9 @@ func Start(d Deps) (_ *Node, err error) {
 		d.Metrics = NewMetrics(nil)
 	}
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return d.Logger.With("lib", "protoactor")
+		return slog.New(quietlog.New(d.Logger.Handler(), quietlog.ProtoActor)).With("lib", "protoactor")
 	}))
+	countDeadLetters(sys, d.Metrics.DeadLetters)
 	n := &Node{deps: d, sys: sys, root: sys.Root, sched: scheduler.NewTimerScheduler(sys.Root), metrics: d.Metrics, log: d.Logger, stall: newStallClock()}
 	defer func() {
 		if err != nil {
@@ -224,7 +226,7 @@ func (n *Node) onMember(ev cluster.Event) {
 		return
 	}
 	if ev.Kind == cluster.EventFailed || ev.Kind == cluster.EventLeft {
-		n.log.Info("member gone: reclaiming its leases", "member", ev.Member.ID, "how", string(ev.Kind))
+		n.log.Debug("member gone: reclaiming its leases", "member", ev.Member.ID, "how", string(ev.Kind))
 		down := &messages.GatewayDown{Node: ev.Member.ID}
 		for _, m := range []*sync.Map{&n.leases, &n.views} {
 			m.Range(func(_, v any) bool {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/presence-im/presence/internal/quietlog"
 )
 
 // Meta is what a member tells the others about itself, carried in
@@ -305,6 +306,7 @@ func (g *Gossip) deliver() {
 		subs := slices.Clone(g.subs)
 		g.mu.Unlock()
 		for _, ev := range q {
+			g.logEvent(ev)
 			for _, f := range subs {
 				f(ev)
 			}
@@ -312,8 +314,38 @@ func (g *Gossip) deliver() {
 	}
 }
 
+// logEvent is the one line a member change gets at info (this node's own
+// join and metadata updates at debug): what happened and where to reach
+// the member.
+func (g *Gossip) logEvent(ev Event) {
+	level := slog.LevelInfo
+	if ev.Kind == EventUpdated || ev.Member.ID == g.conf.Name {
+		level = slog.LevelDebug
+	}
+	args := []any{"member", ev.Member.ID, "gossip", ev.Member.Addresses[0]}
+	if ev.Kind == EventJoined {
+		args = append(args, "actor", ev.Meta.Actor, "devices", ev.Meta.Listen, "admin", ev.Meta.Admin)
+	}
+	g.mu.Lock()
+	args = append(args, "members", g.alive())
+	g.mu.Unlock()
+	g.log.Log(context.Background(), level, "member "+string(ev.Kind), args...)
+}
+
+// alive counts the members alive in the table; g.mu held.
+func (g *Gossip) alive() int {
+	n := 0
+	for _, m := range g.members {
+		if m.State == Alive {
+			n++
+		}
+	}
+	return n
+}
+
 // memberlistLog turns memberlist's "[LEVEL] memberlist: text" lines into
-// slog records at that level.
+// slog records at that level, lowered by quietlog.Memberlist, with node
+// metadata as text.
 type memberlistLog struct{ l *slog.Logger }
 
 func (w memberlistLog) Write(p []byte) (int, error) {
@@ -325,6 +357,7 @@ func (w memberlistLog) Write(p []byte) (int, error) {
 			break
 		}
 	}
-	w.l.Log(context.Background(), level, line, "lib", "memberlist")
+	line = strings.TrimPrefix(line, "memberlist: ")
+	w.l.Log(context.Background(), quietlog.Memberlist.Level(level, line), quietlog.BytesAsText(line), "lib", "memberlist")
 	return len(p), nil
 }

@@ -221,7 +221,7 @@ func fence(log *slog.Logger, why string, ws *gateway.Server, g *cluster.Gossip, 
 		} else {
 			argv = append(append(argv, args...), ours...)
 		}
-		log.Info("fenced: restarting", "seeds", seeds, "rejoin_quorum", known)
+		log.Debug("fenced: restarting", "seeds", seeds, "rejoin_quorum", known)
 		// The new process joins only once it reaches a majority of the
 		// members this one knew: two fenced nodes of a minority must not
 		// form a cluster of their own.

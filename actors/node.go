@@ -44,7 +44,11 @@ type Deps struct {
 // ClusterOptions are a cluster member's settings.
 type ClusterOptions struct {
 	Gossip     cluster.GossipConfig
-	RemoteHost string // the proto.actor remote binds here, on a free port
+	RemoteHost string // the proto.actor remote binds here
+	RemotePort int    // on this port; 0: a free one
+	// RemoteAdvertise is the host:port the others reach the remote at;
+	// "": its bound address.
+	RemoteAdvertise string
 	// Propagation is how much later the last member learns of a change
 	// than the first (cluster.Propagation): connections wait this long
 	// before re-registering, so that every member routes alike.
@@ -103,6 +107,10 @@ func (n *Node) owns(kind Kind, identity string) bool {
 	owner := n.provider.Owner(string(kind), identity)
 	return owner == "" || owner == n.sys.Address()
 }
+
+// Address is the actor system's address (the remote's advertised
+// host:port in a cluster).
+func (n *Node) Address() string { return n.sys.Address() }
 
 // Clustered reports whether the node is a cluster member.
 func (n *Node) Clustered() bool { return n.cluster != nil }
@@ -198,7 +206,11 @@ func (n *Node) join() error {
 		pcluster.NewKind(string(KindLease), actor.PropsFromProducer(func() actor.Actor { return &leaseActor{n: n, l: core.Lease{Unfenced: n.deps.Unfenced}} })),
 		pcluster.NewKind(string(KindView), actor.PropsFromProducer(func() actor.Actor { return &viewActor{n: n} })),
 	}
-	cfg := pcluster.Configure("presence", n.provider, disthash.New(), remote.Configure(co.RemoteHost, 0),
+	var ropts []remote.ConfigOption
+	if co.RemoteAdvertise != "" {
+		ropts = append(ropts, remote.WithAdvertisedHost(co.RemoteAdvertise))
+	}
+	cfg := pcluster.Configure("presence", n.provider, disthash.New(), remote.Configure(co.RemoteHost, co.RemotePort, ropts...),
 		pcluster.WithKinds(kinds...), pcluster.WithRequestTimeout(5*time.Second))
 	n.cluster = pcluster.New(n.sys, cfg)
 	// Before StartMember: other members may activate actors here at once,

@@ -24,6 +24,7 @@ const usage = `usage:
   presencectl watch [--admin URL] [--every 1s] USER...   print each change of the users' statuses
   presencectl token --user U --device D [--ttl 24h] [--secret S]   (secret also PRESENCE_SECRET)
   presencectl sim e01 [--json] [--seed N] [--timing seed|fast]
+  presencectl demo [--devices 20] [--ws URL,...] [--admin URL,...] [--life 30s] [--status 5s]   reconnecting demo devices spread over the nodes
   presencectl load --conns N --pid PID [--url ws://127.0.0.1:7600/ws] [--admin http://127.0.0.1:7700]
 `
 
@@ -39,6 +40,8 @@ func run(args []string, out, errOut io.Writer) int {
 		return tokenCmd(args[1:], out, errOut)
 	case "load":
 		return loadCmd(args[1:], out, errOut)
+	case "demo":
+		return demoCmd(args[1:], out, errOut)
 	case "status":
 		return statusCmd(args[1:], out, errOut)
 	case "watch":

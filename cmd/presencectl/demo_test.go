@@ -40,3 +40,21 @@ func TestDemoFlags(t *testing.T) {
 		t.Fatalf("%+v %v", d, err)
 	}
 }
+
+func TestReady(t *testing.T) {
+	ready := true
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/readyz" && ready {
+			return
+		}
+		http.Error(w, "draining", http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	if code := run([]string{"ready", "--admin", srv.URL}, io.Discard, io.Discard); code != 0 {
+		t.Fatalf("ready node: exit %d", code)
+	}
+	ready = false
+	if code := run([]string{"ready", "--admin", srv.URL}, io.Discard, io.Discard); code != 1 {
+		t.Fatalf("draining node: exit %d", code)
+	}
+}

@@ -21,6 +21,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 const usage = `usage:
   presencectl status [--admin URL] USER                 status and devices of a user
+  presencectl ready [--admin URL]                        exit 0 if the node is ready (GET /readyz)
   presencectl watch [--admin URL] [--every 1s] USER...   print each change of the users' statuses
   presencectl token --user U --device D [--ttl 24h] [--secret S]   (secret also PRESENCE_SECRET)
   presencectl sim e01 [--json] [--seed N] [--timing seed|fast]
@@ -46,6 +47,8 @@ func run(args []string, out, errOut io.Writer) int {
 		return statusCmd(args[1:], out, errOut)
 	case "watch":
 		return watchCmd(args[1:], out, errOut)
+	case "ready":
+		return readyCmd(args[1:], out, errOut)
 	default:
 		fmt.Fprintf(errOut, "presencectl: unknown command %q\n%s", args[0], usage)
 		return 2

@@ -217,7 +217,8 @@ func (g *Gossip) join(cfg GossipConfig) error {
 	}
 	for try := 1; ; try++ {
 		err := g.tryJoin(ctx, cfg)
-		if err == nil {
+		alone := errors.Is(err, errAlone) && cfg.RejoinQuorum == 0
+		if err == nil || alone && cfg.JoinRetry == 0 {
 			return nil
 		}
 		if cfg.RejoinQuorum == 0 && cfg.JoinRetry == 0 {
@@ -226,11 +227,21 @@ func (g *Gossip) join(cfg GossipConfig) error {
 		g.log.Warn("cluster: joining: retrying", "seeds", cfg.Join, "try", try, "err", err)
 		select {
 		case <-ctx.Done():
+			if alone && errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+				g.log.Warn("cluster: no other seed answered within the join retry: starting a cluster of one", "seeds", cfg.Join)
+				return nil
+			}
 			return fmt.Errorf("cluster: joining %v: gave up after %d tries (%w): %w", cfg.Join, try, context.Cause(ctx), err)
 		case <-time.After(joinEvery):
 		}
 	}
 }
+
+// errAlone: the only seed that answered is this node, though others
+// resolved. With JoinRetry the node keeps trying them until its deadline,
+// so that nodes started together (compose) join each other rather than
+// each starting a cluster of its own.
+var errAlone = errors.New("no seed but this node answered")
 
 // tryJoin resolves the seeds and contacts them once.
 func (g *Gossip) tryJoin(ctx context.Context, cfg GossipConfig) error {
@@ -240,6 +251,10 @@ func (g *Gossip) tryJoin(ctx context.Context, cfg GossipConfig) error {
 	}
 	if _, err := g.ml.Join(addrs); err != nil {
 		return err
+	}
+	self := g.Addr()
+	if g.ml.NumMembers() == 1 && slices.ContainsFunc(addrs, func(a string) bool { return a != self }) {
+		return errAlone
 	}
 	if n := g.ml.NumMembers(); 2*n <= cfg.RejoinQuorum {
 		return fmt.Errorf("%d members alive: not a majority of the %d known before fencing", n, cfg.RejoinQuorum)

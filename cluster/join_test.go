@@ -127,3 +127,51 @@ func TestAdvertised(t *testing.T) {
 		t.Fatalf("an advertised name that does not resolve: %v", err)
 	}
 }
+
+// With JoinRetry, a node whose only answer came from itself keeps trying
+// the other seeds until one answers: here n2 knows no one but itself, so
+// only n1's retries can bring the two together.
+func TestGossipJoinWaitsForTheOthers(t *testing.T) {
+	ports := make([]string, 2)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = l.Addr().String()
+		l.Close()
+	}
+	tries := make(chan struct{}, 100)
+	resolve := func(context.Context, string) ([]string, error) { tries <- struct{}{}; return []string{"127.0.0.1"}, nil }
+	_, p1, _ := net.SplitHostPort(ports[1])
+	type result struct {
+		g   *Gossip
+		err error
+	}
+	first := make(chan result, 1)
+	go func() {
+		g, err := NewGossip(GossipConfig{Name: "n1", Bind: ports[0], Join: []string{ports[0], "n2.presence.test:" + p1}, Preset: "fast",
+			JoinRetry: 20 * time.Second, Resolve: resolve})
+		first <- result{g, err}
+	}()
+	for range 2 { // n1 tried once alone and is trying again
+		select {
+		case <-tries:
+		case r := <-first:
+			t.Fatalf("n1 stopped trying after reaching only itself: %v", r.err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("n1 did not try its seeds again")
+		}
+	}
+	b, err := NewGossip(GossipConfig{Name: "n2", Bind: ports[1], Join: []string{ports[1]}, Preset: "fast"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown()
+	r := <-first
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer r.g.Shutdown()
+	waitUntil(t, 5*time.Second, "2 members at both", func() bool { return len(r.g.Members()) == 2 && len(b.Members()) == 2 })
+}

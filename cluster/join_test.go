@@ -142,7 +142,10 @@ func TestGossipJoinWaitsForTheOthers(t *testing.T) {
 		l.Close()
 	}
 	tries := make(chan struct{}, 100)
-	resolve := func(context.Context, string) ([]string, error) { tries <- struct{}{}; return []string{"127.0.0.1"}, nil }
+	resolve := func(context.Context, string) ([]string, error) {
+		tries <- struct{}{}
+		return []string{"127.0.0.1"}, nil
+	}
 	_, p1, _ := net.SplitHostPort(ports[1])
 	type result struct {
 		g   *Gossip

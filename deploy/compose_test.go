@@ -204,3 +204,20 @@ func (s *stack) mint(user string) string {
 	}
 	return tok
 }
+
+// Without the secrets (an env file copied but not filled in), compose
+// refuses to start and says where to set them.
+func TestComposeNeedsSecrets(t *testing.T) {
+	example, err := os.ReadFile("env.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "env")
+	if err := os.WriteFile(file, example, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = run("docker-compose", "-p", "presence-deploy-config-test", "-f", "compose.yaml", "--env-file", file, "config", "-q")
+	if err == nil || !strings.Contains(err.Error(), "deploy/.env") {
+		t.Fatalf("the example's empty secrets: %v", err)
+	}
+}

@@ -38,11 +38,19 @@ type Config struct {
 	// Default 2.5 x hello's heartbeat interval (the server's own stale
 	// rule), at least 2 s.
 	Silence time.Duration
+	// DialTimeout bounds one connection attempt (TCP, TLS, handshake): a
+	// node whose host vanished may leave SYNs unanswered for minutes.
+	// Default 10 s.
+	DialTimeout time.Duration
 }
 
 // silentCode is what serve returns for a connection that went silent; not
 // a close code (those are positive).
 const silentCode = -2
+
+// noCloseCode is CloseCode's answer for a connection that ended without a
+// close frame.
+const noCloseCode = -1
 
 // Event is a presence the session delivers: from a snapshot (Snapshot true)
 // or a change newer than the last one kept for its user.
@@ -79,6 +87,9 @@ func Start(ctx context.Context, cfg Config) *Session {
 	}
 	if cfg.BackoffMax <= 0 {
 		cfg.BackoffMax = 30 * time.Second
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 10 * time.Second
 	}
 	if cfg.Rand == nil {
 		cfg.Rand = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
@@ -208,7 +219,9 @@ func (s *Session) run(ctx context.Context) {
 		}
 	}
 	for ctx.Err() == nil {
-		c, err := Dial(ctx, s.cfg.URLs[url%len(s.cfg.URLs)], DialOptions{Token: s.cfg.Token, Attempt: s.nextAttempt(), Subprotocol: s.cfg.Subprotocol, HTTPClient: s.cfg.HTTPClient})
+		dctx, dcancel := context.WithTimeout(ctx, s.cfg.DialTimeout)
+		c, err := Dial(dctx, s.cfg.URLs[url%len(s.cfg.URLs)], DialOptions{Token: s.cfg.Token, Attempt: s.nextAttempt(), Subprotocol: s.cfg.Subprotocol, HTTPClient: s.cfg.HTTPClient})
+		dcancel()
 		if err != nil {
 			var he *HandshakeError
 			delay := s.draw(backoff) // full jitter
@@ -239,6 +252,13 @@ func (s *Session) run(ctx context.Context) {
 			return
 		case 1001, silentCode:
 			url++ // reconnect elsewhere at once
+		case noCloseCode:
+			// cut without a close (reset, unreachable): its node may be
+			// gone, and any node serves the device
+			url++
+			if !wait(s.draw(backoff)) {
+				break
+			}
 		case 4008:
 			// reconnect and resubscribe at once
 		default:

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -169,7 +170,8 @@ func TestCompose(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ws := func(n string) string { return "ws://" + ips[n] + ":7600/ws" }
-	ann := client.Start(ctx, client.Config{URLs: []string{ws("node1"), ws("node2")}, Token: s.mint("ann")})
+	ann := client.Start(ctx, client.Config{URLs: []string{ws("node1"), ws("node2")}, Token: s.mint("ann"),
+		Log: slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	sam := client.Start(ctx, client.Config{URLs: []string{ws("node3")}, Token: s.mint("sam")})
 	go func() {
 		for range sam.Events() {
@@ -221,3 +223,8 @@ func TestComposeNeedsSecrets(t *testing.T) {
 		t.Fatalf("the example's empty secrets: %v", err)
 	}
 }
+
+// tlog writes the SDK's log into the test's.
+type tlog struct{ t *testing.T }
+
+func (w tlog) Write(p []byte) (int, error) { w.t.Log(strings.TrimSpace(string(p))); return len(p), nil }

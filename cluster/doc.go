@@ -1,10 +1,16 @@
 // Package cluster hides gossip membership behind a small interface. A
-// Membership says who the members are and tells subscribers when one joins,
-// leaves or is declared dead; the admin API and (with the cluster issue) the
-// proto.actor ClusterProvider and the lease reclaim read it.
+// Membership says who the members are; Gossip (over hashicorp/memberlist)
+// tells subscribers, in order and off memberlist's locks, when one joins,
+// leaves or is declared dead, and logs one line for each. Provider hands
+// proto.actor the alive members; FenceWatch tells a node that may have
+// been declared dead to fence itself.
 //
-// Single is the membership of a node running alone. The memberlist-backed
-// implementation arrives with the cluster issue.
+// Addresses: a node binds its gossip where --gossip says and tells the
+// others the address Advertised returns (behind NAT, in containers, on
+// 0.0.0.0); it joins seeds that may be host names, resolved again on every
+// try until one other than itself answers or GossipConfig.JoinRetry ends.
+//
+// Single is the membership of a node running alone.
 //
 // RemoteConfig is a member's proto.actor remote: with the cluster key, on
 // mutual TLS whose CA is derived from the key (RemoteTLS), so the key that

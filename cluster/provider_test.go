@@ -41,7 +41,7 @@ func startMember(t testing.TB, name string, key []byte, join ...string) *member 
 	sys := actor.NewActorSystem(quiet)
 	p := NewProvider(GossipConfig{Name: name, Bind: "127.0.0.1:0", Join: join, Preset: "fast", Key: key})
 	kind := pcluster.NewKind("view", actor.PropsFromProducer(func() actor.Actor { return whoami{name} }))
-	rcfg, err := RemoteConfig("127.0.0.1", key)
+	rcfg, err := RemoteConfig("127.0.0.1", 0, key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,22 +81,23 @@ func RemoteTLS(key []byte) (server, client *tls.Config, err error) {
 	return server, client, nil
 }
 
-// RemoteConfig is the proto.actor remote of a member, on host (the gossip
-// host) and a free port: with a cluster key, mutual TLS from RemoteTLS;
-// without one, plaintext, as the gossip is then (a node off loopback
-// refuses to start so unless told --insecure). The dial options replace
-// the remote's default (grpc.WithInsecure) rather than adding to it.
-func RemoteConfig(host string, key []byte) (*remote.Config, error) {
+// RemoteConfig is the proto.actor remote of a member, on host and port
+// (0: a free one), with opts: with a cluster key, mutual TLS from
+// RemoteTLS; without one, plaintext, as the gossip is then (a node off
+// loopback refuses to start so unless told --insecure). The dial options
+// replace the remote's default (grpc.WithInsecure) rather than adding to
+// it.
+func RemoteConfig(host string, port int, key []byte, opts ...remote.ConfigOption) (*remote.Config, error) {
 	if len(key) == 0 {
-		return remote.Configure(host, 0), nil
+		return remote.Configure(host, port, opts...), nil
 	}
 	srv, cli, err := RemoteTLS(key)
 	if err != nil {
 		return nil, err
 	}
-	return remote.Configure(host, 0,
-		remote.WithServerOptions(grpc.Creds(credentials.NewTLS(srv))),
-		remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(cli)))), nil
+	opts = append(opts, remote.WithServerOptions(grpc.Creds(credentials.NewTLS(srv))),
+		remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(cli))))
+	return remote.Configure(host, port, opts...), nil
 }
 
 // leafCert is this member's certificate, for both serving and dialing, on

@@ -72,6 +72,9 @@ var fields = []field{
 		c.Join = splitList(v)
 		return nil
 	}},
+	{"advertise", "host[:port] the other members reach this one's gossip and actor remote at (default: the gossip address; a private IP when it binds 0.0.0.0)", str(func(c *Config) *string { return &c.Advertise })},
+	{"remote-port", "port of the actor remote, bound on the gossip host (0: any free one; set it with --advertise or a 0.0.0.0 gossip)", intField(func(c *Config) *int { return &c.RemotePort })},
+	{"join-retry", "keep trying the seeds this long, resolving their names anew each second (0: one try)", dur(func(c *Config) *time.Duration { return &c.JoinRetry })},
 	{"secret", "device-token HMAC key (default: a public dev key)", str(func(c *Config) *string { return &c.Secret })},
 	{"cluster-key", "memberlist encryption key, 16, 24 or 32 bytes (empty: none); also the root of the actor transport's mutual TLS", str(func(c *Config) *string { return &c.ClusterKey })},
 	{"secret-file", "file whose first line is the device-token key; further lines are older keys still accepted", str(func(c *Config) *string { return &c.files.secret })},

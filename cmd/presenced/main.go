@@ -116,7 +116,7 @@ func run(args []string) int {
 	}, node.Gateway(), cfg.Timing, []byte(cfg.Secret), log)
 	// /readyz says ready once the gateway listens, and not while draining.
 	api := &admin.Server{Node: node, Members: node.Membership(), Timing: cfg.Timing, Policies: policies, Gatherer: reg,
-		Token: cfg.AdminToken, Log: log, Ready: ws.Ready, Addr: cfg.Admin, AllowedHosts: cfg.AdminAllowedHosts}
+		Token: cfg.AdminToken, Log: log, Ready: ws.Ready, Addr: cfg.Admin, AllowedHosts: adminHosts(cfg)}
 	ln, err := net.Listen("tcp", cfg.Admin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced: admin:", err)
@@ -175,6 +175,22 @@ func warnInsecure(log *slog.Logger, cfg config.Config) {
 	if cfg.ClusterKey == "" {
 		log.Warn("no cluster key: any process that reaches the gossip or actor port can join, read and write presence (docs/security.md)")
 	}
+}
+
+// adminHosts are the Host names the admin API answers besides IP
+// addresses, localhost and its address: --admin-allowed-hosts and the name
+// the node advertises (a compose service name: the other containers call
+// it so).
+func adminHosts(cfg config.Config) []string {
+	hosts := slices.Clone(cfg.AdminAllowedHosts)
+	if cfg.Advertise != "" {
+		host, _, err := net.SplitHostPort(cfg.Advertise)
+		if err != nil {
+			host = cfg.Advertise // no port
+		}
+		hosts = append(hosts, host)
+	}
+	return hosts
 }
 
 func bytesOf(ss []string) [][]byte {

@@ -3,8 +3,11 @@ package main
 import (
 	"errors"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/presence-im/presence/config"
 )
 
 // An invalid configuration exits 2 before anything starts.
@@ -40,6 +43,26 @@ func TestOffLoopbackWithoutSecretsExits2(t *testing.T) {
 	for i, want := range []string{"cluster-key", "admin-token", "secret"} {
 		if !strings.Contains(lines[i], want+" (or "+want+"-file)") || !strings.Contains(lines[i], "admin 0.0.0.0:0 is not loopback") {
 			t.Errorf("line %d = %q, want it to name %s and why", i, lines[i], want)
+		}
+	}
+}
+
+// The admin API answers the advertised name too: compose containers call
+// each other's admin by service name.
+func TestAdminHosts(t *testing.T) {
+	for _, tc := range []struct {
+		advertise string
+		allowed   []string
+		want      []string
+	}{
+		{"", nil, nil},
+		{"node1", []string{"ops.example"}, []string{"ops.example", "node1"}},
+		{"node1:7946", nil, []string{"node1"}},
+		{"10.0.0.5", nil, []string{"10.0.0.5"}},
+	} {
+		got := adminHosts(config.Config{Advertise: tc.advertise, AdminAllowedHosts: tc.allowed})
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("advertise %q allowed %v: %v, want %v", tc.advertise, tc.allowed, got, tc.want)
 		}
 	}
 }

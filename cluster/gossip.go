@@ -26,6 +26,9 @@ type Meta struct {
 	Listen string   `json:"l,omitempty"` // device WebSocket
 	Admin  string   `json:"m,omitempty"` // admin API
 	Kinds  []string `json:"k,omitempty"` // cluster kinds it hosts
+	// Up is when this incarnation started (unix ms): the split-brain
+	// resolver's tie-break keeps the side holding the oldest member.
+	Up int64 `json:"u,omitempty"`
 	// Leaving is set just before a graceful leave: memberlist reports a
 	// leave and a failure through the same callback and does not tell them
 	// apart there.
@@ -59,11 +62,9 @@ type GossipConfig struct {
 	Preset string   // "seed" (memberlist's LAN profile) or "fast"
 	Meta   Meta
 	Logger *slog.Logger
-	// RejoinQuorum > 0: a fenced node rejoining, that knew this many
-	// members. It keeps trying the seeds, once a second, until it sees
-	// more than half of that many alive (its seeds may be out of reach, or
-	// only the other fenced nodes of a minority may answer).
-	RejoinQuorum int
+	// Rejoin is set on a fenced node's new incarnation: it keeps trying
+	// the seeds until the split-brain resolver lets it serve (rejoin.go).
+	Rejoin *Rejoin
 }
 
 // Gossip is a Membership over hashicorp/memberlist. Subscribers are called
@@ -132,6 +133,10 @@ func Propagation(preset string) time.Duration {
 
 // NewGossip starts the memberlist, joins the seeds, and returns.
 func NewGossip(cfg GossipConfig) (*Gossip, error) {
+	start := time.Now()
+	if cfg.Meta.Up == 0 {
+		cfg.Meta.Up = start.UnixMilli()
+	}
 	meta, err := json.Marshal(cfg.Meta)
 	if err != nil {
 		return nil, err
@@ -147,7 +152,7 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: gossip port %q: %w", port, err)
 	}
-	g := &Gossip{self: cfg.Meta, meta: meta, log: cfg.Logger, start: time.Now(), members: map[string]Member{}, metas: map[string]Meta{},
+	g := &Gossip{self: cfg.Meta, meta: meta, log: cfg.Logger, start: start, members: map[string]Member{}, metas: map[string]Meta{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
 	if g.log == nil {
 		g.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -166,20 +171,16 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 		return nil, fmt.Errorf("cluster: gossip: %w", err)
 	}
 	g.ml = ml
-	for len(cfg.Join) > 0 {
-		_, err := ml.Join(cfg.Join)
-		if err == nil && 2*ml.NumMembers() > cfg.RejoinQuorum {
-			break
-		}
-		if cfg.RejoinQuorum == 0 {
+	switch {
+	case cfg.Rejoin != nil:
+		g.rejoin(cfg.Join, *cfg.Rejoin)
+	case len(cfg.Join) > 0:
+		if _, err := ml.Join(cfg.Join); err != nil {
 			_ = ml.Shutdown()
 			close(g.done)
 			<-g.stopped
 			return nil, fmt.Errorf("cluster: joining %v: %w", cfg.Join, err)
 		}
-		g.log.Warn("cluster: rejoining: no majority of the members known before fencing yet; retrying",
-			"seeds", cfg.Join, "members", ml.NumMembers(), "knew", cfg.RejoinQuorum, "err", err)
-		time.Sleep(time.Second)
 	}
 	return g, nil
 }

@@ -22,6 +22,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 const usage = `usage:
   presencectl status [--admin URL] USER                 status and devices of a user
   presencectl watch [--admin URL] [--every 1s] USER...   print each change of the users' statuses
+  presencectl serve-alone [--admin URL]                 a fenced node serves as a new cluster (admin token)
   presencectl token --user U --device D [--ttl 24h] [--secret S]   (secret also PRESENCE_SECRET)
   presencectl sim e01 [--json] [--seed N] [--timing seed|fast]
   presencectl load --conns N --pid PID [--url ws://127.0.0.1:7600/ws] [--admin http://127.0.0.1:7700]
@@ -43,6 +44,8 @@ func run(args []string, out, errOut io.Writer) int {
 		return statusCmd(args[1:], out, errOut)
 	case "watch":
 		return watchCmd(args[1:], out, errOut)
+	case "serve-alone":
+		return serveAloneCmd(args[1:], out, errOut)
 	default:
 		fmt.Fprintf(errOut, "presencectl: unknown command %q\n%s", args[0], usage)
 		return 2

@@ -87,6 +87,7 @@ type Gossip struct {
 	wake    chan struct{}
 	done    chan struct{}
 	stopped chan struct{}
+	joined  bool // it joined others at start (did not start a new cluster)
 }
 
 // profile returns the memberlist configuration of a preset.
@@ -182,6 +183,7 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 			return nil, fmt.Errorf("cluster: joining %v: %w", cfg.Join, err)
 		}
 	}
+	g.joined = ml.NumMembers() > 1
 	return g, nil
 }
 

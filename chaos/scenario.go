@@ -27,6 +27,8 @@ var Scenarios = []Scenario{
 	{"gateway-crash", "kill -9 one node: its devices, and the leases and views it hosted, are lost with it", runCrash},
 	{"pause", "SIGSTOP one node until the others declare it dead, then SIGCONT: it must fence and rejoin", runPause},
 	{"join", "a node joins while subscribers watch: identities move to it", runJoin},
+	{"kill-two", "kill -9 the youngest node, a stable period, then the next: the oldest serves on alone", runKillTwo},
+	{"kill-two-at-once", "kill -9 the two youngest nodes together: the survivor fences and waits (majority rule)", runKillTwoAtOnce},
 }
 
 // Find returns the scenario called name.

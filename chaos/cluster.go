@@ -25,8 +25,13 @@ type Cluster struct {
 	Preset string  // timing preset, "fast" unless set
 	Secret string  // device-token key
 	Nodes  []*Node
+	// Isolate (process backend, root): each node on a loopback address
+	// and a group id of its own, so that a firewall can partition them
+	// (partition.go).
+	Isolate bool
 
 	seq int
+	fw  *firewall // with Isolate
 }
 
 // Node is one presenced, a process or a container.
@@ -35,6 +40,7 @@ type Node struct {
 	Listen, Admin, Gossip string
 
 	run runner
+	gid int // its group id, with Cluster.Isolate
 }
 
 // runner is how a node runs: a local process or a container.
@@ -89,8 +95,8 @@ func Build(ctx context.Context, dir string) (string, error) {
 	return bin, nil
 }
 
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(host string) (string, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return "", err
 	}
@@ -101,6 +107,13 @@ func freePort() (string, error) {
 // Start starts n nodes, the first starting the cluster and the others
 // joining it, and waits until every node sees all of them alive.
 func (c *Cluster) Start(ctx context.Context, n int) error {
+	if c.Isolate && c.Docker == nil {
+		fw, err := newFirewall()
+		if err != nil {
+			return err
+		}
+		c.fw = fw
+	}
 	for range n {
 		if _, err := c.AddNode(ctx); err != nil {
 			return err
@@ -143,8 +156,12 @@ func (c *Cluster) AddNode(ctx context.Context) (*Node, error) {
 }
 
 func (c *Cluster) startProcess(nd *Node, args []string) (runner, error) {
+	host := "127.0.0.1"
+	if c.Isolate {
+		host, nd.gid = isolation(c.seq)
+	}
 	for _, p := range []*string{&nd.Listen, &nd.Admin, &nd.Gossip} {
-		a, err := freePort()
+		a, err := freePort(host)
 		if err != nil {
 			return nil, err
 		}
@@ -158,6 +175,9 @@ func (c *Cluster) startProcess(nd *Node, args []string) (runner, error) {
 	}
 	p := &process{cmd: exec.Command(c.Bin, args...), logs: logs, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = logs, logs
+	if nd.gid != 0 {
+		p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(os.Getuid()), Gid: uint32(nd.gid)}}
+	}
 	if err := p.cmd.Start(); err != nil {
 		logs.Close()
 		return nil, fmt.Errorf("chaos: starting %s: %w", nd.ID, err)
@@ -212,6 +232,9 @@ func (c *Cluster) Stop() {
 	}
 	if c.Docker != nil {
 		c.Docker.stop()
+	}
+	if c.fw != nil {
+		c.fw.remove()
 	}
 }
 

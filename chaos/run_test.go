@@ -10,16 +10,17 @@ import (
 
 // Real runs (make test runs them on their own, after the parallel tests,
 // so that the latencies measure the service and not the load): a node
-// killed with -9 and one paused past its death; every latency within its
+// killed with -9, one paused past its death, two killed a stable period
+// apart, and a real partition (root: iptables); every latency within its
 // bound and nothing that must not happen.
 func TestRunScenarios(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	bin, err := Build(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"gateway-crash", "pause"} {
+	for _, name := range []string{"gateway-crash", "pause", "kill-two", "partition"} {
 		t.Run(name, func(t *testing.T) {
 			rep, err := Run(ctx, Options{Scenario: name, Nodes: 3, Devices: 9, Rounds: 1, Report: t.TempDir(), Bin: bin})
 			if err != nil {

@@ -27,6 +27,7 @@ var Scenarios = []Scenario{
 	{"gateway-crash", "kill -9 one node: its devices, and the leases and views it hosted, are lost with it", runCrash},
 	{"pause", "SIGSTOP one node until the others declare it dead, then SIGCONT: it must fence and rejoin", runPause},
 	{"join", "a node joins while subscribers watch: identities move to it", runJoin},
+	{"partition", "cut one node off the others with iptables (2+1): the majority serves, the minority fences; after the heal one cluster", runPartition},
 	{"kill-two", "kill -9 the youngest node, a stable period, then the next: the oldest serves on alone", runKillTwo},
 	{"kill-two-at-once", "kill -9 the two youngest nodes together: the survivor fences and waits (majority rule)", runKillTwoAtOnce},
 }
@@ -398,7 +399,7 @@ func setup(ctx context.Context, o Options, dir string) (*Env, error) {
 		return nil, err
 	}
 	nodes, devices := o.Nodes, o.Devices
-	c := &Cluster{Bin: o.Bin, Dir: dir, Secret: "chaos"}
+	c := &Cluster{Bin: o.Bin, Dir: dir, Secret: "chaos", Isolate: o.Scenario == "partition"}
 	if o.Backend == "docker" {
 		c.Docker = &Docker{Image: o.Image}
 	}

@@ -28,6 +28,7 @@ var Scenarios = []Scenario{
 	{"pause", "SIGSTOP one node until the others declare it dead, then SIGCONT: it must fence and rejoin", runPause},
 	{"join", "a node joins while subscribers watch: identities move to it", runJoin},
 	{"partition", "cut one node off the others with iptables (2+1): the majority serves, the minority fences; after the heal one cluster", runPartition},
+	{"rolling", "SIGTERM and restart each node in turn under the same name, devices on the Go SDK: no offline, no fence", runRolling},
 	{"kill-two", "kill -9 the youngest node, a stable period, then the next: the oldest serves on alone", runKillTwo},
 	{"kill-two-at-once", "kill -9 the two youngest nodes together: the survivor fences and waits (majority rule)", runKillTwoAtOnce},
 }

@@ -54,36 +54,11 @@ func (e *Env) sessions(ctx context.Context, users []string) ([]*client.Session, 
 }
 
 func runRolling(ctx context.Context, e *Env, r *Round) error {
-	var users, watchers []string
-	for i := range len(e.Fleet.Devices) {
-		users = append(users, fmt.Sprintf("r%03d", i))
-	}
-	for i := range e.Cluster.Nodes {
-		watchers = append(watchers, fmt.Sprintf("rwatch-%d", i))
-	}
-	for _, u := range users {
-		if err := e.Cluster.Nodes[0].PutPolicy(ctx, u, `{"granularity":"exact","contacts":["`+joinQuoted(watchers)+`"]}`); err != nil {
-			return err
-		}
-	}
-	devices, err := e.sessions(ctx, users)
+	f, err := e.startSDKFleet(ctx)
 	if err != nil {
 		return err
 	}
-	ws, err := e.sessions(ctx, watchers)
-	if err != nil {
-		return err
-	}
-	var recs []*sdkWatcher
-	for _, s := range ws {
-		s.Subscribe(users...)
-		w := &sdkWatcher{s: s}
-		go w.record()
-		recs = append(recs, w)
-	}
-	if err := allOnline(recs, users, 20*time.Second); err != nil {
-		return err
-	}
+	devices, recs, users := f.devices, f.watchers, f.users
 	r.Fault = fmt.Sprintf("SIGTERM and restart each of %d nodes in turn; %d SDK devices", len(e.Cluster.Nodes), len(users))
 	t0 := time.Now()
 	for _, n := range e.Cluster.Nodes {

@@ -29,7 +29,7 @@ func (w *sdkWatcher) record() {
 	for ev := range w.s.Events() {
 		p := ev.Presence
 		w.mu.Lock()
-		w.events = append(w.events, Event{Target: p.GetUser(), Status: p.GetStatus(), Version: p.GetVersion(), At: time.Now()})
+		w.events = append(w.events, Event{Target: p.GetUser(), Status: p.GetStatus(), Version: p.GetVersion(), At: time.Now(), Snapshot: ev.Snapshot})
 		w.mu.Unlock()
 	}
 }
@@ -138,23 +138,10 @@ func allOnline(recs []*sdkWatcher, users []string, within time.Duration) error {
 	return nil
 }
 
-// checkRolling: no offline or unknown after t0, versions never back, all
-// online at the end, and no node fenced (its log).
+// checkRolling: no offline after t0, versions never back, all online at
+// the end, and no node fenced (its log).
 func (e *Env) checkRolling(r *Round, recs []*sdkWatcher, users []string, t0 time.Time) {
-	for i, w := range recs {
-		w.mu.Lock()
-		last := map[string]uint64{}
-		for _, ev := range w.events {
-			if ev.At.After(t0) && ev.Status != messages.Status_online {
-				r.find("false_offline", ev.Target, fmt.Sprint("rwatch-", i), fmt.Sprintf("%v at version %d during the rolling restart", ev.Status, ev.Version))
-			}
-			if v, ok := last[ev.Target]; ok && ev.Version < v {
-				r.find("version_regression", ev.Target, fmt.Sprint("rwatch-", i), fmt.Sprintf("version %d after %d", ev.Version, v))
-			}
-			last[ev.Target] = max(last[ev.Target], ev.Version)
-		}
-		w.mu.Unlock()
-	}
+	checkWatchers(r, recs, t0, func(string) bool { return true }, "the rolling restart")
 	if err := allOnline(recs, users, 10*time.Second); err != nil {
 		r.find("wrong_final", "", "", err.Error())
 	}
@@ -162,5 +149,28 @@ func (e *Env) checkRolling(r *Round, recs []*sdkWatcher, users []string, t0 time
 		if b, err := readLog(e.Cluster.Dir, n.ID); err == nil && strings.Contains(b, "fenced:") {
 			r.find("fenced", "", "", n.ID+" fenced during the rolling restart")
 		}
+	}
+}
+
+// checkWatchers: since t0, no offline at any watcher for a target that
+// stayed (what the fault was), and no version going back within one
+// subscription (a snapshot may start over with a view created anew).
+func checkWatchers(r *Round, recs []*sdkWatcher, t0 time.Time, stayed func(target string) bool, what string) {
+	for i, w := range recs {
+		w.mu.Lock()
+		last := map[string]uint64{}
+		for _, ev := range w.events {
+			if ev.At.After(t0) && ev.Status == messages.Status_offline && stayed(ev.Target) {
+				r.find("false_offline", ev.Target, fmt.Sprint("rwatch-", i), fmt.Sprintf("offline at version %d (snapshot %v) during %s", ev.Version, ev.Snapshot, what))
+			}
+			if v, ok := last[ev.Target]; ok && ev.Version < v && !ev.Snapshot {
+				r.find("version_regression", ev.Target, fmt.Sprint("rwatch-", i), fmt.Sprintf("version %d after %d", ev.Version, v))
+			}
+			if ev.Snapshot {
+				last[ev.Target] = ev.Version
+			}
+			last[ev.Target] = max(last[ev.Target], ev.Version)
+		}
+		w.mu.Unlock()
 	}
 }

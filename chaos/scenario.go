@@ -30,6 +30,7 @@ var Scenarios = []Scenario{
 	{"partition", "cut one node off the others with iptables (2+1): the majority serves, the minority fences; after the heal one cluster", runPartition},
 	{"rolling", "SIGTERM and restart each node in turn under the same name, devices on the Go SDK: no offline, no fence", runRolling},
 	{"restart-storm", "kill -9 a node with a third of the SDK devices: each reconnects elsewhere within 1 s, no false offline", runStorm},
+	{"soak", "random kills, pauses, partitions and restarts for --duration, SDK devices, checked after each", runSoak},
 	{"kill-two", "kill -9 the youngest node, a stable period, then the next: the oldest serves on alone", runKillTwo},
 	{"kill-two-at-once", "kill -9 the two youngest nodes together: the survivor fences and waits (majority rule)", runKillTwoAtOnce},
 }
@@ -51,6 +52,8 @@ type Env struct {
 	Bounds  map[string]float64 // GET /api/bounds, ms
 	Timing  map[string]float64 // its "timing", ms
 	Slack   time.Duration      // waiting past a bound before calling an event lost
+	// Duration is how long soak goes on.
+	Duration time.Duration
 }
 
 // devicesOn is the devices connected to n.
@@ -411,11 +414,11 @@ func setup(ctx context.Context, o Options, dir string) (*Env, error) {
 		return nil, err
 	}
 	nodes, devices := o.Nodes, o.Devices
-	c := &Cluster{Bin: o.Bin, Dir: dir, Secret: "chaos", Isolate: o.Scenario == "partition"}
+	c := &Cluster{Bin: o.Bin, Dir: dir, Secret: "chaos", Isolate: o.Scenario == "partition" || o.Scenario == "soak" && os.Geteuid() == 0}
 	if o.Backend == "docker" {
 		c.Docker = &Docker{Image: o.Image}
 	}
-	e := &Env{Cluster: c, Fleet: &Fleet{Secret: c.Secret}, Slack: 2 * time.Second}
+	e := &Env{Cluster: c, Fleet: &Fleet{Secret: c.Secret}, Slack: 2 * time.Second, Duration: o.Duration}
 	if err := c.Start(ctx, nodes); err != nil {
 		c.Stop()
 		return nil, err

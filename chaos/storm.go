@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/presence-im/presence/client"
-	"github.com/presence-im/presence/messages"
 )
 
 // StormReconnect is restart-storm's target: every device of a node that
@@ -111,21 +110,14 @@ func runStorm(ctx context.Context, e *Env, r *Round) error {
 		r.Latencies = append(r.Latencies, l)
 	}
 	r.Notes = append(r.Notes, fmt.Sprintf("%d devices reconnected in %.0f ms (the last)", len(back), float64(maxDur(back).Microseconds())/1000))
-	// Through the crash bounds, then the state everywhere.
+	// Through the crash bounds, then the state everywhere (unknown, while a
+	// moved view settles, is not offline).
 	time.Sleep(time.Until(t0.Add(ms(max(e.Bounds["gateway_crash_ms"], e.Bounds["owner_crash_ms"])) + e.Slack)))
 	stayed := map[string]bool{}
 	for i, u := range f.users {
 		stayed[u] = !slices.Contains(on, i)
 	}
-	for wi, w := range f.watchers {
-		w.mu.Lock()
-		for _, ev := range w.events {
-			if ev.At.After(t0) && ev.Status != messages.Status_online && stayed[ev.Target] {
-				r.find("false_offline", ev.Target, fmt.Sprint("rwatch-", wi), fmt.Sprintf("%v at version %d; its node did not die", ev.Status, ev.Version))
-			}
-		}
-		w.mu.Unlock()
-	}
+	checkWatchers(r, f.watchers, t0, func(u string) bool { return stayed[u] }, "the storm, its node alive")
 	if err := allOnline(f.watchers, f.users, 10*time.Second); err != nil {
 		r.find("wrong_final", "", "", err.Error())
 	}

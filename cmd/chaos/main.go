@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/presence-im/presence/chaos"
 )
@@ -48,6 +49,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Bin, "presenced", "", "presenced binary (default: built from this module)")
 	fs.StringVar(&o.Backend, "backend", "process", "process (local presenced processes) or docker (containers of --image on a network of their own)")
 	fs.StringVar(&o.Image, "image", "presence:dev", "docker backend: the image (make docker builds it)")
+	fs.DurationVar(&o.Duration, "duration", time.Minute, "soak: how long to inject faults")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}

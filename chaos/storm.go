@@ -87,20 +87,11 @@ func runStorm(ctx context.Context, e *Env, r *Round) error {
 	}
 	t0 := time.Now()
 	victim.Kill()
-	deadline := t0.Add(StormReconnect + ms(e.Timing["failure_detection_ms"]) + e.Slack)
-	back := map[int]time.Duration{}
-	for len(back) < len(on) && time.Now().Before(deadline) {
-		for _, i := range on {
-			if _, ok := back[i]; !ok && f.devices[i].Connections() > before[i] {
-				back[i] = time.Since(t0)
-			}
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	back := e.awaitReconnect(f, on, before, t0.Add(StormReconnect+ms(e.Timing["failure_detection_ms"])+e.Slack))
 	for _, i := range on {
 		d, ok := back[i]
 		if !ok {
-			r.find("no_reconnect", f.users[i], "", fmt.Sprintf("not connected again within %v", deadline.Sub(t0)))
+			r.find("no_reconnect", f.users[i], "", "not connected again within the failure detection + "+StormReconnect.String())
 			continue
 		}
 		l := Latency{Device: f.users[i], Bound: "storm_reconnect", Ms: float64(d.Microseconds()) / 1000, BoundMs: float64(StormReconnect.Milliseconds())}
@@ -122,6 +113,23 @@ func runStorm(ctx context.Context, e *Env, r *Round) error {
 		r.find("wrong_final", "", "", err.Error())
 	}
 	return nil
+}
+
+// awaitReconnect polls the devices on (indexes into f) until each has
+// connected once more than before, or until deadline: how long after now
+// each did.
+func (e *Env) awaitReconnect(f *sdkFleet, on, before []int, deadline time.Time) map[int]time.Duration {
+	t0 := time.Now()
+	back := map[int]time.Duration{}
+	for len(back) < len(on) && time.Now().Before(deadline) {
+		for _, i := range on {
+			if _, ok := back[i]; !ok && f.devices[i].Connections() > before[i] {
+				back[i] = time.Since(t0)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return back
 }
 
 func maxDur(m map[int]time.Duration) time.Duration {

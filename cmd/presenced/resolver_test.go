@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -55,9 +56,9 @@ func TestClusterSequentialCrashes(t *testing.T) {
 	n1.waitOnline("sam")
 
 	n3.kill()
-	n1.baseShrank(2, 20*time.Second)
+	n1.baseShrank(2, 30*time.Second)
 	n2.kill()
-	n1.baseShrank(1, 20*time.Second)
+	n1.baseShrank(1, 30*time.Second)
 	n1.serves(ctx, sam, "ann")
 }
 
@@ -74,7 +75,7 @@ func TestClusterTwoNodes(t *testing.T) {
 		keepAlive(ctx, sam)
 		n1.waitOnline("sam")
 		n2.kill()
-		n1.baseShrank(1, 20*time.Second)
+		n1.baseShrank(1, 30*time.Second)
 		n1.serves(ctx, sam, "ann")
 	})
 	t.Run("the oldest dies", func(t *testing.T) {
@@ -138,4 +139,30 @@ func post(t *testing.T, p *proc, path, token string) int {
 	}
 	res.Body.Close()
 	return res.StatusCode
+}
+
+// The README's tour: kill -9 n2; after the stable period SIGSTOP n3 past
+// its death: n1, the oldest, serves on alone; SIGCONT: n3 fences and
+// rejoins n1.
+func TestClusterTourKillThenPause(t *testing.T) {
+	nodes, _ := startCluster(t, 3)
+	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	sam := n1.dial(ctx, "sam", "phone", 1)
+	keepAlive(ctx, sam)
+	n1.waitOnline("sam")
+	n2.kill()
+	n1.baseShrank(2, 30*time.Second)
+	if err := n3.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "n1 declares the stopped n3 dead", func() bool { return n1.memberStates()["n3"] == "dead" })
+	if err := n3.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "n3 fencing", func() bool { return strings.Contains(n3.logs.String(), "fenced: restarting") })
+	waitFor(t, 30*time.Second, "n3 ready again", func() bool { return n3.getJSON("/readyz", nil) == 200 })
+	converged(t, n1, n3)
+	n1.serves(ctx, sam, "ann")
 }

@@ -12,7 +12,7 @@ import (
 // Real runs (make test runs them on their own, after the parallel tests,
 // so that the latencies measure the service and not the load): a node
 // killed with -9, one paused past its death, two killed a stable period
-// apart, a real partition (root: iptables) and a rolling restart; every latency within its
+// apart and a real partition (root: iptables); every latency within its
 // bound and nothing that must not happen.
 func TestRunScenarios(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
@@ -21,7 +21,7 @@ func TestRunScenarios(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"gateway-crash", "pause", "kill-two", "partition", "rolling"} {
+	for _, name := range []string{"gateway-crash", "pause", "kill-two", "partition"} {
 		t.Run(name, func(t *testing.T) {
 			if name == "partition" && os.Geteuid() != 0 {
 				t.Skip("the partition's iptables rules need root (.ci/run is root)")

@@ -8,7 +8,7 @@ import (
 
 // placement is one topology handed to proto.actor, with when.
 type placement struct {
-	at      time.Time
+	at  time.Time
 	rdv *pcluster.Rendezvous
 }
 

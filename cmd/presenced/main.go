@@ -224,7 +224,10 @@ func fence(log *slog.Logger, why fenceCause, ws *gateway.Server, g *cluster.Goss
 		// The new process serves only once the split-brain resolver lets
 		// it, over the base this one fenced on: two fenced nodes of a
 		// minority must not form a cluster of their own.
-		err = syscall.Exec(self, argv, append(os.Environ(), rejoinEnv+"="+string(state)))
+		// A node fenced again replaces what its own fencing left: the
+		// first of two equal names is the one a process reads.
+		env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, rejoinEnv+"=") })
+		err = syscall.Exec(self, argv, append(env, rejoinEnv+"="+string(state)))
 	}
 	log.Error("fenced: could not restart; exiting for a supervisor to restart the node", "err", err)
 	return 3

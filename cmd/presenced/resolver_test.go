@@ -166,3 +166,32 @@ func TestClusterTourKillThenPause(t *testing.T) {
 	converged(t, n1, n3)
 	n1.serves(ctx, sam, "ann")
 }
+
+// 2 nodes: the oldest is paused, and the younger dies meanwhile. Resumed,
+// the oldest fences (it was paused), finds nobody, and once the stable
+// period has passed since fencing it wins the tie of its base alone and
+// serves as a new cluster, without an operator.
+func TestClusterFencedOldestServesAsNewCluster(t *testing.T) {
+	db := "sqlite:" + filepath.Join(t.TempDir(), "presence.db")
+	n1 := startProc(t, "n1", "--policy-dsn", db)
+	n2 := startProc(t, "n2", "--policy-dsn", db, "--join", n1.gossip)
+	converged(t, n1, n2)
+	if err := n1.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "n2 fences (it lost the tie)", func() bool { return strings.Contains(n2.logs.String(), "fenced: restarting") })
+	n2.kill()
+	if err := n1.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "n1 fences (paused)", func() bool { return strings.Contains(n1.logs.String(), "fenced: restarting") })
+	waitFor(t, 40*time.Second, "n1 serves again", func() bool { return n1.getJSON("/readyz", nil) == 200 })
+	if !strings.Contains(n1.logs.String(), "rejoined: the split-brain resolver lets this node serve") {
+		t.Fatalf("n1 serves without the resolver's word:\n%s", n1.logs.String())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := n1.dial(ctx, "ann", "phone", 1)
+	keepAlive(ctx, c)
+	n1.waitOnline("ann")
+}

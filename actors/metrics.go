@@ -1,6 +1,9 @@
 package actors
 
 import (
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -17,6 +20,7 @@ type Metrics struct {
 	RejectedStale     *prometheus.CounterVec // op=acquire|renew|release
 	Passivations      *prometheus.CounterVec // kind
 	Activations       *prometheus.CounterVec // kind
+	DeadLetters       *prometheus.CounterVec // message type
 }
 
 // NewMetrics makes the collectors and registers them with reg (nil: not
@@ -59,9 +63,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "presence_actor_activations_total",
 			Help: "Lease and view actors started.",
 		}, []string{"kind"}),
+		DeadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "presence_dead_letters_total",
+			Help: "Messages sent to an actor that had stopped (a passivated or moved lease or view, a closed connection), by message type; logged only at debug.",
+		}, []string{"message"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.DeviceTransitions, m.Published, m.Delivered, m.EventMessages, m.Renewals, m.ClientRestarts, m.RejectedStale, m.Passivations, m.Activations)
+		reg.MustRegister(m.DeviceTransitions, m.Published, m.Delivered, m.EventMessages, m.Renewals, m.ClientRestarts, m.RejectedStale, m.Passivations, m.Activations, m.DeadLetters)
 	}
 	return m
+}
+
+// countDeadLetters counts the system's dead letters by message type:
+// after a member change or a passivation they are routine, so a rate is
+// worth watching and each one is not worth a log line.
+func countDeadLetters(sys *actor.ActorSystem, c *prometheus.CounterVec) {
+	sys.EventStream.Subscribe(func(ev any) {
+		if dl, ok := ev.(*actor.DeadLetterEvent); ok {
+			c.WithLabelValues(fmt.Sprintf("%T", dl.Message)).Inc()
+		}
+	})
 }

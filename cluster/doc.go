@@ -1,8 +1,18 @@
 // Package cluster hides gossip membership behind a small interface. A
-// Membership says who the members are and tells subscribers when one joins,
-// leaves or is declared dead; the admin API and (with the cluster issue) the
-// proto.actor ClusterProvider and the lease reclaim read it.
+// Membership says who the members are; Gossip (over hashicorp/memberlist)
+// tells subscribers, in order and off memberlist's locks, when one joins,
+// leaves or is declared dead, and logs one line for each. Provider hands
+// proto.actor the alive members and tells which identities a change moved
+// (Moved); FenceWatch tells a node that may have been declared dead, or
+// whose side of a split the resolver (Decide: keep-majority over a quorum
+// base, StableAfter, the oldest member breaking a tie) does not keep, to
+// fence itself; a fenced node's new incarnation rejoins (Rejoin) once the
+// resolver or an operator lets it serve.
 //
-// Single is the membership of a node running alone. The memberlist-backed
-// implementation arrives with the cluster issue.
+// Addresses: a node binds its gossip where --gossip says and tells the
+// others the address Advertised returns (behind NAT, in containers, on
+// 0.0.0.0); it joins seeds that may be host names, resolved again on every
+// try until one other than itself answers or GossipConfig.JoinRetry ends.
+//
+// Single is the membership of a node running alone.
 package cluster

@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -46,27 +48,32 @@ func (r Rejoin) Verdict(alive []string, now time.Time) Verdict {
 }
 
 // rejoin tries the seeds until the verdict or an operator lets the node
-// serve. memberlist resolves host names on every Join, so a restarted
-// peer found under a new address counts.
-func (g *Gossip) rejoin(seeds []string, r Rejoin) {
-	wait := time.Second
+// serve, resolving their names again on every try (a restarted peer may
+// have a new address); it gives up only when cfg.Context ends.
+func (g *Gossip) rejoin(cfg GossipConfig) error {
+	ctx := cfg.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	r, wait := *cfg.Rejoin, time.Second
 	for try := 1; ; try++ {
-		_, err := g.ml.Join(seeds)
+		addrs, err := resolveSeeds(ctx, cfg.Resolve, cfg.Join)
+		if len(addrs) > 0 {
+			_, err = g.ml.Join(addrs)
+		}
 		v := r.Verdict(g.aliveIDs(), time.Now())
 		if v.Serve {
 			g.log.Info("cluster: rejoined: the split-brain resolver lets this node serve", "tries", try, "verdict", v.String())
-			return
-		}
-		errText := ""
-		if err != nil {
-			errText = err.Error()
+			return nil
 		}
 		g.log.Warn("cluster: fenced: not serving yet; retrying the seeds", "try", try, "next_in", wait, "verdict", v.String(),
-			"seeds", seeds, "err", errText)
+			"seeds", cfg.Join, "err", fmt.Sprint(err))
 		select {
 		case <-r.Alone:
 			g.log.Warn("cluster: fenced: an operator told this node to serve alone", "members", len(g.aliveIDs()))
-			return
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: rejoining %v: %w", cfg.Join, context.Cause(ctx))
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, rejoinWait)

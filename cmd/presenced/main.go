@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -93,20 +94,24 @@ func run(args []string) int {
 	// over renew/2; the view itself may have started a propagation early.
 	prop := cluster.Propagation(cfg.Preset)
 	cfg.Timing.Settle = 2*prop + cfg.Timing.Renew/2 + cfg.Timing.Check
-	gossipHost, _, _ := net.SplitHostPort(cfg.Gossip)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
 	rejoin, fencedAPI, err := prepareRejoin(cfg, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced:", err)
 		return 1
 	}
+	co, err := clusterOptions(ctx, cfg, log, rejoin)
+	if err != nil {
+		fencedAPI.stop()
+		fmt.Fprintln(os.Stderr, "presenced:", err)
+		return 2
+	}
+	co.Propagation = prop
 	node, err := actors.Start(actors.Deps{
 		NodeID: cfg.NodeID, Timing: cfg.Timing, Seed: cfg.Seed,
 		Policies: policies, History: history,
-		Metrics: actors.NewMetrics(reg), Logger: log,
-		Cluster: &actors.ClusterOptions{RemoteHost: gossipHost, Propagation: prop, Gossip: cluster.GossipConfig{
-			Name: cfg.NodeID, Bind: cfg.Gossip, Join: cfg.Join, Key: []byte(cfg.ClusterKey), Preset: cfg.Preset, Logger: log,
-			Meta: cluster.Meta{Listen: cfg.Listen, Admin: cfg.Admin}, Rejoin: rejoin,
-		}},
+		Metrics: actors.NewMetrics(reg), Logger: log, Cluster: co,
 	})
 	fencedAPI.stop()
 	if err != nil {
@@ -142,10 +147,8 @@ func run(args []string) int {
 		node.Stop()
 		return 1
 	}
-	log.Info("node started", "listen", ws.Addr(), "admin", ln.Addr().String(), "timing", cfg.Preset, "bounds", fmt.Sprintf("%+v", cfg.Timing.Bounds()))
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
+	log.Info("node started", "listen", ws.Addr(), "admin", ln.Addr().String(), "gossip", co.Gossip.Bind, "advertise", co.Gossip.Advertise,
+		"actor", node.Address(), "timing", cfg.Preset, "bounds", fmt.Sprintf("%+v", cfg.Timing.Bounds()))
 	if cfg.Demo > 0 {
 		go runDemo(ctx, node, policies, cfg, log)
 	}
@@ -170,6 +173,38 @@ func run(args []string) int {
 	_ = srv.Shutdown(shutdown)
 	log.Info("stopped")
 	return 0
+}
+
+// clusterOptions are the gossip's and the actor remote's addresses: bound
+// where the flags say, advertised where the others reach them (see
+// cluster.Advertised), the remote on the gossip's host.
+func clusterOptions(ctx context.Context, cfg config.Config, log *slog.Logger, rejoin *cluster.Rejoin) (*actors.ClusterOptions, error) {
+	adv, err := cluster.Advertised(ctx, cfg.Advertise, cfg.Gossip)
+	if err != nil {
+		return nil, err
+	}
+	gossipHost, _, _ := net.SplitHostPort(cfg.Gossip)
+	co := &actors.ClusterOptions{RemoteHost: gossipHost, RemotePort: cfg.RemotePort, Gossip: cluster.GossipConfig{
+		Name: cfg.NodeID, Bind: cfg.Gossip, Advertise: adv, Join: cfg.Join, JoinRetry: cfg.JoinRetry, Context: ctx,
+		Key: []byte(cfg.ClusterKey), Preset: cfg.Preset, Logger: log,
+		Meta: cluster.Meta{Listen: cfg.Listen, Admin: cfg.Admin}, Rejoin: rejoin,
+	}}
+	if adv != "" {
+		host, _, _ := net.SplitHostPort(adv)
+		co.RemoteAdvertise = net.JoinHostPort(host, strconv.Itoa(cfg.RemotePort))
+		// what the dashboard and the member lines show
+		co.Gossip.Meta.Listen, co.Gossip.Meta.Admin = reachable(cfg.Listen, host), reachable(cfg.Admin, host)
+	}
+	return co, nil
+}
+
+// reachable replaces an unspecified host (0.0.0.0) by the advertised one.
+func reachable(addr, host string) string {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil || !cluster.Unspecified(h) {
+		return addr
+	}
+	return net.JoinHostPort(host, p)
 }
 
 // fence is what a node that may have been declared dead does (see
@@ -220,7 +255,7 @@ func fence(log *slog.Logger, why fenceCause, ws *gateway.Server, g *cluster.Goss
 		} else {
 			argv = append(append(argv, args...), ours...)
 		}
-		log.Info("fenced: restarting", "seeds", seeds, "quorum_base", len(why.base))
+		log.Debug("fenced: restarting", "seeds", seeds, "quorum_base", len(why.base))
 		// The new process serves only once the split-brain resolver lets
 		// it, over the base this one fenced on: two fenced nodes of a
 		// minority must not form a cluster of their own.

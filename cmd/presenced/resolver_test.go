@@ -184,7 +184,7 @@ func TestClusterFencedOldestServesAsNewCluster(t *testing.T) {
 	if err := n1.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "n1 fences (paused)", func() bool { return strings.Contains(n1.logs.String(), "fenced: restarting") })
+	waitFor(t, 20*time.Second, "n1 fences (paused)", func() bool { return strings.Contains(n1.logs.String(), "fenced: restarting") })
 	waitFor(t, 40*time.Second, "n1 serves again", func() bool { return n1.getJSON("/readyz", nil) == 200 })
 	if !strings.Contains(n1.logs.String(), "rejoined: the split-brain resolver lets this node serve") {
 		t.Fatalf("n1 serves without the resolver's word:\n%s", n1.logs.String())

@@ -57,16 +57,23 @@ type proc struct {
 	name          string
 	listen, admin string
 	gossip        string
-	token         string // admin token, when started with --admin-token
 	cmd           *exec.Cmd
 	logs          *lockedBuffer
 	done          chan error
 	exited        bool
+	token         string // the admin token, when started with one
 }
 
 func startProc(t *testing.T, name string, extra ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, name: name, listen: freePort(t), admin: freePort(t), gossip: freePort(t), logs: &lockedBuffer{}, done: make(chan error, 1)}
+	return startProcAt(t, &proc{name: name, listen: freePort(t), admin: freePort(t), gossip: freePort(t)}, extra...)
+}
+
+// startProcAt starts a process on at's name and addresses (a restart).
+func startProcAt(t *testing.T, at *proc, extra ...string) *proc {
+	t.Helper()
+	name := at.name
+	p := &proc{t: t, name: name, listen: at.listen, admin: at.admin, gossip: at.gossip, logs: &lockedBuffer{}, done: make(chan error, 1)}
 	args := append([]string{"--timing", "fast", "--node-id", name, "--listen", p.listen, "--admin", p.admin, "--gossip", p.gossip,
 		"--secret", "e2e", "--drain-spread", "200ms", "--log-level", "debug"}, extra...)
 	if i := slices.Index(extra, "--admin-token"); i >= 0 && i+1 < len(extra) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -124,11 +125,13 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 			a.g.n.dir.Send(KindLease, leaseID(r.rel.GetUser(), r.rel.GetDevice()), r.rel)
 		}
 	case *actor.Terminated:
-		for id, pid := range a.conns {
-			if pid.Equal(m.GetWho()) {
-				delete(a.conns, id)
-				a.g.conns.Add(-1)
-			}
+		// A child's PID id is the gateway's id, "/", its conn id (SpawnNamed
+		// above): an index lookup, not a scan of every connection, so
+		// stopping N connections costs O(N), not O(N^2).
+		id := strings.TrimPrefix(m.GetWho().GetId(), ctx.Self().GetId()+"/")
+		if pid := a.conns[id]; pid != nil && pid.Equal(m.GetWho()) {
+			delete(a.conns, id)
+			a.g.conns.Add(-1)
 		}
 
 	}

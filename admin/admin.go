@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -79,6 +80,13 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/users/{user}/policy", s.getPolicy)
 	mux.HandleFunc("PUT /api/users/{user}/policy", s.putPolicy)
 	mux.HandleFunc("GET /api/events", s.events)
+	// Go's profiler, behind the token like the rest: a profile shows where
+	// the node spends its CPU and heap under real load (docs/operations.md).
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	dash := dashboard.Handler()
 	mux.Handle("GET /{$}", dash)
 	mux.Handle("GET /static/", dash)

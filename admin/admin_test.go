@@ -185,3 +185,25 @@ func TestAdminToken(t *testing.T) {
 		t.Fatalf("with token = %d, want 200", res.StatusCode)
 	}
 }
+
+// The profiler is on the admin address, behind the token: without it 401,
+// with it the profile index.
+func TestPprofBehindToken(t *testing.T) {
+	f := newFixture(t, "s3cret")
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/cmdline"} {
+		if code, _ := f.do(t, "GET", path, ""); code != 401 {
+			t.Fatalf("%s without token = %d, want 401", path, code)
+		}
+	}
+	req, _ := http.NewRequest("GET", f.srv.URL+"/debug/pprof/goroutine?debug=1", nil)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !strings.Contains(string(body), "goroutine profile:") {
+		t.Fatalf("with token = %d %.80q, want 200 and a goroutine profile", res.StatusCode, body)
+	}
+}

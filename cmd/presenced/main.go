@@ -37,7 +37,8 @@ import (
 func main() { os.Exit(run(os.Args[1:])) }
 
 // openStore opens the store a DSN names (validated by config).
-func openStore(dsn string) (store.PolicyStore, store.HistoryStore, func(), error) {
+// Its writer's metrics go to reg.
+func openStore(dsn string, reg prometheus.Registerer) (store.PolicyStore, store.HistoryStore, func(), error) {
 	switch {
 	case dsn == "memory":
 		return store.NewMemoryPolicies(), store.NewMemoryHistory(), func() {}, nil
@@ -48,6 +49,7 @@ func openStore(dsn string) (store.PolicyStore, store.HistoryStore, func(), error
 		if err != nil {
 			return nil, nil, nil, err
 		}
+		reg.MustRegister(s.Collectors()...)
 		return s, s, s.Close, nil
 	}
 	path := strings.TrimPrefix(dsn, "sqlite:")
@@ -58,6 +60,7 @@ func openStore(dsn string) (store.PolicyStore, store.HistoryStore, func(), error
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	reg.MustRegister(s.Collectors()...)
 	return s, s, func() { s.Close() }, nil
 }
 
@@ -77,7 +80,7 @@ func run(args []string) int {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	policies, history, closeStore, err := openStore(cfg.PolicyDSN)
+	policies, history, closeStore, err := openStore(cfg.PolicyDSN, reg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced:", err)
 		return 1

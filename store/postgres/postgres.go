@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/presence-im/presence/store"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Postgres is a store.PolicyStore and store.HistoryStore in PostgreSQL, for clusters
@@ -19,7 +21,11 @@ import (
 // concurrent use.
 type Postgres struct {
 	pool *pgxpool.Pool
+	w    *store.Batcher // the one writer of floors and last-seen times
 }
+
+// DefaultMaxConns bounds the pool unless the DSN sets pool_max_conns.
+const DefaultMaxConns = 8
 
 const postgresSchema = `
 CREATE TABLE IF NOT EXISTS presence_policies (user_id TEXT PRIMARY KEY, doc JSONB NOT NULL, updated_ms BIGINT NOT NULL);
@@ -29,7 +35,14 @@ CREATE TABLE IF NOT EXISTS presence_last_seen (user_id TEXT PRIMARY KEY, at_ms B
 
 // Open connects to dsn and creates the tables if needed.
 func Open(ctx context.Context, dsn string) (*Postgres, error) {
-	pool, err := pgxpool.New(ctx, dsn)
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: postgres: %w", err)
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("store: postgres: %w", err)
 	}
@@ -37,11 +50,35 @@ func Open(ctx context.Context, dsn string) (*Postgres, error) {
 		pool.Close()
 		return nil, fmt.Errorf("store: postgres: schema: %w", err)
 	}
-	return &Postgres{pool: pool}, nil
+	s := &Postgres{pool: pool}
+	s.w = store.NewBatcher("postgres", s.commit, 0, 0)
+	return s, nil
 }
 
-// Close closes the pool.
-func (s *Postgres) Close() { s.pool.Close() }
+// Close commits the queued writes and closes the pool.
+func (s *Postgres) Close() {
+	s.w.Close()
+	s.pool.Close()
+}
+
+// Collectors are the writer's metrics.
+func (s *Postgres) Collectors() []prometheus.Collector { return s.w.Collectors() }
+
+// commit writes a batch of floors and last-seen times in one transaction,
+// sent as one pipeline.
+func (s *Postgres) commit(ctx context.Context, ws []store.Write) error {
+	var b pgx.Batch
+	for _, w := range ws {
+		if w.Device != "" {
+			b.Queue(`INSERT INTO presence_floors (user_id, device, attempt) VALUES ($1, $2, $3)
+		ON CONFLICT (user_id, device) DO UPDATE SET attempt = GREATEST(presence_floors.attempt, EXCLUDED.attempt)`, w.User, w.Device, int64(w.Attempt))
+		} else {
+			b.Queue(`INSERT INTO presence_last_seen (user_id, at_ms) VALUES ($1, $2)
+		ON CONFLICT (user_id) DO UPDATE SET at_ms = GREATEST(presence_last_seen.at_ms, EXCLUDED.at_ms)`, w.User, w.At.UnixMilli())
+		}
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return tx.SendBatch(ctx, &b).Close() })
+}
 
 func (s *Postgres) Get(ctx context.Context, user string) (store.PolicyDoc, bool, error) {
 	var raw []byte
@@ -92,9 +129,7 @@ func (s *Postgres) RaiseFloor(ctx context.Context, user, device string, attempt 
 	if attempt > 1<<63-1 {
 		return fmt.Errorf("store: floor of %s/%s: attempt %d out of range", user, device, attempt)
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO presence_floors (user_id, device, attempt) VALUES ($1, $2, $3)
-		ON CONFLICT (user_id, device) DO UPDATE SET attempt = GREATEST(presence_floors.attempt, EXCLUDED.attempt)`,
-		user, device, int64(attempt))
+	err := s.w.Do(ctx, store.Write{User: user, Device: device, Attempt: attempt})
 	if err != nil {
 		return fmt.Errorf("store: raise floor of %s/%s: %w", user, device, err)
 	}
@@ -114,8 +149,7 @@ func (s *Postgres) LastSeen(ctx context.Context, user string) (time.Time, error)
 }
 
 func (s *Postgres) SetLastSeen(ctx context.Context, user string, t time.Time) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO presence_last_seen (user_id, at_ms) VALUES ($1, $2)
-		ON CONFLICT (user_id) DO UPDATE SET at_ms = GREATEST(presence_last_seen.at_ms, EXCLUDED.at_ms)`, user, t.UnixMilli())
+	err := s.w.Do(ctx, store.Write{User: user, At: t})
 	if err != nil {
 		return fmt.Errorf("store: set last seen of %s: %w", user, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/presence-im/presence/store"
+	"github.com/prometheus/client_golang/prometheus"
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
 )
 
@@ -21,7 +22,13 @@ import (
 // concurrent use.
 type SQLite struct {
 	db *sql.DB
+	w  *store.Batcher // the one writer of floors and last-seen times
 }
+
+// MaxConns bounds the handle's open connections: the writer's and a few
+// readers' (WAL lets them read while it writes). Unbounded, a burst of
+// lookups opened one file descriptor each, next to the devices' sockets.
+const MaxConns = 4
 
 const sqliteSchema = `
 CREATE TABLE IF NOT EXISTS policies (user TEXT PRIMARY KEY, doc TEXT NOT NULL, updated_ms INTEGER NOT NULL);
@@ -45,11 +52,43 @@ func Open(path string) (*SQLite, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: sqlite %s: schema: %w", path, err)
 	}
-	return &SQLite{db: db}, nil
+	db.SetMaxOpenConns(MaxConns)
+	db.SetMaxIdleConns(MaxConns)
+	s := &SQLite{db: db}
+	s.w = store.NewBatcher("sqlite", s.commit, 0, 0)
+	return s, nil
 }
 
-// Close closes the database.
-func (s *SQLite) Close() error { return s.db.Close() }
+// Close commits the queued writes and closes the database.
+func (s *SQLite) Close() error {
+	s.w.Close()
+	return s.db.Close()
+}
+
+// Collectors are the writer's metrics.
+func (s *SQLite) Collectors() []prometheus.Collector { return s.w.Collectors() }
+
+// commit writes a batch of floors and last-seen times in one transaction.
+func (s *SQLite) commit(ctx context.Context, ws []store.Write) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+	for _, w := range ws {
+		if w.Device != "" {
+			_, err = tx.ExecContext(ctx, `INSERT INTO floors (user, device, attempt) VALUES (?, ?, ?)
+		ON CONFLICT (user, device) DO UPDATE SET attempt = max(attempt, excluded.attempt)`, w.User, w.Device, int64(w.Attempt))
+		} else {
+			_, err = tx.ExecContext(ctx, `INSERT INTO last_seen (user, at_ms) VALUES (?, ?)
+		ON CONFLICT (user) DO UPDATE SET at_ms = max(at_ms, excluded.at_ms)`, w.User, w.At.UnixMilli())
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
 
 func (s *SQLite) Get(ctx context.Context, user string) (store.PolicyDoc, bool, error) {
 	var raw string
@@ -100,8 +139,7 @@ func (s *SQLite) RaiseFloor(ctx context.Context, user, device string, attempt ui
 	if attempt > 1<<63-1 {
 		return fmt.Errorf("store: floor of %s/%s: attempt %d out of range", user, device, attempt)
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO floors (user, device, attempt) VALUES (?, ?, ?)
-		ON CONFLICT (user, device) DO UPDATE SET attempt = max(attempt, excluded.attempt)`, user, device, int64(attempt))
+	err := s.w.Do(ctx, store.Write{User: user, Device: device, Attempt: attempt})
 	if err != nil {
 		return fmt.Errorf("store: raise floor of %s/%s: %w", user, device, err)
 	}
@@ -121,8 +159,7 @@ func (s *SQLite) LastSeen(ctx context.Context, user string) (time.Time, error) {
 }
 
 func (s *SQLite) SetLastSeen(ctx context.Context, user string, t time.Time) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO last_seen (user, at_ms) VALUES (?, ?)
-		ON CONFLICT (user) DO UPDATE SET at_ms = max(at_ms, excluded.at_ms)`, user, t.UnixMilli())
+	err := s.w.Do(ctx, store.Write{User: user, At: t})
 	if err != nil {
 		return fmt.Errorf("store: set last seen of %s: %w", user, err)
 	}

@@ -1,0 +1,182 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ErrQueueFull is a write refused because the store's write queue is full:
+// the caller answers with a retry (a handshake gets 503 and Retry-After),
+// and nothing of it is written.
+var ErrQueueFull = errors.New("store: write queue full: retry later")
+
+// ErrClosed is a write after the store was closed.
+var ErrClosed = errors.New("store: closed")
+
+// Write is one history write: an attempt floor raise (Device set) or a
+// last-seen time (Device empty).
+type Write struct {
+	User, Device string
+	Attempt      uint64
+	At           time.Time
+}
+
+// Commit applies writes in one transaction: all or none.
+type Commit func(ctx context.Context, ws []Write) error
+
+// Default bounds of a Batcher.
+const (
+	DefaultWriteQueue = 4096 // writes waiting for a commit
+	DefaultMaxBatch   = 512  // writes in one transaction
+)
+
+// Batcher is a store's single writer: callers queue writes on a bounded
+// queue and wait for the commit of the batch theirs went into, so a floor is
+// durable before the handshake that raised it is answered, yet a burst of
+// connects or disconnects costs one commit per batch rather than one per
+// write. While one commit runs, the next batch gathers: no write waits for a
+// timer.
+type Batcher struct {
+	commit   Commit
+	maxBatch int
+	q        chan pending
+	mu       sync.RWMutex // held for reading while queueing; closed under it
+	closed   bool
+	quit     chan struct{}
+	done     chan struct{}
+
+	written, failed, refused prometheus.Counter
+	batch, latency           prometheus.Histogram
+}
+
+type pending struct {
+	w   Write
+	res chan error
+}
+
+// NewBatcher starts the writer of the store named name (a metric label);
+// queue and maxBatch <= 0 take the defaults.
+func NewBatcher(name string, commit Commit, queue, maxBatch int) *Batcher {
+	if queue <= 0 {
+		queue = DefaultWriteQueue
+	}
+	if maxBatch <= 0 {
+		maxBatch = DefaultMaxBatch
+	}
+	l := prometheus.Labels{"store": name}
+	b := &Batcher{
+		commit: commit, maxBatch: maxBatch, q: make(chan pending, queue), quit: make(chan struct{}), done: make(chan struct{}),
+		written: prometheus.NewCounter(prometheus.CounterOpts{Name: "presence_store_writes_total", Help: "History writes committed.", ConstLabels: l}),
+		failed:  prometheus.NewCounter(prometheus.CounterOpts{Name: "presence_store_write_failures_total", Help: "History writes whose commit failed.", ConstLabels: l}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "presence_store_writes_refused_total", Help: "History writes refused: write queue full or store closed.", ConstLabels: l}),
+		batch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "presence_store_batch_writes", Help: "Writes per committed transaction.",
+			ConstLabels: l, Buckets: prometheus.ExponentialBuckets(1, 4, 6)}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "presence_store_commit_seconds", Help: "Time of one transaction of writes.",
+			ConstLabels: l, Buckets: prometheus.ExponentialBuckets(0.0005, 4, 8)}),
+	}
+	go b.loop()
+	return b
+}
+
+// Collectors are the writer's metrics, to register.
+func (b *Batcher) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{b.written, b.failed, b.refused, b.batch, b.latency}
+}
+
+// Do queues w and waits for its commit. A full queue answers ErrQueueFull at
+// once; ctx ending stops the wait, not the write.
+func (b *Batcher) Do(ctx context.Context, w Write) error {
+	res := make(chan error, 1)
+	b.mu.RLock()
+	err := ErrClosed
+	if !b.closed {
+		select {
+		case b.q <- pending{w, res}:
+			err = nil
+		default:
+			err = ErrQueueFull
+		}
+	}
+	b.mu.RUnlock()
+	if err != nil {
+		b.refused.Inc()
+		return err
+	}
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close commits what is queued and stops the writer.
+func (b *Batcher) Close() {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		<-b.done
+		return
+	}
+	b.closed = true
+	b.mu.Unlock()
+	close(b.quit)
+	<-b.done
+}
+
+func (b *Batcher) loop() {
+	defer close(b.done)
+	batch := make([]pending, 0, b.maxBatch)
+	for {
+		select {
+		case p := <-b.q:
+			batch = append(batch[:0], p)
+		case <-b.quit:
+			// No Do queues any more (closed under mu): drain what is left.
+			for len(b.q) > 0 {
+				batch = b.gather(batch[:0])
+				b.run(batch)
+			}
+			return
+		}
+		b.run(b.gather(batch))
+	}
+}
+
+// gather adds what is queued now, up to maxBatch.
+func (b *Batcher) gather(batch []pending) []pending {
+	for len(batch) < b.maxBatch {
+		select {
+		case p := <-b.q:
+			batch = append(batch, p)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+func (b *Batcher) run(batch []pending) {
+	ws := make([]Write, len(batch))
+	for i, p := range batch {
+		ws[i] = p.w
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	err := b.commit(ctx, ws)
+	cancel()
+	if err != nil {
+		b.failed.Add(float64(len(ws)))
+	} else {
+		b.written.Add(float64(len(ws)))
+		b.batch.Observe(float64(len(ws)))
+		b.latency.Observe(time.Since(start).Seconds())
+	}
+	for _, p := range batch {
+		p.res <- err
+	}
+}

@@ -1,0 +1,78 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// A full queue refuses at once with ErrQueueFull, and what it refused is
+// never written; what it took is committed, grouped.
+func TestBatcherQueueFull(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var mu sync.Mutex
+		var committed []Write
+		var batches []int
+		b := NewBatcher("test", func(_ context.Context, ws []Write) error {
+			<-release
+			mu.Lock()
+			committed = append(committed, ws...)
+			batches = append(batches, len(ws))
+			mu.Unlock()
+			return nil
+		}, 3, 0)
+		ctx := context.Background()
+		errs := make(chan error, 10)
+		do := func(user string) { errs <- b.Do(ctx, Write{User: user, Device: "d", Attempt: 1}) }
+		go do("first") // taken by the writer, whose commit blocks
+		synctest.Wait()
+		for _, u := range []string{"q1", "q2", "q3"} { // fill the queue of 3
+			go do(u)
+		}
+		synctest.Wait()
+		if err := b.Do(ctx, Write{User: "refused", Device: "d", Attempt: 1}); !errors.Is(err, ErrQueueFull) {
+			t.Fatalf("a write on a full queue: %v, want ErrQueueFull", err)
+		}
+		close(release)
+		for range 4 {
+			if err := <-errs; err != nil {
+				t.Fatalf("a queued write: %v", err)
+			}
+		}
+		b.Close()
+		if len(committed) != 4 || len(batches) != 2 || batches[1] != 3 {
+			t.Fatalf("committed %v in batches %v, want 4 writes: 1 then the 3 queued in one", committed, batches)
+		}
+		for _, w := range committed {
+			if w.User == "refused" {
+				t.Fatal("the refused write was committed")
+			}
+		}
+		if w, r := testutil.ToFloat64(b.written), testutil.ToFloat64(b.refused); w != 4 || r != 1 {
+			t.Fatalf("metrics: written %v refused %v, want 4 and 1", w, r)
+		}
+		if err := b.Do(ctx, Write{User: "late"}); !errors.Is(err, ErrClosed) {
+			t.Fatalf("a write after Close: %v, want ErrClosed", err)
+		}
+	})
+}
+
+// A failed commit fails every write of its batch, and counts them.
+func TestBatcherCommitFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		boom := errors.New("disk full")
+		b := NewBatcher("test", func(context.Context, []Write) error { return boom }, 0, 0)
+		defer b.Close()
+		if err := b.Do(context.Background(), Write{User: "u"}); !errors.Is(err, boom) {
+			t.Fatalf("write: %v, want the commit's error", err)
+		}
+		if f, w := testutil.ToFloat64(b.failed), testutil.ToFloat64(b.written); f != 1 || w != 0 {
+			t.Fatalf("metrics: failed %v written %v, want 1 and 0", f, w)
+		}
+	})
+}

@@ -3,13 +3,16 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/presence-im/presence/actors"
 	"github.com/presence-im/presence/client"
+	"github.com/presence-im/presence/store"
 )
 
 // The contract's handshake checks, in order, each with its status and
@@ -130,5 +133,38 @@ func TestRefuse(t *testing.T) {
 	}
 	if f, err := c.Next(ctx); err != nil || f.GetHeartbeatAck() == nil {
 		t.Fatalf("connected device got %v %v, want its heartbeat ack", f, err)
+	}
+}
+
+// fullHistory is a history store whose write queue is full.
+type fullHistory struct{ *store.MemoryHistory }
+
+func (fullHistory) RaiseFloor(context.Context, string, string, uint64) error {
+	return fmt.Errorf("store: raise floor: %w", store.ErrQueueFull)
+}
+
+// A store whose write queue is full: the handshake gets 503 with
+// Retry-After and the reason, and nothing is left behind (no floor, no
+// lease).
+func TestHandshakeStoreQueueFull(t *testing.T) {
+	full := fullHistory{store.NewMemoryHistory()}
+	nd := startNode(t, func(_ *Options, d *actors.Deps) { d.History = full })
+	r := upgradeRequest(nd.url() + "?attempt=1")
+	r.Header.Set("Authorization", "Bearer "+nd.token("bob", "phone"))
+	res, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 503 || res.Header.Get("Retry-After") != "1" || !strings.Contains(string(body), store.ErrQueueFull.Error()) {
+		t.Fatalf("handshake with the store's queue full: %d %q (Retry-After %q), want 503, Retry-After 1 and the reason", res.StatusCode, body, res.Header.Get("Retry-After"))
+	}
+	ctx := context.Background()
+	if f, _ := full.Floor(ctx, "bob", "phone"); f != 0 {
+		t.Fatalf("floor %d after a refused handshake, want 0", f)
+	}
+	if r := nd.route("bob"); len(r) != 0 {
+		t.Fatalf("route %v after a refused handshake, want none", r)
 	}
 }

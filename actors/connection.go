@@ -41,6 +41,7 @@ type connActor struct {
 	since        time.Time // when it opened
 	sock         Socket
 	c            core.Conn
+	live         *liveConn // the gateway's entry: c.LastAlive for its deadlines
 	rng          *rand.Rand
 
 	active bool // the lease was acquired
@@ -63,7 +64,7 @@ type pendingSnap struct {
 
 func newConnActor(g *Gateway, r OpenRequest) *connActor {
 	return &connActor{
-		g: g, user: r.User, device: r.Device, id: r.ConnID, epoch: r.Attempt, sock: r.Socket, since: r.since,
+		g: g, user: r.User, device: r.Device, id: r.ConnID, epoch: r.Attempt, sock: r.Socket, since: r.since, live: r.live,
 		rng:  core.Rand(g.n.deps.Seed, r.ConnID),
 		subs: map[string]*messages.Presence{}, pending: map[string]*pendingSnap{},
 	}
@@ -82,6 +83,7 @@ func (a *connActor) Receive(ctx actor.Context) {
 		if a.c.Beat(now, m.seq) {
 			a.g.n.metrics.ClientRestarts.Inc()
 		}
+		a.live.alive.Store(a.c.LastAlive.UnixNano())
 	case checkTick:
 		// After a stall of this node the next check decides: the
 		// heartbeats of the stall are still being read.

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -30,11 +31,13 @@ type Socket interface {
 // ErrRefused wraps the lease's refusal of a handshake (HTTP 409).
 var ErrRefused = errors.New("actors: handshake refused")
 
-// gatewayActor is one node's gateway: the parent of its ConnectionActors. It
-// ticks them every check period and routes ConnLost to them by conn id.
+// gatewayActor is one node's gateway: the parent of its ConnectionActors.
+// Every check period it tells those that are due to check their staleness,
+// and it routes ConnLost to them by conn id.
 type gatewayActor struct {
 	g      *Gateway
-	conns  map[string]*actor.PID
+	conns  map[string]*liveConn
+	due    deadlines // conns by when to look at them next
 	tick   timer
 	recent []released // releases of the last replayWindow, oldest first
 	replay timer
@@ -78,7 +81,7 @@ type (
 func (a *gatewayActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		a.conns = map[string]*actor.PID{}
+		a.conns = map[string]*liveConn{}
 		a.tick.arm(a.g.n.sched, a.g.n.deps.Timing.Check, ctx.Self(), checkTick{})
 	case *actor.Stopping:
 		a.tick.stop()
@@ -88,26 +91,20 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 		// repeating timer reads its state without an atomic (a data race
 		// under -race when cancelled while firing).
 		a.tick.arm(a.g.n.sched, a.g.n.deps.Timing.Check, ctx.Self(), checkTick{})
-		for _, pid := range a.conns {
+		t := a.g.n.deps.Timing
+		a.due.due(time.Now(), t.Stale, t.Check, func(pid *actor.PID) {
+			a.g.n.metrics.StaleChecks.Inc()
 			ctx.Send(pid, checkTick{})
-		}
+		})
 	case spawnConn:
-		props := actor.PropsFromProducer(func() actor.Actor { return newConnActor(a.g, m.req) })
-		pid, err := ctx.SpawnNamed(props, m.req.ConnID)
-		if err != nil {
-			ctx.Respond(fmt.Errorf("actors: spawn connection %s: %w", m.req.ConnID, err))
-			return
-		}
-		a.conns[m.req.ConnID] = pid
-		a.g.conns.Add(1)
-		ctx.Respond(pid)
+		a.spawn(ctx, m.req)
 	case *messages.ConnLost:
-		if pid := a.conns[m.GetConnId()]; pid != nil {
-			ctx.Send(pid, m)
+		if c := a.conns[m.GetConnId()]; c != nil {
+			ctx.Send(c.pid, m)
 		}
 	case topologyChanged:
-		for _, pid := range a.conns {
-			ctx.Send(pid, reregister{})
+		for _, c := range a.conns {
+			ctx.Send(c.pid, reregister{})
 		}
 		if len(a.recent) > 0 {
 			var wait time.Duration // after the change reached every member
@@ -129,12 +126,31 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 		// above): an index lookup, not a scan of every connection, so
 		// stopping N connections costs O(N), not O(N^2).
 		id := strings.TrimPrefix(m.GetWho().GetId(), ctx.Self().GetId()+"/")
-		if pid := a.conns[id]; pid != nil && pid.Equal(m.GetWho()) {
+		if c := a.conns[id]; c != nil && c.pid.Equal(m.GetWho()) {
+			c.gone = true // leaves the deadlines when it comes due
 			delete(a.conns, id)
 			a.g.conns.Add(-1)
 		}
 
 	}
+}
+
+// spawn starts a connection actor and puts it in the deadlines, first due
+// when it would be stale without a heartbeat.
+func (a *gatewayActor) spawn(ctx actor.Context, r OpenRequest) {
+	r.live = &liveConn{}
+	r.live.alive.Store(r.since.UnixNano())
+	props := actor.PropsFromProducer(func() actor.Actor { return newConnActor(a.g, r) })
+	pid, err := ctx.SpawnNamed(props, r.ConnID)
+	if err != nil {
+		ctx.Respond(fmt.Errorf("actors: spawn connection %s: %w", r.ConnID, err))
+		return
+	}
+	r.live.pid, r.live.due = pid, r.since.Add(a.g.n.deps.Timing.Stale)
+	a.conns[r.ConnID] = r.live
+	heap.Push(&a.due, r.live)
+	a.g.conns.Add(1)
+	ctx.Respond(pid)
 }
 
 // OpenRequest is a handshake that passed its checks up to the attempt.
@@ -145,6 +161,7 @@ type OpenRequest struct {
 	Socket       Socket
 
 	since time.Time // set by Open
+	live  *liveConn // set by the gateway: where heartbeats leave their time
 }
 
 // Open claims the device's lease for a new connection and starts its

@@ -57,7 +57,8 @@ type fakeSocket struct {
 	mu     sync.Mutex
 	frames []*messages.Frame
 	code   uint16
-	limit  int // 0: unbounded
+	at     time.Time // when it was closed
+	limit  int       // 0: unbounded
 }
 
 func (s *fakeSocket) Send(f *messages.Frame) bool {
@@ -74,8 +75,14 @@ func (s *fakeSocket) Close(code uint16, _ string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.code == 0 {
-		s.code = code
+		s.code, s.at = code, time.Now()
 	}
+}
+
+func (s *fakeSocket) closedAt() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.at
 }
 
 func (s *fakeSocket) closeCode() uint16 {

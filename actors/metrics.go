@@ -17,6 +17,7 @@ type Metrics struct {
 	EventMessages     *prometheus.CounterVec // path=direct|fanout
 	Renewals          prometheus.Counter
 	ClientRestarts    prometheus.Counter
+	StaleChecks       prometheus.Counter
 	RejectedStale     *prometheus.CounterVec // op=acquire|renew|release
 	Passivations      *prometheus.CounterVec // kind
 	Activations       *prometheus.CounterVec // kind
@@ -51,6 +52,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "presence_client_restarts_total",
 			Help: "Heartbeat seqs that started again on a live connection (the client restarted its counter).",
 		}),
+		StaleChecks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "presence_stale_checks_total",
+			Help: "Connections told to check their staleness: only those silent for stale, not every connection every check.",
+		}),
 		RejectedStale: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "presence_lease_rejected_stale_total",
 			Help: "Lease requests refused for a stale attempt or epoch.",
@@ -69,7 +74,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"message"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.DeviceTransitions, m.Published, m.Delivered, m.EventMessages, m.Renewals, m.ClientRestarts, m.RejectedStale, m.Passivations, m.Activations, m.DeadLetters)
+		reg.MustRegister(m.DeviceTransitions, m.Published, m.Delivered, m.EventMessages, m.Renewals, m.ClientRestarts, m.StaleChecks, m.RejectedStale, m.Passivations, m.Activations, m.DeadLetters)
 	}
 	return m
 }

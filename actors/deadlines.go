@@ -1,0 +1,58 @@
+package actors
+
+import (
+	"container/heap"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// liveConn is the gateway's entry for one of its connections. The
+// connection actor stores its last sign of life in alive (an atomic, no
+// message per heartbeat); the gateway reads it when the entry is due.
+type liveConn struct {
+	pid   *actor.PID
+	alive atomic.Int64 // last sign of life, Unix ns
+	gone  bool         // terminated: dropped when it next comes due
+	due   time.Time    // when the gateway looks at it next
+}
+
+// deadlines is a min-heap of connections by due time: a check period
+// touches only the connections that are due (those whose last sign of life
+// is older than stale, and those it told to check themselves last period),
+// not every connection.
+type deadlines []*liveConn
+
+func (d deadlines) Len() int           { return len(d) }
+func (d deadlines) Less(i, j int) bool { return d[i].due.Before(d[j].due) }
+func (d deadlines) Swap(i, j int)      { d[i], d[j] = d[j], d[i] }
+func (d *deadlines) Push(x any)        { *d = append(*d, x.(*liveConn)) }
+func (d *deadlines) Pop() any {
+	old := *d
+	c := old[len(old)-1]
+	old[len(old)-1] = nil
+	*d = old[:len(old)-1]
+	return c
+}
+
+// due pops the connections whose last sign of life is older than stale at
+// now; one alive since is put back at its new deadline, a terminated one is
+// dropped. A connection told to check itself is put back one check later:
+// if it was not stale after all (a heartbeat in its mailbox) or a stall
+// holds its decision, the next period looks again.
+func (d *deadlines) due(now time.Time, stale, check time.Duration, tell func(*actor.PID)) {
+	for d.Len() > 0 && !(*d)[0].due.After(now) {
+		c := heap.Pop(d).(*liveConn)
+		if c.gone {
+			continue
+		}
+		if at := time.Unix(0, c.alive.Load()).Add(stale); at.After(now) {
+			c.due = at
+		} else {
+			tell(c.pid)
+			c.due = now.Add(check)
+		}
+		heap.Push(d, c)
+	}
+}

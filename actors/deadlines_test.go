@@ -1,0 +1,65 @@
+package actors
+
+import (
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/presence-im/presence/config"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// With the gateway's deadlines (only due connections are told to check), a
+// silent connection is still closed within stale + check of its last
+// heartbeat and not before stale, and the live ones next to it never are,
+// over many stale periods, whether they went silent early or late.
+func TestStaleFoundInTimeLiveNever(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Seed()
+		e := newEnv(t, timing)
+		var live []*device
+		for i := range 20 {
+			live = append(live, e.connect(e.n.Gateway(), fmt.Sprintf("live%02d", i), "phone", 1))
+		}
+		type silent struct {
+			d    *device
+			left time.Time
+		}
+		var gone []silent
+		for i, after := range []time.Duration{0, timing.Heartbeat / 2, 7 * timing.Stale / 3, 10 * timing.Stale} {
+			d := e.connect(e.n.Gateway(), fmt.Sprintf("silent%d", i), "phone", 1)
+			time.Sleep(after)
+			d.halt()
+			gone = append(gone, silent{d, time.Now()})
+		}
+		time.Sleep(3*timing.Stale + timing.Check)
+		synctest.Wait()
+		for i, s := range gone {
+			at := s.d.sock.closedAt()
+			if s.d.sock.closeCode() != CloseGoingAway || at.IsZero() {
+				t.Fatalf("silent%d: closed %d at %v, want %d", i, s.d.sock.closeCode(), at, CloseGoingAway)
+			}
+			// Its last heartbeat was at most a heartbeat before it left.
+			if lat := at.Sub(s.left); lat > timing.Stale+timing.Check || lat < timing.Stale-timing.Heartbeat {
+				t.Fatalf("silent%d closed %v after it went silent, want within [stale - heartbeat, stale + check] = [%v, %v]",
+					i, lat, timing.Stale-timing.Heartbeat, timing.Stale+timing.Check)
+			}
+		}
+		for _, d := range live {
+			if c := d.sock.closeCode(); c != 0 {
+				t.Fatalf("%s: a live connection was closed with %d", d.user, c)
+			}
+		}
+		// Only the silent ones were told to check, each a few times (until
+		// stale, then once more per check while a heartbeat was in flight):
+		// not every connection every check.
+		checks := testutil.ToFloat64(e.n.metrics.StaleChecks)
+		if every := float64(len(live)) * float64(time.Since(e.start)/timing.Check); checks < float64(len(gone)) || checks > float64(3*len(gone)) {
+			t.Fatalf("%v staleness checks, want %d to %d (telling every connection every check: %v)", checks, len(gone), 3*len(gone), every)
+		}
+		if n := e.n.Gateway().conns.Load(); n != int64(len(live)) {
+			t.Fatalf("gateway knows %d connections, want the %d live", n, len(live))
+		}
+	})
+}

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
@@ -113,8 +114,8 @@ func TestLateCloseFromOldEpochIsRejected(t *testing.T) {
 		old.halt()
 		e.connect(g2, "alice", "phone", 2)
 		synctest.Wait()
-		if c := old.sock.closeCode(); c != CloseSuperseded {
-			t.Fatalf("old socket closed with %d, want %d", c, CloseSuperseded)
+		if c := old.sock.closeCode(); c != messages.CloseSuperseded {
+			t.Fatalf("old socket closed with %d, want %d", c, messages.CloseSuperseded)
 		}
 		time.Sleep(30 * time.Second)
 		e.n.dir.Send(KindLease, leaseID("alice", "phone"), &messages.LeaseRelease{
@@ -182,8 +183,8 @@ func TestHalfOpenDetectedWithinBound(t *testing.T) {
 		if lat > bound || lat < timing.Stale-timing.Heartbeat+timing.Debounce {
 			t.Fatalf("half-open detected after %v, want within (stale - heartbeat + debounce, %v]", lat, bound)
 		}
-		if c := d.sock.closeCode(); c != CloseGoingAway {
-			t.Fatalf("stale socket closed with %d, want %d", c, CloseGoingAway)
+		if c := d.sock.closeCode(); c != messages.CloseGoingAway {
+			t.Fatalf("stale socket closed with %d, want %d", c, messages.CloseGoingAway)
 		}
 		if n := testutil.ToFloat64(e.n.metrics.DeviceTransitions.WithLabelValues("down", "ping_timeout")); n != 1 {
 			t.Fatalf("ping_timeout downs = %v, want 1", n)
@@ -227,7 +228,7 @@ func TestGatewayCrashDetectedByLeaseExpiry(t *testing.T) {
 	})
 }
 
-// GatewayDown reclaims a dead node's leases at once, not after TTL.
+// A failed member's leases are reclaimed (GatewayDown) at once, not after TTL: a dead node's leases at once, not after TTL.
 func TestGatewayDownReclaimsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		timing := config.Seed()
@@ -240,7 +241,8 @@ func TestGatewayDownReclaimsAtOnce(t *testing.T) {
 		time.Sleep(100 * time.Second)
 		d.halt()
 		g2.Crash()
-		e.n.GatewayDown("g2", [][2]string{{"alice", "phone"}, {"alice", "laptop"}})
+		// As the gossip reports it: every lease and view here hears of it.
+		e.n.onMember(cluster.Event{Kind: cluster.EventFailed, Member: cluster.Member{ID: "g2", State: cluster.Dead}})
 		time.Sleep(time.Second)
 		synctest.Wait()
 		st, _ := e.n.Query(context.Background(), "alice")

@@ -11,19 +11,12 @@ import (
 	"github.com/presence-im/presence/messages"
 )
 
-// Close codes of the device WebSocket (CONTRACT.md).
-const (
-	CloseGoingAway  uint16 = 1001 // draining, fenced, lease lost: reconnect elsewhere
-	CloseSuperseded uint16 = 4001 // a newer connection of the device took over
-	CloseOverflow   uint16 = 4008 // outbox overflow: reconnect and resubscribe
-)
-
 // Socket is the connection actor's view of its device's WebSocket. Send
 // must not block: it queues the frame and returns false when the outbox is
 // full. Close may be called more than once.
 type Socket interface {
 	Send(f *messages.Frame) bool
-	Close(code uint16, reason string)
+	Close(code messages.CloseCode, reason string)
 }
 
 // ErrRefused wraps the lease's refusal of a handshake (HTTP 409).
@@ -109,11 +102,8 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 			ctx.Send(pid, reregister{})
 		}
 		if len(a.recent) > 0 {
-			var wait time.Duration // after the change reached every member
-			if co := a.g.n.deps.Cluster; co != nil {
-				wait = co.Propagation
-			}
-			a.replay.arm(a.g.n.sched, wait, ctx.Self(), replayReleases{})
+			// After the change reached every member.
+			a.replay.arm(a.g.n.sched, a.g.n.propagation(), ctx.Self(), replayReleases{})
 		}
 	case released:
 		a.recent = append(a.recent, m)

@@ -310,8 +310,8 @@ func runPause(ctx context.Context, e *Env, r *Round) error {
 		for time.Since(resumed) < 10*time.Second && d.CloseCode() == 0 {
 			time.Sleep(20 * time.Millisecond)
 		}
-		if code := d.CloseCode(); code != 1001 {
-			r.find("not_fenced", d.User, "", fmt.Sprintf("connection to the resumed %s closed with %d, want 1001", victim.ID, code))
+		if code := d.CloseCode(); code != int(messages.CloseGoingAway) {
+			r.find("not_fenced", d.User, "", fmt.Sprintf("connection to the resumed %s closed with %d, want %d", victim.ID, code, messages.CloseGoingAway))
 		}
 	}
 	if err := victim.WaitReady(ctx, 30*time.Second); err != nil {

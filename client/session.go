@@ -224,12 +224,12 @@ func (s *Session) run(ctx context.Context) {
 		backoff = s.cfg.BackoffMin
 		code := s.serve(ctx, c)
 		switch code {
-		case 4001:
+		case int(messages.CloseSuperseded):
 			s.finish(ErrSuperseded)
 			return
-		case 1001:
+		case int(messages.CloseGoingAway):
 			url++ // reconnect elsewhere at once
-		case 4008:
+		case int(messages.CloseOverflow):
 			// reconnect and resubscribe at once
 		default:
 			if !wait(s.draw(backoff)) {

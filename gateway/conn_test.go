@@ -147,7 +147,7 @@ func TestTakeoverKeepsNewRoute(t *testing.T) {
 	nd.policy("dave", "alice")
 	old := nd.dial("alice", "phone", 1)
 	cur := nd.dial("alice", "phone", 2)
-	if code := closeCode(t, old, 2*time.Second); code != int(actors.CloseSuperseded) {
+	if code := closeCode(t, old, 2*time.Second); code != int(messages.CloseSuperseded) {
 		t.Fatalf("old connection closed with %d, want 4001", code)
 	}
 	time.Sleep(100 * time.Millisecond) // let the old close reach the server
@@ -216,7 +216,7 @@ func TestProtocolErrors(t *testing.T) {
 
 	c := nd.dial("alice", "phone", 1)
 	_ = c.SendRaw(ctx, true, []byte{1, 2, 3})
-	if code := closeCode(t, c, 2*time.Second); code != int(CloseWrongType) {
+	if code := closeCode(t, c, 2*time.Second); code != int(messages.CloseWrongType) {
 		t.Fatalf("binary on json: close %d, want 1003", code)
 	}
 
@@ -234,7 +234,7 @@ func TestProtocolErrors(t *testing.T) {
 	for {
 		f, err := c.Next(ctx)
 		if err != nil {
-			if code := client.CloseCode(err); code != int(CloseProtocolError) || errs != 2 {
+			if code := client.CloseCode(err); code != int(messages.CloseProtocolError) || errs != 2 {
 				t.Fatalf("undecodable: close %d after %d error frames, want 1002 after 2", code, errs)
 			}
 			break
@@ -294,7 +294,7 @@ func TestSlowReceiverCut4008AndRecovers(t *testing.T) {
 		}
 	}
 	// bob reads again inside the close grace: what the kernel held, then 4008.
-	if code := closeCode(t, bob, 5*time.Second); code != int(actors.CloseOverflow) {
+	if code := closeCode(t, bob, 5*time.Second); code != int(messages.CloseOverflow) {
 		t.Fatalf("slow receiver closed with %d, want 4008", code)
 	}
 	// Every flip reached carol: the stuck receiver blocked no sender.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/presence-im/presence/actors"
 	"github.com/presence-im/presence/client"
+	"github.com/presence-im/presence/messages"
 )
 
 // The contract's handshake checks, in order, each with its status and
@@ -96,7 +97,7 @@ func TestDrain(t *testing.T) {
 	if err := nd.srv.Ready(); !errors.Is(err, ErrNotReady) {
 		t.Fatalf("draining gateway: Ready() = %v, want ErrNotReady", err)
 	}
-	if code := closeCode(t, c, 2*time.Second); code != int(actors.CloseGoingAway) {
+	if code := closeCode(t, c, 2*time.Second); code != int(messages.CloseGoingAway) {
 		t.Fatalf("close code %d, want 1001", code)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

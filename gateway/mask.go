@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/lesismal/nbio/nbhttp/websocket"
+	"github.com/presence-im/presence/messages"
 )
 
 // errUnmasked: RFC 6455 §5.1, a server must close the connection when a
@@ -24,7 +25,7 @@ type maskGuard struct {
 
 func (g *maskGuard) Parse(data []byte) error {
 	if err := g.check(data); err != nil {
-		_ = g.Conn.WriteClose(1002, "unmasked frame")
+		_ = g.Conn.WriteClose(int(messages.CloseProtocolError), "unmasked frame")
 		return err
 	}
 	return g.Conn.Parse(data)

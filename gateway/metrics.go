@@ -3,6 +3,7 @@ package gateway
 import (
 	"strconv"
 
+	"github.com/presence-im/presence/messages"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -33,4 +34,6 @@ func newMetrics(reg prometheus.Registerer, live func() int) *metrics {
 }
 
 func (m *metrics) handshake(status int) { m.handshakes.WithLabelValues(strconv.Itoa(status)).Inc() }
-func (m *metrics) closed(code uint16)   { m.closes.WithLabelValues(strconv.Itoa(int(code))).Inc() }
+func (m *metrics) closed(code messages.CloseCode) {
+	m.closes.WithLabelValues(strconv.Itoa(int(code))).Inc()
+}

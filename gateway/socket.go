@@ -27,7 +27,7 @@ type socket struct {
 	queued  uint64     // bytes handed to nbio
 	armedAt uint64     // bytes written when the write deadline was last armed
 	closed  bool
-	code    uint16 // close code and reason, kept when closed before the upgrade
+	code    messages.CloseCode // close code and reason, kept when closed before the upgrade
 	reason  string
 
 	written atomic.Uint64               // bytes the kernel took (engine hook)
@@ -114,7 +114,7 @@ func (s *socket) write(kind websocket.MessageType, b []byte, bounded bool) bool 
 
 // Close writes a close frame and cuts the connection after a grace period
 // (a peer that stopped reading never answers it).
-func (s *socket) Close(code uint16, reason string) {
+func (s *socket) Close(code messages.CloseCode, reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -127,7 +127,7 @@ func (s *socket) Close(code uint16, reason string) {
 	s.closeLocked(code, reason)
 }
 
-func (s *socket) closeLocked(code uint16, reason string) {
+func (s *socket) closeLocked(code messages.CloseCode, reason string) {
 	s.s.metrics.closed(code)
 	ws := s.ws
 	_ = ws.WriteClose(int(code), reason)

@@ -14,8 +14,8 @@ import (
 
 type nopSocket struct{}
 
-func (nopSocket) Send(*messages.Frame) bool { return true }
-func (nopSocket) Close(messages.CloseCode, string)      {}
+func (nopSocket) Send(*messages.Frame) bool        { return true }
+func (nopSocket) Close(messages.CloseCode, string) {}
 
 // BenchmarkHeapPerDevice reports the heap one online device costs a node's
 // actors (its ConnectionActor, LeaseActor and UserViewActor, timers and

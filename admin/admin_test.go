@@ -61,8 +61,8 @@ func (f *fixture) do(t *testing.T, method, path, body string) (int, string) {
 
 type nopSocket struct{}
 
-func (nopSocket) Send(*messages.Frame) bool { return true }
-func (nopSocket) Close(messages.CloseCode, string)      {}
+func (nopSocket) Send(*messages.Frame) bool        { return true }
+func (nopSocket) Close(messages.CloseCode, string) {}
 
 func TestRouteAndPresence(t *testing.T) {
 	f := newFixture(t, "")

@@ -22,7 +22,7 @@ type Socket interface {
 // ErrRefused wraps the lease's refusal of a handshake (HTTP 409).
 var ErrRefused = errors.New("actors: handshake refused")
 
-// gatewayActor is one node's gateway: the parent of its ConnectionActors. It
+// gatewayActor is one node's gateway: the parent of its connection actors (connActor). It
 // ticks them every check period and routes ConnLost to them by conn id.
 type gatewayActor struct {
 	g      *Gateway
@@ -135,7 +135,7 @@ type OpenRequest struct {
 }
 
 // Open claims the device's lease for a new connection and starts its
-// ConnectionActor. A refused attempt (not above the device's floor) returns
+// connActor. A refused attempt (not above the device's floor) returns
 // an error wrapping ErrRefused and core.ErrStaleAttempt and leaves nothing
 // behind: no lease, no floor moved, no actor.
 func (g *Gateway) Open(ctx context.Context, r OpenRequest) (*Conn, error) {
@@ -188,7 +188,7 @@ func requestTimeout(ctx context.Context) time.Duration {
 	return 5 * time.Second
 }
 
-// Conn is the handle the socket layer uses to feed its ConnectionActor.
+// Conn is the handle the socket layer uses to feed its connActor.
 // Its methods only enqueue messages and never block.
 type Conn struct {
 	n     *Node

@@ -1,4 +1,4 @@
-// Package admin serves a node's admin HTTP API (CONTRACT.md): health,
+// Package admin serves a node's admin HTTP API (docs/operations.md): health,
 // Prometheus metrics, bounds, presence and route lookups, privacy policies.
 // Every handler reaches the actors through the actors.Node and answers 503
 // when they cannot be reached in time: unknown is never reported as offline.

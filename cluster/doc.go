@@ -1,8 +1,10 @@
 // Package cluster hides gossip membership behind a small interface. A
 // Membership says who the members are and tells subscribers when one joins,
-// leaves or is declared dead; the admin API and (with the cluster issue) the
-// proto.actor ClusterProvider and the lease reclaim read it.
+// leaves or is declared dead; the admin API, the proto.actor ClusterProvider
+// (Provider) and the lease reclaim read it.
 //
-// Single is the membership of a node running alone. The memberlist-backed
-// implementation arrives with the cluster issue.
+// Gossip is the memberlist implementation every presenced runs (a cluster
+// of one without --join); Single is the membership of a node alone in
+// tests. Placement is where proto.actor puts an identity, for those that
+// must know it from outside (the chaos harness).
 package cluster

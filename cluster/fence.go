@@ -69,7 +69,7 @@ func (g *Gossip) Quorum(now time.Time, forget time.Duration) (reach, known int) 
 		case len(m.Addresses) > 0 && alive[m.Addresses[0]]:
 			// Restarted under another name (the default node id has a
 			// random suffix): the alive one stands for it.
-		case m.State == Suspect, m.State == Dead && now.Sub(m.Since) < forget:
+		case m.State == Dead && now.Sub(m.Since) < forget:
 			known++
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/presence-im/presence/messages"
 )
 
-// socket is one device WebSocket as its ConnectionActor sees it
+// socket is one device WebSocket as its connActor sees it
 // (actors.Socket). Writes never block: nbio queues what the kernel does not
 // take. The outbox is what is queued and not yet written to the kernel,
 // counted in frames through the engine's written-bytes hook; at Outbox

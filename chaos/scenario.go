@@ -3,13 +3,11 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"slices"
-	"strconv"
 	"time"
 
-	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/messages"
 )
 
@@ -77,25 +75,19 @@ func (e *Env) viewOwners(ctx context.Context, from *Node) (map[string]string, er
 	if err != nil {
 		return nil, err
 	}
-	var members []*pcluster.Member
+	var members []cluster.Placed
 	byAddr := map[string]string{}
 	for _, m := range ms {
 		if m.State != "alive" || len(m.Addresses) < 2 {
 			continue
 		}
-		host, port, err := net.SplitHostPort(m.Addresses[1])
-		if err != nil {
-			return nil, err
-		}
-		p, _ := strconv.Atoi(port)
-		members = append(members, &pcluster.Member{Id: m.ID, Host: host, Port: int32(p), Kinds: []string{"view"}})
+		members = append(members, cluster.Placed{Actor: m.Addresses[1], Kinds: []string{"view"}})
 		byAddr[m.Addresses[1]] = m.ID
 	}
-	r := pcluster.NewRendezvous()
-	r.UpdateMembers(members)
+	place := cluster.NewPlacement(members)
 	out := map[string]string{}
 	for _, d := range e.Fleet.Devices {
-		out[d.User] = byAddr[r.GetByClusterIdentity(pcluster.NewClusterIdentity(d.User, "view"))]
+		out[d.User] = byAddr[place.Owner("view", d.User)]
 	}
 	return out, nil
 }

@@ -20,11 +20,11 @@ import (
 type Provider struct {
 	cfg GossipConfig
 
-	mu   sync.Mutex
-	g    *Gossip
-	c    *pcluster.Cluster
-	rdv  *pcluster.Rendezvous // over the members last published
-	subs []func(Event)
+	mu    sync.Mutex
+	g     *Gossip
+	c     *pcluster.Cluster
+	place *Placement // over the members last published
+	subs  []func(Event)
 
 	pubMu sync.Mutex // one publish at a time, so the newest list is the last
 }
@@ -97,17 +97,13 @@ func (p *Provider) publish() {
 		if !ok || m.State != Alive || meta.ID == "" || c.Remote.BlockList().IsBlocked(meta.ID) {
 			continue
 		}
-		host, port, err := net.SplitHostPort(meta.Actor)
-		if err != nil {
-			continue
+		if pm := placedMember(meta.ID, meta.Actor, meta.Kinds); pm != nil {
+			members = append(members, pm)
 		}
-		n, _ := strconv.Atoi(port)
-		members = append(members, &pcluster.Member{Id: meta.ID, Host: host, Port: int32(n), Kinds: append([]string(nil), meta.Kinds...)})
 	}
-	rdv := pcluster.NewRendezvous()
-	rdv.UpdateMembers(members)
+	place := newPlacement(members)
 	p.mu.Lock()
-	p.rdv = rdv
+	p.place = place
 	p.mu.Unlock()
 	c.MemberList.UpdateClusterTopology(members)
 }
@@ -117,12 +113,9 @@ func (p *Provider) publish() {
 // members last handed to it; "" before the first.
 func (p *Provider) Owner(kind, identity string) string {
 	p.mu.Lock()
-	rdv := p.rdv
+	place := p.place
 	p.mu.Unlock()
-	if rdv == nil {
-		return ""
-	}
-	return rdv.GetByClusterIdentity(pcluster.NewClusterIdentity(identity, kind))
+	return place.Owner(kind, identity)
 }
 
 // Shutdown leaves the gossip (graceful) or just stops it.

@@ -41,7 +41,7 @@ func startNode(t testing.TB, opts ...nodeOpt) *node {
 	t.Helper()
 	nd := &node{t: t, policies: store.NewMemoryPolicies(), history: store.NewMemoryHistory(), timing: config.Fast()}
 	deps := actors.Deps{NodeID: "n1", Timing: nd.timing, Seed: 1, Policies: nd.policies, History: nd.history}
-	o := Options{Listen: "127.0.0.1:0", CloseGrace: 200 * time.Millisecond, WriteTimeout: 2 * time.Second}
+	o := Options{Listen: "127.0.0.1:0", CloseGrace: 200 * time.Millisecond, Gateway: config.Gateway{WriteTimeout: 2 * time.Second}}
 	for _, f := range opts {
 		f(&o, &deps)
 	}

@@ -28,45 +28,48 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Options configure the device endpoint. Zero values take the defaults.
+// Options configure the device endpoint. Zero values take those of
+// DefaultOptions.
 type Options struct {
-	Listen       string        // host:port of GET /ws
-	Outbox       int           // frames queued per connection before 4008; default 64
-	WriteTimeout time.Duration // a peer that takes nothing for this long is cut; default 10 s
-	CloseGrace   time.Duration // wait for the peer after a close frame; default 1 s
-	AdmitRate    float64       // handshakes admitted per second; default 500
-	AdmitBurst   int           // default 1000
-	MaxMessage   int           // bytes; default 64 KiB (1009 above)
-	DrainSpread  time.Duration // SIGTERM closes devices over this long; default 2 s
-	MaxErrors    int           // consecutive undecodable frames before 1002; default 3
-	SendBuffer   int           // SO_SNDBUF of device sockets in bytes; 0: the kernel's default
+	Listen string // host:port of GET /ws
+	// Gateway is what an operator tunes (flags, YAML, environment).
+	config.Gateway
+	CloseGrace time.Duration // wait for the peer after a close frame
+	MaxMessage int           // bytes; a message above is closed with 1009
+	MaxErrors  int           // consecutive undecodable frames before 1002
 	// Registerer takes the endpoint's metrics; nil: not registered.
 	Registerer prometheus.Registerer
 }
 
+// DefaultOptions are the endpoint's defaults, the one place they are set:
+// 64 frames of outbox, a peer cut after 10 s without taking anything, 500
+// handshakes a second in bursts of 1000, a drain spread over 2 s, 1 s of
+// close grace, messages of at most 64 KiB, 3 undecodable frames in a row;
+// SendBuffer 0 keeps the kernel's.
+func DefaultOptions() Options {
+	return Options{
+		Gateway: config.Gateway{
+			Outbox: 64, WriteTimeout: 10 * time.Second, AdmitRate: 500, AdmitBurst: 1000, DrainSpread: 2 * time.Second,
+		},
+		CloseGrace: time.Second, MaxMessage: 64 << 10, MaxErrors: 3,
+	}
+}
+
 func (o *Options) defaults() {
-	set := func(p *time.Duration, d time.Duration) {
-		if *p <= 0 {
-			*p = d
-		}
-	}
-	if o.Outbox <= 0 {
-		o.Outbox = 64
-	}
-	set(&o.WriteTimeout, 10*time.Second)
-	set(&o.CloseGrace, time.Second)
-	set(&o.DrainSpread, 2*time.Second)
-	if o.AdmitRate <= 0 {
-		o.AdmitRate = 500
-	}
-	if o.AdmitBurst <= 0 {
-		o.AdmitBurst = 1000
-	}
-	if o.MaxMessage <= 0 {
-		o.MaxMessage = 64 << 10
-	}
-	if o.MaxErrors <= 0 {
-		o.MaxErrors = 3
+	d := DefaultOptions()
+	orDefault(&o.Outbox, d.Outbox)
+	orDefault(&o.WriteTimeout, d.WriteTimeout)
+	orDefault(&o.AdmitRate, d.AdmitRate)
+	orDefault(&o.AdmitBurst, d.AdmitBurst)
+	orDefault(&o.DrainSpread, d.DrainSpread)
+	orDefault(&o.CloseGrace, d.CloseGrace)
+	orDefault(&o.MaxMessage, d.MaxMessage)
+	orDefault(&o.MaxErrors, d.MaxErrors)
+}
+
+func orDefault[T int | float64 | time.Duration](p *T, d T) {
+	if *p <= 0 {
+		*p = d
 	}
 }
 
@@ -91,6 +94,8 @@ type Server struct {
 	metrics  *metrics
 	mu       sync.Mutex
 	live     map[*socket]struct{}
+	// accepted counts opened sockets; see the OnData hook in New.
+	accepted atomic.Uint64
 }
 
 // New makes a server for gw. Start listens.
@@ -99,15 +104,23 @@ func New(opt Options, gw *actors.Gateway, timing config.Timing, secret []byte, l
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	logging.SetLevel(logging.LevelError) // nbio logs to stdout; errors only
+	quietNbio.Do(func() { logging.SetLevel(logging.LevelError) })
 	s := &Server{opt: opt, node: gw.Node(), timing: timing, gw: gw, tokens: Tokens{Key: secret}, log: log,
 		admit: rate.NewLimiter(rate.Limit(opt.AdmitRate), opt.AdmitBurst), live: map[*socket]struct{}{}}
 	s.metrics = newMetrics(opt.Registerer, s.Live)
+	s.engine = s.newEngine()
+	s.maxPayload = s.engine.MaxWebsocketFramePayloadSize
+	s.upgrader = s.newUpgrader()
+	return s
+}
+
+// newEngine is the nbio engine serving GET /ws on Options.Listen.
+func (s *Server) newEngine() *nbhttp.Engine {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ws", s.serveWS)
-	s.engine = nbhttp.NewEngine(nbhttp.Config{
-		Network: "tcp", Addrs: []string{opt.Listen}, Handler: mux,
-		ReleaseWebsocketPayload: true, KeepaliveTime: timing.Stale * 2,
+	e := nbhttp.NewEngine(nbhttp.Config{
+		Network: "tcp", Addrs: []string{s.opt.Listen}, Handler: mux,
+		ReleaseWebsocketPayload: true, KeepaliveTime: s.timing.Stale * 2,
 		Listen: func(network, addr string) (net.Listener, error) {
 			ln, err := net.Listen(network, addr)
 			if err != nil {
@@ -123,21 +136,26 @@ func New(opt Options, gw *actors.Gateway, timing config.Timing, secret []byte, l
 	// goroutine allocated. An atomic written when the connection is opened
 	// (after that allocation, before epoll registration) and read before
 	// every data callback makes the edge visible; one atomic load per read.
-	s.engine.OnOpen(func(net.Conn) { accepted.Add(1) })
-	s.engine.Engine.OnData(func(c *nbio.Conn, data []byte) {
-		accepted.Load()
+	e.OnOpen(func(net.Conn) { s.accepted.Add(1) })
+	e.Engine.OnData(func(c *nbio.Conn, data []byte) {
+		s.accepted.Load()
 		c.DataHandler()(c, data)
 	})
-	s.maxPayload = s.engine.MaxWebsocketFramePayloadSize
-	s.engine.OnWrittenSize(func(c *nbio.Conn, _ []byte, n int) {
+	e.OnWrittenSize(func(c *nbio.Conn, _ []byte, n int) {
 		if g, ok := c.Session().(*maskGuard); ok {
 			g.sock.written.Add(uint64(n))
 		}
 	})
+	return e
+}
+
+// newUpgrader upgrades handshakes on the engine and hands frames, pings and
+// pongs to the sockets.
+func (s *Server) newUpgrader() *websocket.Upgrader {
 	u := websocket.NewUpgrader()
 	u.Engine = s.engine
 	u.CheckOrigin = func(*http.Request) bool { return true } // tokens, not origins, authenticate
-	u.MessageLengthLimit = opt.MaxMessage
+	u.MessageLengthLimit = s.opt.MaxMessage
 	u.KeepaliveTime = 0 // liveness is the gateway's stale check, not nbio's read deadline
 	u.OnMessage(s.onMessage)
 	u.OnClose(s.onClose)
@@ -152,8 +170,7 @@ func New(opt Options, gw *actors.Gateway, timing config.Timing, secret []byte, l
 			sock.beat(0)
 		}
 	})
-	s.upgrader = u
-	return s
+	return u
 }
 
 // Start listens on Options.Listen.
@@ -295,8 +312,9 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}}})
 }
 
-// accepted counts opened sockets; see the OnData hook in New.
-var accepted atomic.Uint64
+// quietNbio sets nbio's log level, which is global to the process (nbio
+// logs to stdout): errors only, once, whatever the number of servers.
+var quietNbio sync.Once
 
 // nbioClosed reports whether the poller already closed the connection.
 func nbioClosed(ws *websocket.Conn) (bool, error) {

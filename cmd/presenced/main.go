@@ -85,14 +85,9 @@ func run(args []string) int {
 	}
 	defer closeStore()
 	// Every node is a gossip cluster member (a cluster of one without
-	// --join); the bounds use the gossip's failure detection for up to 100
-	// members.
-	cfg.Timing.FailureDetection = cluster.FailureDetection(cfg.Preset, 100)
-	// A re-created view settles once every connection re-registered: they
-	// wait for the change to reach every member (propagation), then spread
-	// over renew/2; the view itself may have started a propagation early.
-	prop := cluster.Propagation(cfg.Preset)
-	cfg.Timing.Settle = 2*prop + cfg.Timing.Renew/2 + cfg.Timing.Check
+	// --join).
+	timing, prop := cluster.Timings(cfg.Preset, cfg.Timing)
+	cfg.Timing = timing
 	gossipHost, _, _ := net.SplitHostPort(cfg.Gossip)
 	node, err := actors.Start(actors.Deps{
 		NodeID: cfg.NodeID, Timing: cfg.Timing, Seed: cfg.Seed,
@@ -107,11 +102,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "presenced:", err)
 		return 2
 	}
-	g := cfg.Gateway
-	ws := gateway.New(gateway.Options{
-		Listen: cfg.Listen, Outbox: g.Outbox, WriteTimeout: g.WriteTimeout, AdmitRate: g.AdmitRate,
-		AdmitBurst: g.AdmitBurst, DrainSpread: g.DrainSpread, SendBuffer: g.SendBuffer, Registerer: reg,
-	}, node.Gateway(), cfg.Timing, []byte(cfg.Secret), log)
+	ws := gateway.New(gateway.Options{Listen: cfg.Listen, Gateway: cfg.Gateway, Registerer: reg}, node.Gateway(), cfg.Timing, []byte(cfg.Secret), log)
 	// /readyz says ready once the gateway listens, and not while draining.
 	api := &admin.Server{Node: node, Members: node.Membership(), Timing: cfg.Timing, Policies: policies, Gatherer: reg,
 		Token: cfg.AdminToken, Log: log, Ready: ws.Ready}

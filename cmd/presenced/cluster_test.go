@@ -70,7 +70,7 @@ func TestClusterGatewayCrash(t *testing.T) {
 	// lives on n1 or n3; when it lived on n2 too, the owner-crash bound:
 	// failure detection + settle + debounce (GET /api/bounds).
 	bound := 1700 * time.Millisecond
-	if ownerBound := n1.bounds()["owner_crash_ms"]; ownerBound > 0 {
+	if ownerBound := n1.bounds().OwnerCrashMs; ownerBound > 0 {
 		bound = time.Duration(ownerBound) * time.Millisecond
 	}
 	slack := time.Second // process scheduling on a shared 2-core machine

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/presence-im/presence/admin"
 	"github.com/presence-im/presence/client"
 	"github.com/presence-im/presence/gateway"
 	"github.com/presence-im/presence/messages"
@@ -149,20 +150,14 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// bounds is the node's GET /api/bounds, the *_ms figures.
-func (p *proc) bounds() map[string]int64 {
+// bounds is the node's GET /api/bounds.
+func (p *proc) bounds() admin.Bounds {
 	p.t.Helper()
-	var b map[string]any
+	var b admin.Bounds
 	if code := p.getJSON("/api/bounds", &b); code != 200 {
 		p.t.Fatalf("%s /api/bounds: %d", p.name, code)
 	}
-	out := map[string]int64{}
-	for k, v := range b {
-		if f, ok := v.(float64); ok {
-			out[k] = int64(f)
-		}
-	}
-	return out
+	return b
 }
 
 // getJSON GETs an admin path and decodes a JSON answer into v: the status
@@ -179,13 +174,11 @@ func (p *proc) getJSON(path string, v any) int {
 
 // memberStates is how p sees the members: id -> state.
 func (p *proc) memberStates() map[string]string {
-	var c struct {
-		Members []struct{ ID, State string } `json:"members"`
-	}
+	var c admin.Cluster
 	p.getJSON("/api/cluster", &c)
 	out := map[string]string{}
 	for _, m := range c.Members {
-		out[m.ID] = m.State
+		out[m.ID] = string(m.State)
 	}
 	return out
 }

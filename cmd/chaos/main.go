@@ -37,6 +37,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "chaos: unknown command %q\n", args[0])
 		return 2
 	}
+	o, ok := runFlags(args[1:], stderr)
+	if !ok {
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return runAll(ctx, o, stdout, stderr)
+}
+
+// runFlags parses `chaos run`'s flags; false: they are wrong (and said so).
+func runFlags(args []string, stderr io.Writer) (chaos.Options, bool) {
 	fs := flag.NewFlagSet("chaos run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o chaos.Options
@@ -48,15 +59,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Bin, "presenced", "", "presenced binary (default: built from this module)")
 	fs.StringVar(&o.Backend, "backend", "process", "process (local presenced processes) or docker (containers of --image on a network of their own)")
 	fs.StringVar(&o.Image, "image", "presence:dev", "docker backend: the image (make docker builds it)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
+	if err := fs.Parse(args); err != nil {
+		return o, false
 	}
 	if o.Backend != "process" && o.Backend != "docker" {
 		fmt.Fprintf(stderr, "chaos: backend %q: process or docker\n", o.Backend)
-		return 2
+		return o, false
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	return o, true
+}
+
+// runAll runs the scenario, or every one in turn (each in its own report
+// directory): 0 if all held, 1 if one did not, 2 if one could not run.
+func runAll(ctx context.Context, o chaos.Options, stdout, stderr io.Writer) int {
 	names := []string{o.Scenario}
 	if o.Scenario == "all" {
 		names = nil

@@ -227,38 +227,15 @@ func hasToken(h http.Header, name, token string) bool {
 	return false
 }
 
-// serveWS runs the contract's handshake checks in order; the first that
-// fails answers and nothing is written: no lease, no floor, no actor.
+// serveWS runs the handshake checks of docs/protocol.md in order; the
+// first that fails answers and nothing is written: no lease, no floor, no
+// actor.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
-	h := r.Header
-	if r.Method != http.MethodGet || !hasToken(h, "Connection", "upgrade") || !hasToken(h, "Upgrade", "websocket") || h.Get("Sec-WebSocket-Key") == "" {
-		s.refuse(w, http.StatusBadRequest, false, "not a WebSocket upgrade")
+	claims, attempt, ok := s.check(w, r)
+	if !ok {
 		return
 	}
-	if h.Get("Sec-WebSocket-Version") != "13" {
-		w.Header().Set("Sec-WebSocket-Version", "13")
-		s.refuse(w, http.StatusUpgradeRequired, false, "Sec-WebSocket-Version must be 13")
-		return
-	}
-	if s.draining.Load() {
-		s.refuse(w, http.StatusServiceUnavailable, true, "node draining: reconnect elsewhere")
-		return
-	}
-	if !s.admit.Allow() {
-		s.refuse(w, http.StatusTooManyRequests, true, "too many handshakes: retry later")
-		return
-	}
-	claims, err := s.tokens.Verify(bearer(r))
-	if err != nil {
-		s.refuse(w, http.StatusUnauthorized, false, "%v", err)
-		return
-	}
-	attempt, err := strconv.ParseUint(r.URL.Query().Get("attempt"), 10, 64)
-	if err != nil || attempt == 0 {
-		s.refuse(w, http.StatusBadRequest, false, "attempt must be a positive integer")
-		return
-	}
-	c := pickCodec(h)
+	c := pickCodec(r.Header)
 	sock := &socket{s: s, codec: c}
 	connID := s.node + "-" + randomHex(8)
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
@@ -272,14 +249,60 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, http.StatusServiceUnavailable, true, "%v", err)
 		return
 	}
+	if !s.upgrade(w, r, sock, conn) {
+		return
+	}
+	sock.Send(&messages.Frame{Kind: &messages.Frame_Hello{Hello: &messages.Hello{
+		ConnId: connID, Node: s.node, User: claims.User, Device: claims.Device, Epoch: attempt,
+		HeartbeatIntervalMs: uint32(s.timing.Heartbeat.Milliseconds()),
+	}}})
+}
+
+// check runs the checks before the lease: the upgrade itself, the node
+// taking devices, the admission rate, the token and the attempt.
+func (s *Server) check(w http.ResponseWriter, r *http.Request) (Claims, uint64, bool) {
+	h := r.Header
+	if r.Method != http.MethodGet || !hasToken(h, "Connection", "upgrade") || !hasToken(h, "Upgrade", "websocket") || h.Get("Sec-WebSocket-Key") == "" {
+		s.refuse(w, http.StatusBadRequest, false, "not a WebSocket upgrade")
+		return Claims{}, 0, false
+	}
+	if h.Get("Sec-WebSocket-Version") != "13" {
+		w.Header().Set("Sec-WebSocket-Version", "13")
+		s.refuse(w, http.StatusUpgradeRequired, false, "Sec-WebSocket-Version must be 13")
+		return Claims{}, 0, false
+	}
+	if s.draining.Load() {
+		s.refuse(w, http.StatusServiceUnavailable, true, "node draining: reconnect elsewhere")
+		return Claims{}, 0, false
+	}
+	if !s.admit.Allow() {
+		s.refuse(w, http.StatusTooManyRequests, true, "too many handshakes: retry later")
+		return Claims{}, 0, false
+	}
+	claims, err := s.tokens.Verify(bearer(r))
+	if err != nil {
+		s.refuse(w, http.StatusUnauthorized, false, "%v", err)
+		return Claims{}, 0, false
+	}
+	attempt, err := strconv.ParseUint(r.URL.Query().Get("attempt"), 10, 64)
+	if err != nil || attempt == 0 {
+		s.refuse(w, http.StatusBadRequest, false, "attempt must be a positive integer")
+		return Claims{}, 0, false
+	}
+	return claims, attempt, true
+}
+
+// upgrade answers 101 and attaches the socket to its connection; false if
+// the peer is gone already (the lease just taken is released).
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, sock *socket, conn *actors.Conn) bool {
 	resp := http.Header{}
-	if offered(h, c.name) {
-		resp.Set("Sec-WebSocket-Protocol", c.name)
+	if offered(r.Header, sock.codec.name) {
+		resp.Set("Sec-WebSocket-Protocol", sock.codec.name)
 	}
 	ws, err := s.upgrader.Upgrade(w, r, resp)
 	if err != nil {
-		conn.Closed() // release the lease just taken
-		return
+		conn.Closed()
+		return false
 	}
 	ws.SetSession(sock)
 	if nbc := nbioConn(ws); nbc != nil {
@@ -304,12 +327,9 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		delete(s.live, sock)
 		s.mu.Unlock()
 		conn.Closed()
-		return
+		return false
 	}
-	sock.Send(&messages.Frame{Kind: &messages.Frame_Hello{Hello: &messages.Hello{
-		ConnId: connID, Node: s.node, User: claims.User, Device: claims.Device, Epoch: attempt,
-		HeartbeatIntervalMs: uint32(s.timing.Heartbeat.Milliseconds()),
-	}}})
+	return true
 }
 
 // quietNbio sets nbio's log level, which is global to the process (nbio

@@ -60,21 +60,31 @@ func openStore(dsn string) (store.PolicyStore, store.HistoryStore, func(), error
 	return s, s, func() { s.Close() }, nil
 }
 
-func run(args []string) int {
+// loadConfig loads and validates the configuration and makes the node's
+// logger; done: exit with code (0 after -h, 2 on an invalid one).
+func loadConfig(args []string) (cfg config.Config, log *slog.Logger, code int, done bool) {
 	cfg, err := config.Load(args, os.Getenv, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
-		return 0
+		return cfg, nil, 0, true
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced:", err)
-		return 2
+		return cfg, nil, 2, true
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel})).With("node", cfg.NodeID)
+	log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel})).With("node", cfg.NodeID)
 	if cfg.Secret == config.DevSecret {
 		log.Warn("using the public development token secret: set --secret or PRESENCE_SECRET")
 	}
 	if cfg.Seed == 0 {
 		cfg.Seed = time.Now().UnixNano()
+	}
+	return cfg, log, 0, false
+}
+
+func run(args []string) int {
+	cfg, log, code, done := loadConfig(args)
+	if done {
+		return code
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -84,20 +94,7 @@ func run(args []string) int {
 		return 1
 	}
 	defer closeStore()
-	// Every node is a gossip cluster member (a cluster of one without
-	// --join).
-	timing, prop := cluster.Timings(cfg.Preset, cfg.Timing)
-	cfg.Timing = timing
-	gossipHost, _, _ := net.SplitHostPort(cfg.Gossip)
-	node, err := actors.Start(actors.Deps{
-		NodeID: cfg.NodeID, Timing: cfg.Timing, Seed: cfg.Seed,
-		Policies: policies, History: history,
-		Metrics: actors.NewMetrics(reg), Logger: log,
-		Cluster: &actors.ClusterOptions{RemoteHost: gossipHost, Propagation: prop, Gossip: cluster.GossipConfig{
-			Name: cfg.NodeID, Bind: cfg.Gossip, Join: cfg.Join, Key: []byte(cfg.ClusterKey), Preset: cfg.Preset, Logger: log,
-			Meta: cluster.Meta{Listen: cfg.Listen, Admin: cfg.Admin}, RejoinQuorum: rejoinQuorum(),
-		}},
-	})
+	node, err := startNode(&cfg, actors.Deps{Policies: policies, History: history, Metrics: actors.NewMetrics(reg), Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced:", err)
 		return 2
@@ -106,21 +103,12 @@ func run(args []string) int {
 	// /readyz says ready once the gateway listens, and not while draining.
 	api := &admin.Server{Node: node, Members: node.Membership(), Timing: cfg.Timing, Policies: policies, Gatherer: reg,
 		Token: cfg.AdminToken, Log: log, Ready: ws.Ready}
-	ln, err := net.Listen("tcp", cfg.Admin)
+	srv, ln, err := serveAdmin(api, cfg.Admin, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced: admin:", err)
 		node.Stop()
 		return 1
 	}
-	// Requests (an event stream above all) end when the server shuts down.
-	base, endRequests := context.WithCancel(context.Background())
-	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return base }}
-	srv.RegisterOnShutdown(endRequests)
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("admin server", "err", err)
-		}
-	}()
 	if err := ws.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "presenced: listen:", err)
 		_ = srv.Close()
@@ -146,6 +134,47 @@ func run(args []string) int {
 		node.Fence() // no more verdicts by time from here
 		return fence(log, why, ws, node.Membership(), cfg, args)
 	}
+	drain(log, ws, node, srv)
+	return 0
+}
+
+// startNode starts the node's actors as a gossip cluster member (a cluster
+// of one without --join), with the timings the gossip derives (cfg.Timing
+// takes them).
+func startNode(cfg *config.Config, d actors.Deps) (*actors.Node, error) {
+	timing, prop := cluster.Timings(cfg.Preset, cfg.Timing)
+	cfg.Timing = timing
+	gossipHost, _, _ := net.SplitHostPort(cfg.Gossip)
+	d.NodeID, d.Timing, d.Seed = cfg.NodeID, cfg.Timing, cfg.Seed
+	d.Cluster = &actors.ClusterOptions{RemoteHost: gossipHost, Propagation: prop, Gossip: cluster.GossipConfig{
+		Name: cfg.NodeID, Bind: cfg.Gossip, Join: cfg.Join, Key: []byte(cfg.ClusterKey), Preset: cfg.Preset, Logger: d.Logger,
+		Meta: cluster.Meta{Listen: cfg.Listen, Admin: cfg.Admin}, RejoinQuorum: rejoinQuorum(),
+	}}
+	return actors.Start(d)
+}
+
+// serveAdmin serves the admin API on addr until the server shuts down;
+// requests (an event stream above all) end then.
+func serveAdmin(api *admin.Server, addr string, log *slog.Logger) (*http.Server, net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	base, endRequests := context.WithCancel(context.Background())
+	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return base }}
+	srv.RegisterOnShutdown(endRequests)
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("admin server", "err", err)
+		}
+	}()
+	return srv, ln, nil
+}
+
+// drain is a graceful stop (SIGTERM): new handshakes get 503, devices are
+// closed with 1001 over the drain spread, what is left releases with
+// reason close.
+func drain(log *slog.Logger, ws *gateway.Server, node *actors.Node, srv *http.Server) {
 	log.Info("draining: new handshakes get 503, devices are closed with 1001", "devices", ws.Live())
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -154,7 +183,6 @@ func run(args []string) int {
 	ws.Stop()
 	_ = srv.Shutdown(shutdown)
 	log.Info("stopped")
-	return 0
 }
 
 // rejoinEnv marks a process that a fenced node re-executed, with the number

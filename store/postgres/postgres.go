@@ -4,7 +4,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -49,21 +48,11 @@ func (s *Postgres) Get(ctx context.Context, user string) (store.PolicyDoc, bool,
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.PolicyDoc{}, false, nil
 	}
-	if err != nil {
-		return store.PolicyDoc{}, false, fmt.Errorf("store: policy of %s: %w", user, err)
-	}
-	var d store.PolicyDoc
-	if err := json.Unmarshal(raw, &d); err != nil {
-		return store.PolicyDoc{}, false, fmt.Errorf("store: policy of %s: %w", user, err)
-	}
-	return d, true, nil
+	return store.DecodePolicy(user, raw, err)
 }
 
 func (s *Postgres) Put(ctx context.Context, user string, d store.PolicyDoc) error {
-	if err := d.Validate(user); err != nil {
-		return err
-	}
-	raw, err := json.Marshal(d)
+	raw, err := store.EncodePolicy(user, d)
 	if err != nil {
 		return err
 	}

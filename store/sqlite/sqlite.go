@@ -5,7 +5,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -57,21 +56,11 @@ func (s *SQLite) Get(ctx context.Context, user string) (store.PolicyDoc, bool, e
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.PolicyDoc{}, false, nil
 	}
-	if err != nil {
-		return store.PolicyDoc{}, false, fmt.Errorf("store: policy of %s: %w", user, err)
-	}
-	var d store.PolicyDoc
-	if err := json.Unmarshal([]byte(raw), &d); err != nil {
-		return store.PolicyDoc{}, false, fmt.Errorf("store: policy of %s: %w", user, err)
-	}
-	return d, true, nil
+	return store.DecodePolicy(user, []byte(raw), err)
 }
 
 func (s *SQLite) Put(ctx context.Context, user string, d store.PolicyDoc) error {
-	if err := d.Validate(user); err != nil {
-		return err
-	}
-	raw, err := json.Marshal(d)
+	raw, err := store.EncodePolicy(user, d)
 	if err != nil {
 		return err
 	}

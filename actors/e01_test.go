@@ -197,11 +197,7 @@ func TestHalfOpenDetectedWithinBound(t *testing.T) {
 func TestGatewayCrashDetectedByLeaseExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		timing := config.Seed()
-		e := newEnv(t, timing)
-		g2, _ := e.n.StartGateway("g2")
-		e.policy("alice", core.Exact, "bob")
-		p := e.subscribe("alice", "bob")
-		d := e.connect(g2, "alice", "phone", 1)
+		e, g2, p, d := aliceOnSecondGateway(t, timing)
 		time.Sleep(300 * time.Second)
 		renewals := testutil.ToFloat64(e.n.metrics.Renewals)
 		d.halt()
@@ -228,15 +224,12 @@ func TestGatewayCrashDetectedByLeaseExpiry(t *testing.T) {
 	})
 }
 
-// A failed member's leases are reclaimed (GatewayDown) at once, not after TTL: a dead node's leases at once, not after TTL.
+// A failed member's leases are reclaimed (GatewayDown) at once, not after
+// TTL.
 func TestGatewayDownReclaimsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		timing := config.Seed()
-		e := newEnv(t, timing)
-		g2, _ := e.n.StartGateway("g2")
-		e.policy("alice", core.Exact, "bob")
-		p := e.subscribe("alice", "bob")
-		d := e.connect(g2, "alice", "phone", 1)
+		e, g2, p, d := aliceOnSecondGateway(t, timing)
 		keep := e.connect(e.n.Gateway(), "alice", "laptop", 1) // on a live node: untouched
 		time.Sleep(100 * time.Second)
 		d.halt()
@@ -290,4 +283,14 @@ func TestInvalidTimingRefused(t *testing.T) {
 	if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "ttl") {
 		t.Fatalf("err = %v, want config.ErrInvalid naming ttl", err)
 	}
+}
+
+// aliceOnSecondGateway is a node with a second gateway g2, alice's phone
+// connected to g2, and bob subscribed to alice (who lets him see her).
+func aliceOnSecondGateway(t *testing.T, timing config.Timing) (*env, *Gateway, *probe, *device) {
+	e := newEnv(t, timing)
+	g2, _ := e.n.StartGateway("g2")
+	e.policy("alice", core.Exact, "bob")
+	p := e.subscribe("alice", "bob")
+	return e, g2, p, e.connect(g2, "alice", "phone", 1)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/presence-im/presence/admin"
 	"github.com/presence-im/presence/client"
 	"github.com/presence-im/presence/gateway"
+	"github.com/presence-im/presence/internal/poll"
 	"github.com/presence-im/presence/messages"
 )
 
@@ -185,13 +186,7 @@ func (p *proc) memberStates() map[string]string {
 
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, within, 20*time.Millisecond, what, cond)
 }
 
 // keepAlive heartbeats c every 100 ms (fast preset: 300 ms) until ctx ends.

@@ -14,16 +14,20 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/presence-im/presence/admin"
 )
 
 // Cluster is a local cluster of presenced processes on free loopback ports,
-// sharing one SQLite store in Dir.
+// sharing one SQLite store in Dir. It is the one multi-process harness:
+// the chaos scenarios and the tests of cmd/presenced both run on it.
 type Cluster struct {
-	Bin    string  // presenced binary (process backend)
-	Docker *Docker // containers instead of processes, when set
-	Dir    string  // store and node logs
-	Preset string  // timing preset, "fast" unless set
-	Secret string  // device-token key
+	Bin    string   // presenced binary (process backend)
+	Docker *Docker  // containers instead of processes, when set
+	Dir    string   // store and node logs
+	Preset string   // timing preset, "fast" unless set
+	Secret string   // device-token key
+	Args   []string // more flags for every node
 	Nodes  []*Node
 
 	seq int
@@ -34,12 +38,14 @@ type Node struct {
 	ID                    string
 	Listen, Admin, Gossip string
 
-	run runner
+	run     runner
+	logPath string // the process backend's log, written as it runs
 }
 
 // runner is how a node runs: a local process or a container.
 type runner interface {
 	kill()                  // kill -9, and wait for the end
+	terminate() error       // SIGTERM: a graceful stop
 	pause() error           // SIGSTOP / docker pause
 	resume() error          // SIGCONT / docker unpause
 	alive() bool            // still running
@@ -62,8 +68,9 @@ func (p *process) kill() {
 		<-p.done
 	}
 }
-func (p *process) pause() error  { return p.cmd.Process.Signal(syscall.SIGSTOP) }
-func (p *process) resume() error { return p.cmd.Process.Signal(syscall.SIGCONT) }
+func (p *process) terminate() error { return p.cmd.Process.Signal(syscall.SIGTERM) }
+func (p *process) pause() error     { return p.cmd.Process.Signal(syscall.SIGSTOP) }
+func (p *process) resume() error    { return p.cmd.Process.Signal(syscall.SIGCONT) }
 func (p *process) alive() bool {
 	select {
 	case <-p.done:
@@ -113,12 +120,6 @@ func (c *Cluster) Start(ctx context.Context, n int) error {
 // until it is ready.
 func (c *Cluster) AddNode(ctx context.Context) (*Node, error) {
 	c.seq++
-	nd := &Node{ID: fmt.Sprintf("n%d", c.seq)}
-	preset := c.Preset
-	if preset == "" {
-		preset = "fast"
-	}
-	args := []string{"--timing", preset, "--node-id", nd.ID, "--secret", c.Secret}
 	var join []string
 	for _, o := range c.Nodes {
 		if o.Alive() {
@@ -126,18 +127,32 @@ func (c *Cluster) AddNode(ctx context.Context) (*Node, error) {
 			break
 		}
 	}
+	return c.StartNode(ctx, fmt.Sprintf("n%d", c.seq), join...)
+}
+
+// StartNode starts a node named id with extra flags (after the cluster's
+// own) and waits until it is ready; a node that started but is not ready
+// comes back with the error.
+func (c *Cluster) StartNode(ctx context.Context, id string, extra ...string) (*Node, error) {
+	nd := &Node{ID: id}
+	preset := c.Preset
+	if preset == "" {
+		preset = "fast"
+	}
+	args := append([]string{"--timing", preset, "--node-id", nd.ID, "--secret", c.Secret}, c.Args...)
+	args = append(args, extra...)
 	var err error
 	if c.Docker != nil {
-		nd.run, err = c.Docker.start(ctx, nd, c.Dir, append(args, join...))
+		nd.run, err = c.Docker.start(ctx, nd, c.Dir, args)
 	} else {
-		nd.run, err = c.startProcess(nd, append(args, join...))
+		nd.run, err = c.startProcess(nd, args)
 	}
 	if err != nil {
 		return nil, err
 	}
 	c.Nodes = append(c.Nodes, nd)
 	if err := nd.WaitReady(ctx, 20*time.Second); err != nil {
-		return nil, err
+		return nd, err // started: its log may say why it is not ready
 	}
 	return nd, nil
 }
@@ -150,9 +165,11 @@ func (c *Cluster) startProcess(nd *Node, args []string) (runner, error) {
 		}
 		*p = a
 	}
-	args = append(args, "--listen", nd.Listen, "--admin", nd.Admin, "--gossip", nd.Gossip,
-		"--policy-dsn", "sqlite:"+filepath.Join(c.Dir, "presence.db"))
-	logs, err := os.Create(filepath.Join(c.Dir, nd.ID+".log"))
+	// The defaults first: a flag given again in args wins.
+	args = append([]string{"--listen", nd.Listen, "--admin", nd.Admin, "--gossip", nd.Gossip,
+		"--policy-dsn", "sqlite:" + filepath.Join(c.Dir, "presence.db")}, args...)
+	nd.logPath = filepath.Join(c.Dir, nd.ID+".log")
+	logs, err := os.Create(nd.logPath)
 	if err != nil {
 		return nil, err
 	}
@@ -203,6 +220,31 @@ func (n *Node) Resume() error { return n.run.resume() }
 
 // Kill is kill -9; it waits for the node to end.
 func (n *Node) Kill() { n.run.kill() }
+
+// Terminate asks the node to stop gracefully (SIGTERM: it drains).
+func (n *Node) Terminate() error { return n.run.terminate() }
+
+// Wait waits up to within for the node to end: whether it did, and why.
+func (n *Node) Wait(within time.Duration) (ended bool, err error) {
+	deadline := time.Now().Add(within)
+	for n.Alive() {
+		if time.Now().After(deadline) {
+			return false, nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true, n.run.exitErr()
+}
+
+// Log is what the node logged so far (process backend; a container's log
+// is collected when the cluster stops).
+func (n *Node) Log() string {
+	if n.logPath == "" {
+		return ""
+	}
+	b, _ := os.ReadFile(n.logPath)
+	return string(b)
+}
 
 // Stop kills every node and leaves their logs in Dir.
 func (c *Cluster) Stop() {
@@ -280,11 +322,7 @@ func (n *Node) Bounds(ctx context.Context) (map[string]float64, error) {
 // Route is GET /api/route/{user}: the node of each online device, or an
 // error for anything but 200 (503: unknown).
 func (n *Node) Route(ctx context.Context, user string) ([]string, error) {
-	var r struct {
-		Devices []struct {
-			Node string `json:"node"`
-		} `json:"devices"`
-	}
+	var r admin.Route
 	code, err := n.get(ctx, "/api/route/"+user, &r)
 	if err != nil {
 		return nil, err

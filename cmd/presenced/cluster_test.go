@@ -89,7 +89,7 @@ func TestClusterGatewayCrash(t *testing.T) {
 				danOff = time.Since(killed)
 			}
 		case <-deadline:
-			t.Fatalf("no offline for dan\nn1:\n%s\nn3:\n%s", n1.logs.String(), n3.logs.String())
+			t.Fatalf("no offline for dan\nn1:\n%s\nn3:\n%s", n1.log(), n3.log())
 		}
 	}
 	t.Logf("kill -9 to offline at a remote subscriber: %v (bound %v)", danOff, bound)

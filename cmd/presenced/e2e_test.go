@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -46,25 +45,23 @@ func TestBinaryEndToEnd(t *testing.T) {
 	}
 	res.Body.Close()
 
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.node.Terminate()
 	for {
 		if _, err := alice.Next(ctx); err != nil {
-			if code := client.CloseCode(err); code != 1001 {
+			if code := client.CloseCode(err); code != int(messages.CloseGoingAway) {
 				t.Fatalf("close on SIGTERM: %d (%v), want 1001", code, err)
 			}
 			break
 		}
 	}
-	select {
-	case err := <-p.done:
-		p.exited = true
-		if err != nil {
-			t.Fatalf("exit: %v\n%s", err, p.logs.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("still running 10 s after SIGTERM\n%s", p.logs.String())
+	ended, err := p.node.Wait(10 * time.Second)
+	if !ended {
+		t.Fatalf("still running 10 s after SIGTERM\n%s", p.log())
 	}
-	if !strings.Contains(p.logs.String(), "draining") {
-		t.Fatalf("no drain in the log:\n%s", p.logs.String())
+	if err != nil {
+		t.Fatalf("exit: %v\n%s", err, p.log())
+	}
+	if !strings.Contains(p.log(), "draining") {
+		t.Fatalf("no drain in the log:\n%s", p.log())
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -68,7 +67,7 @@ func TestClusterPausedNodeFences(t *testing.T) {
 	}
 
 	unreachable := ownedBy(t, n1, "n3")
-	if err := n3.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := n3.node.Pause(); err != nil {
 		t.Fatal(err)
 	}
 	// A route through the stopped owner is unknown, never "no devices".
@@ -82,7 +81,7 @@ func TestClusterPausedNodeFences(t *testing.T) {
 	}
 	waitFor(t, 15*time.Second, "n1 declares the stopped n3 dead", func() bool { return n1.memberStates()["n3"] == "dead" })
 	next(messages.Status_offline, 3*time.Second) // reclaimed with gateway_down
-	if err := n3.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := n3.node.Resume(); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -94,7 +93,7 @@ func TestClusterPausedNodeFences(t *testing.T) {
 		t.Fatal("the fenced node did not close its device")
 	}
 	// Restarted as a new member: ready again, alive everywhere.
-	waitFor(t, 10*time.Second, "n3 fencing", func() bool { return strings.Contains(n3.logs.String(), "fenced: restarting") })
+	waitFor(t, 10*time.Second, "n3 fencing", func() bool { return strings.Contains(n3.log(), "fenced: restarting") })
 	waitFor(t, 30*time.Second, "n3 ready again", func() bool {
 		res, err := http.Get("http://" + n3.admin + "/readyz")
 		if err != nil {

@@ -6,15 +6,14 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/presence-im/presence/admin"
+	"github.com/presence-im/presence/chaos"
 	"github.com/presence-im/presence/client"
 	"github.com/presence-im/presence/gateway"
 	"github.com/presence-im/presence/internal/poll"
@@ -34,17 +33,12 @@ func binary(t *testing.T) string {
 		t.Skip("builds and runs the binary")
 	}
 	buildOnce.Do(func() {
-		dir, err := filepathTemp()
+		dir, err := os.MkdirTemp("", "presenced-bin-")
 		if err != nil {
 			buildErr = err
 			return
 		}
-		binPath = filepath.Join(dir, "presenced")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = err
-			t.Logf("%s", out)
-		}
+		binPath, buildErr = chaos.Build(context.Background(), dir)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -52,63 +46,46 @@ func binary(t *testing.T) string {
 	return binPath
 }
 
-// proc is one presenced process on free loopback ports.
+// proc is one presenced process on free loopback ports, run by the chaos
+// harness (chaos.Cluster): the tests and the chaos scenarios start nodes
+// the same way.
 type proc struct {
 	t             *testing.T
+	node          *chaos.Node
 	name          string
 	listen, admin string
 	gossip        string
-	cmd           *exec.Cmd
-	logs          *lockedBuffer
-	done          chan error
-	exited        bool
 }
 
+// startProc starts a node named name with extra flags; it is killed (and
+// its log shown if the test failed) at the end of the test.
 func startProc(t *testing.T, name string, extra ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, name: name, listen: freePort(t), admin: freePort(t), gossip: freePort(t), logs: &lockedBuffer{}, done: make(chan error, 1)}
-	args := append([]string{"--timing", "fast", "--node-id", name, "--listen", p.listen, "--admin", p.admin, "--gossip", p.gossip,
-		"--secret", "e2e", "--drain-spread", "200ms", "--log-level", "debug"}, extra...)
-	p.cmd = exec.Command(binary(t), args...)
-	p.cmd.Stderr = p.logs
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
+	c := &chaos.Cluster{Bin: binary(t), Dir: t.TempDir(), Secret: "e2e", Args: []string{"--drain-spread", "200ms", "--log-level", "debug"}}
+	t.Cleanup(c.Stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := c.StartNode(ctx, name, extra...)
+	if err != nil {
+		log := ""
+		if n != nil {
+			log = n.Log()
+		}
+		t.Fatalf("%s: %v\n%s", name, err, log)
 	}
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(p.kill)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("%s's log:\n%s", name, p.logs.String())
+			t.Logf("%s's log:\n%s", name, n.Log())
 		}
 	})
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		if res, err := http.Get("http://" + p.admin + "/readyz"); err == nil {
-			res.Body.Close()
-			return p
-		}
-		select {
-		case err := <-p.done:
-			p.exited = true
-			t.Fatalf("%s exited: %v\n%s", name, err, p.logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready:\n%s", name, p.logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return &proc{t: t, node: n, name: name, listen: n.Listen, admin: n.Admin, gossip: n.Gossip}
 }
 
+// log is what the node logged so far.
+func (p *proc) log() string { return p.node.Log() }
+
 // kill is kill -9.
-func (p *proc) kill() {
-	if p.exited {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-	p.exited = true
-}
+func (p *proc) kill() { p.node.Kill() }
 
 func (p *proc) put(path, body string) {
 	p.t.Helper()
@@ -129,26 +106,6 @@ func (p *proc) dial(ctx context.Context, user, device string, attempt uint64) *c
 	}
 	p.t.Cleanup(func() { _ = c.CloseNow() })
 	return c
-}
-
-func filepathTemp() (string, error) { return os.MkdirTemp("", "presenced-bin-") }
-
-// lockedBuffer is the process's stderr, read while exec still writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // bounds is the node's GET /api/bounds.

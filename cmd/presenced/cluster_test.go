@@ -37,20 +37,10 @@ func readPresences(ctx context.Context, c *client.Conn, out chan<- *messages.Pre
 // the subscriber sees that device offline within the bound, and a device on
 // n3 sees no change.
 func TestClusterGatewayCrash(t *testing.T) {
-	nodes, _ := startCluster(t, 3)
-	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
-	for _, u := range []string{"dan", "eve"} {
-		n1.put("/api/users/"+u+"/policy", `{"granularity":"exact","contacts":["sam"]}`)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	sam := n1.dial(ctx, "sam", "phone", 1)
-	dan := n2.dial(ctx, "dan", "phone", 1)
-	eve := n3.dial(ctx, "eve", "phone", 1)
-	for _, c := range []*client.Conn{sam, dan, eve} {
-		keepAlive(ctx, c)
-	}
-	n1.waitOnline("dan", "eve")
+	nodes, sam, dan, _ := samAndTwo(ctx, t, "dan", "eve")
+	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
 	snap := subscribe(ctx, t, sam, "dan", "eve")
 	if len(snap.GetPresences()) != 2 {
 		t.Fatalf("snapshot = %v, want dan and eve", snap)

@@ -17,20 +17,10 @@ import (
 // devices are closed with 1001), restarts as a new member and takes devices
 // again; a device on another node sees no change throughout.
 func TestClusterPausedNodeFences(t *testing.T) {
-	nodes, _ := startCluster(t, 3)
-	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
-	for _, u := range []string{"pat", "quinn"} {
-		n1.put("/api/users/"+u+"/policy", `{"granularity":"exact","contacts":["sam"]}`)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	sam := n1.dial(ctx, "sam", "phone", 1)
-	quinn := n2.dial(ctx, "quinn", "phone", 1)
-	pat := n3.dial(ctx, "pat", "phone", 1)
-	for _, c := range []*client.Conn{sam, quinn, pat} {
-		keepAlive(ctx, c)
-	}
-	n1.waitOnline("pat", "quinn")
+	nodes, sam, quinn, pat := samAndTwo(ctx, t, "quinn", "pat")
+	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
 	for _, p := range subscribe(ctx, t, sam, "pat", "quinn").GetPresences() {
 		if p.GetStatus() != messages.Status_online {
 			t.Fatalf("snapshot: %v not online", p)

@@ -237,3 +237,22 @@ func startCluster(t *testing.T, n int) ([]*proc, string) {
 	converged(t, nodes...)
 	return nodes, db
 }
+
+// samAndTwo starts three nodes with sam on n1, a on n2 and b on n3 (who
+// let sam see them), all connected and heartbeating, and waits until n1
+// sees a and b online.
+func samAndTwo(ctx context.Context, t *testing.T, a, b string) (nodes []*proc, sam, ca, cb *client.Conn) {
+	t.Helper()
+	nodes, _ = startCluster(t, 3)
+	for _, u := range []string{a, b} {
+		nodes[0].put("/api/users/"+u+"/policy", `{"granularity":"exact","contacts":["sam"]}`)
+	}
+	sam = nodes[0].dial(ctx, "sam", "phone", 1)
+	ca = nodes[1].dial(ctx, a, "phone", 1)
+	cb = nodes[2].dial(ctx, b, "phone", 1)
+	for _, c := range []*client.Conn{sam, ca, cb} {
+		keepAlive(ctx, c)
+	}
+	nodes[0].waitOnline(a, b)
+	return nodes, sam, ca, cb
+}

@@ -68,18 +68,12 @@ func (s *Postgres) Put(ctx context.Context, user string, d store.PolicyDoc) erro
 func (s *Postgres) Floor(ctx context.Context, user, device string) (uint64, error) {
 	var n int64
 	err := s.pool.QueryRow(ctx, `SELECT attempt FROM presence_floors WHERE user_id = $1 AND device = $2`, user, device).Scan(&n)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("store: floor of %s/%s: %w", user, device, err)
-	}
-	return uint64(n), nil
+	return store.ReadFloor(user, device, n, errors.Is(err, pgx.ErrNoRows), err)
 }
 
 func (s *Postgres) RaiseFloor(ctx context.Context, user, device string, attempt uint64) error {
-	if attempt > 1<<63-1 {
-		return fmt.Errorf("store: floor of %s/%s: attempt %d out of range", user, device, attempt)
+	if err := store.CheckAttempt(user, device, attempt); err != nil {
+		return err
 	}
 	_, err := s.pool.Exec(ctx, `INSERT INTO presence_floors (user_id, device, attempt) VALUES ($1, $2, $3)
 		ON CONFLICT (user_id, device) DO UPDATE SET attempt = GREATEST(presence_floors.attempt, EXCLUDED.attempt)`,

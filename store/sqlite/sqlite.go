@@ -76,18 +76,12 @@ func (s *SQLite) Put(ctx context.Context, user string, d store.PolicyDoc) error 
 func (s *SQLite) Floor(ctx context.Context, user, device string) (uint64, error) {
 	var n int64
 	err := s.db.QueryRowContext(ctx, `SELECT attempt FROM floors WHERE user = ? AND device = ?`, user, device).Scan(&n)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("store: floor of %s/%s: %w", user, device, err)
-	}
-	return uint64(n), nil
+	return store.ReadFloor(user, device, n, errors.Is(err, sql.ErrNoRows), err)
 }
 
 func (s *SQLite) RaiseFloor(ctx context.Context, user, device string, attempt uint64) error {
-	if attempt > 1<<63-1 {
-		return fmt.Errorf("store: floor of %s/%s: attempt %d out of range", user, device, attempt)
+	if err := store.CheckAttempt(user, device, attempt); err != nil {
+		return err
 	}
 	_, err := s.db.ExecContext(ctx, `INSERT INTO floors (user, device, attempt) VALUES (?, ?, ?)
 		ON CONFLICT (user, device) DO UPDATE SET attempt = max(attempt, excluded.attempt)`, user, device, int64(attempt))

@@ -26,6 +26,7 @@ var ErrRefused = errors.New("actors: handshake refused")
 // ticks them every check period and routes ConnLost to them by conn id.
 type gatewayActor struct {
 	g      *Gateway
+	n      *Node
 	conns  map[string]*actor.PID
 	tick   timer
 	recent []released // releases of the last replayWindow, oldest first
@@ -50,7 +51,7 @@ const maxRecent = 10000
 // failure is declared at most FailureDetection after it, and the
 // re-created lease must have time to exist.
 func (a *gatewayActor) replayWindow() time.Duration {
-	t := a.g.n.deps.Timing
+	t := a.n.deps.Timing
 	return t.FailureDetection + t.Settle
 }
 
@@ -71,7 +72,7 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.conns = map[string]*actor.PID{}
-		a.tick.arm(a.g.n.sched, a.g.n.deps.Timing.Check, ctx.Self(), checkTick{})
+		a.tick.arm(a.n.sched, a.n.deps.Timing.Check, ctx.Self(), checkTick{})
 	case *actor.Stopping:
 		a.tick.stop()
 		a.replay.stop()
@@ -79,31 +80,18 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 		// Re-armed each round rather than SendRepeatedly: proto.actor's
 		// repeating timer reads its state without an atomic (a data race
 		// under -race when cancelled while firing).
-		a.tick.arm(a.g.n.sched, a.g.n.deps.Timing.Check, ctx.Self(), checkTick{})
-		for _, pid := range a.conns {
-			ctx.Send(pid, checkTick{})
-		}
+		a.tick.arm(a.n.sched, a.n.deps.Timing.Check, ctx.Self(), checkTick{})
+		a.tell(ctx, checkTick{})
 	case spawnConn:
-		props := actor.PropsFromProducer(func() actor.Actor { return newConnActor(a.g, m.req) })
-		pid, err := ctx.SpawnNamed(props, m.req.ConnID)
-		if err != nil {
-			ctx.Respond(fmt.Errorf("actors: spawn connection %s: %w", m.req.ConnID, err))
-			return
-		}
-		a.conns[m.req.ConnID] = pid
-		a.g.conns.Add(1)
-		ctx.Respond(pid)
+		a.spawn(ctx, m.req)
 	case *messages.ConnLost:
 		if pid := a.conns[m.GetConnId()]; pid != nil {
 			ctx.Send(pid, m)
 		}
 	case topologyChanged:
-		for _, pid := range a.conns {
-			ctx.Send(pid, reregister{})
-		}
-		if len(a.recent) > 0 {
-			// After the change reached every member.
-			a.replay.arm(a.g.n.sched, a.g.n.propagation(), ctx.Self(), replayReleases{})
+		a.tell(ctx, reregister{})
+		if len(a.recent) > 0 { // after the change reached every member
+			a.replay.arm(a.n.sched, a.n.propagation(), ctx.Self(), replayReleases{})
 		}
 	case released:
 		a.recent = append(a.recent, m)
@@ -111,16 +99,40 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 	case replayReleases:
 		a.prune(time.Now())
 		for _, r := range a.recent {
-			a.g.n.dir.Send(KindLease, leaseID(r.rel.GetUser(), r.rel.GetDevice()), r.rel)
+			a.n.dir.Send(KindLease, leaseID(r.rel.GetUser(), r.rel.GetDevice()), r.rel)
 		}
 	case *actor.Terminated:
-		for id, pid := range a.conns {
-			if pid.Equal(m.GetWho()) {
-				delete(a.conns, id)
-				a.g.conns.Add(-1)
-			}
-		}
+		a.forget(m.GetWho())
+	}
+}
 
+// tell sends msg to every connection.
+func (a *gatewayActor) tell(ctx actor.Context, msg any) {
+	for _, pid := range a.conns {
+		ctx.Send(pid, msg)
+	}
+}
+
+// spawn starts a connection actor and answers its pid (or the error).
+func (a *gatewayActor) spawn(ctx actor.Context, r OpenRequest) {
+	props := actor.PropsFromProducer(func() actor.Actor { return newConnActor(a.g, r) })
+	pid, err := ctx.SpawnNamed(props, r.ConnID)
+	if err != nil {
+		ctx.Respond(fmt.Errorf("actors: spawn connection %s: %w", r.ConnID, err))
+		return
+	}
+	a.conns[r.ConnID] = pid
+	a.g.conns.Add(1)
+	ctx.Respond(pid)
+}
+
+// forget drops a connection actor that stopped.
+func (a *gatewayActor) forget(who *actor.PID) {
+	for id, pid := range a.conns {
+		if pid.Equal(who) {
+			delete(a.conns, id)
+			a.g.conns.Add(-1)
+		}
 	}
 }
 

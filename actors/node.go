@@ -314,7 +314,7 @@ func cutID(id string) (user, device string, ok bool) {
 // nodes sharing one lease and view layer.
 func (n *Node) StartGateway(name string) (*Gateway, error) {
 	g := &Gateway{n: n, node: name}
-	pid, err := n.root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &gatewayActor{g: g} }), "gateway-"+name)
+	pid, err := n.root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &gatewayActor{g: g, n: n} }), "gateway-"+name)
 	if err != nil {
 		return nil, fmt.Errorf("actors: gateway %s: %w", name, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/presence-im/presence/admin"
+	"github.com/presence-im/presence/cluster"
 )
 
 // Cluster is a local cluster of presenced processes on free loopback ports,
@@ -257,18 +258,13 @@ func (c *Cluster) Stop() {
 	}
 }
 
-// Member is one member as a node's /api/cluster reports it.
-type Member struct {
-	ID        string   `json:"id"`
-	Addresses []string `json:"addresses"` // gossip, actor
-	State     string   `json:"state"`
-}
+// Member is one member as a node's /api/cluster reports it (Addresses:
+// gossip, actor).
+type Member = cluster.Member
 
 // Members is the node's view of the cluster.
 func (n *Node) Members(ctx context.Context) ([]Member, error) {
-	var c struct {
-		Members []Member `json:"members"`
-	}
+	var c admin.Cluster
 	code, err := n.get(ctx, "/api/cluster", &c)
 	if err == nil && code != 200 {
 		err = fmt.Errorf("chaos: %s /api/cluster: %d", n.ID, code)

@@ -1,6 +1,7 @@
 // Package config holds a node's configuration: the timing presets of the
-// contract, the addresses and keys, loading from YAML, environment and flags,
-// and validation that names the parameter, its value and the rule it breaks.
+// seed article (docs/bounds.md), the addresses and keys, loading from YAML,
+// environment and flags, and validation that names the parameter, its
+// value and the rule it breaks.
 //
 // Precedence, lowest first: preset defaults, YAML file (--config), environment
 // (PRESENCE_<FLAG>), command-line flags.
@@ -137,8 +138,8 @@ func Preset(name string) (Timing, error) {
 	return Timing{}, fmt.Errorf("%w: timing %q: must be seed or fast", ErrInvalid, name)
 }
 
-// Default returns a configuration with the contract's defaults and the seed
-// preset.
+// Default returns a configuration with the defaults of docs/operations.md
+// and the seed preset.
 func Default() Config {
 	return Config{
 		Listen:    "127.0.0.1:7600",

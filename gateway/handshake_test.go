@@ -13,8 +13,8 @@ import (
 	"github.com/presence-im/presence/messages"
 )
 
-// The contract's handshake checks, in order, each with its status and
-// headers; a failed handshake writes nothing: no lease, no floor moved, no
+// The handshake checks of docs/protocol.md, in order, each with its status
+// and headers; a failed handshake writes nothing: no lease, no floor moved, no
 // connection actor.
 func TestHandshakeChecksInOrder(t *testing.T) {
 	nd := startNode(t, func(o *Options, _ *actors.Deps) { o.AdmitRate, o.AdmitBurst = 0.001, 5 }) // 1 dial + 4 handshakes past admission

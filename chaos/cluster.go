@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -133,8 +134,20 @@ func (c *Cluster) AddNode(ctx context.Context) (*Node, error) {
 
 // StartNode starts a node named id with extra flags (after the cluster's
 // own) and waits until it is ready; a node that started but is not ready
-// comes back with the error.
+// comes back with the error. A free port picked for it can be taken by
+// another process before the node binds it (tests run side by side): a
+// node that exits on that gets fresh ports, up to three times.
 func (c *Cluster) StartNode(ctx context.Context, id string, extra ...string) (*Node, error) {
+	for try := 1; ; try++ {
+		nd, err := c.startNode(ctx, id, extra)
+		if err == nil || try == 3 || nd == nil || nd.Alive() || !strings.Contains(nd.Log(), "address already in use") {
+			return nd, err
+		}
+		c.Nodes = slices.DeleteFunc(c.Nodes, func(n *Node) bool { return n == nd })
+	}
+}
+
+func (c *Cluster) startNode(ctx context.Context, id string, extra []string) (*Node, error) {
 	nd := &Node{ID: id}
 	preset := c.Preset
 	if preset == "" {

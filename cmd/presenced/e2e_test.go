@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -12,15 +11,6 @@ import (
 	"github.com/presence-im/presence/client"
 	"github.com/presence-im/presence/messages"
 )
-
-func freePort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // The real binary: devices connect, subscribe and get trimmed events; the
 // policy is set through the admin API; SIGTERM closes devices with 1001,

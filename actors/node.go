@@ -424,19 +424,3 @@ func (n *Node) stop() {
 	}
 	n.sys.Shutdown()
 }
-
-// Crash stops the node as a killed process would look to the others: the
-// gossip goes silent, nothing is released. Tests only.
-func (n *Node) Crash() {
-	n.stopOnce.Do(func() {
-		defer n.stall.stop()
-		if g := n.Membership(); g != nil {
-			g.Shutdown()
-		}
-		if n.cluster != nil {
-			n.cluster.Shutdown(false)
-			return
-		}
-		n.sys.Shutdown()
-	})
-}

@@ -38,3 +38,16 @@ func CheckAttempt(user, device string, attempt uint64) error {
 	}
 	return nil
 }
+
+// ReadLastSeen is what a SQL store answers for a last seen it read as ms
+// (Unix milliseconds), err being the read's error and none whether the row
+// was missing (zero time: never seen).
+func ReadLastSeen(user string, ms int64, none bool, err error) (time.Time, error) {
+	switch {
+	case none:
+		return time.Time{}, nil
+	case err != nil:
+		return time.Time{}, fmt.Errorf("store: last seen of %s: %w", user, err)
+	}
+	return time.UnixMilli(ms), nil
+}

@@ -87,13 +87,7 @@ func (s *Postgres) RaiseFloor(ctx context.Context, user, device string, attempt 
 func (s *Postgres) LastSeen(ctx context.Context, user string) (time.Time, error) {
 	var ms int64
 	err := s.pool.QueryRow(ctx, `SELECT at_ms FROM presence_last_seen WHERE user_id = $1`, user).Scan(&ms)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return time.Time{}, nil
-	}
-	if err != nil {
-		return time.Time{}, fmt.Errorf("store: last seen of %s: %w", user, err)
-	}
-	return time.UnixMilli(ms), nil
+	return store.ReadLastSeen(user, ms, errors.Is(err, pgx.ErrNoRows), err)
 }
 
 func (s *Postgres) SetLastSeen(ctx context.Context, user string, t time.Time) error {

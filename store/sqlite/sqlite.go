@@ -94,13 +94,7 @@ func (s *SQLite) RaiseFloor(ctx context.Context, user, device string, attempt ui
 func (s *SQLite) LastSeen(ctx context.Context, user string) (time.Time, error) {
 	var ms int64
 	err := s.db.QueryRowContext(ctx, `SELECT at_ms FROM last_seen WHERE user = ?`, user).Scan(&ms)
-	if errors.Is(err, sql.ErrNoRows) {
-		return time.Time{}, nil
-	}
-	if err != nil {
-		return time.Time{}, fmt.Errorf("store: last seen of %s: %w", user, err)
-	}
-	return time.UnixMilli(ms), nil
+	return store.ReadLastSeen(user, ms, errors.Is(err, sql.ErrNoRows), err)
 }
 
 func (s *SQLite) SetLastSeen(ctx context.Context, user string, t time.Time) error {

@@ -4,14 +4,16 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"os"
 	"regexp"
 	"testing"
 
 	"github.com/presence-im/presence/config"
 )
 
-// The defaults an operator reads in presenced -h are DefaultOptions': the
-// flags' help cannot drift from the one place the defaults are set.
+// The defaults an operator reads in presenced -h and in docs/operations.md
+// are DefaultOptions': neither can drift from the one place the defaults
+// are set.
 func TestFlagHelpShowsDefaultOptions(t *testing.T) {
 	var usage bytes.Buffer
 	if _, err := config.Load([]string{"-h"}, func(string) string { return "" }, &usage); err != flag.ErrHelp {
@@ -32,6 +34,20 @@ func TestFlagHelpShowsDefaultOptions(t *testing.T) {
 		}
 		if got != want {
 			t.Errorf("--%s help says default %s, DefaultOptions has %s", name, got, want)
+		}
+	}
+	doc, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range []string{
+		fmt.Sprintf("| `--outbox` | %d |", d.Outbox),
+		fmt.Sprintf("| `--write-timeout` | %s |", d.WriteTimeout),
+		fmt.Sprintf("| `--admit-rate` / `--admit-burst` | %v / %d |", d.AdmitRate, d.AdmitBurst),
+		fmt.Sprintf("| `--drain-spread` | %s |", d.DrainSpread),
+	} {
+		if !bytes.Contains(doc, []byte(row)) {
+			t.Errorf("docs/operations.md has no row %q", row)
 		}
 	}
 }

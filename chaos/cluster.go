@@ -313,19 +313,32 @@ func (c *Cluster) Converged(ctx context.Context, nodes ...*Node) error {
 	return nil
 }
 
-// Bounds is the node's GET /api/bounds in milliseconds.
-func (n *Node) Bounds(ctx context.Context) (map[string]float64, error) {
-	var b map[string]any
-	if _, err := n.get(ctx, "/api/bounds", &b); err != nil {
-		return nil, err
+// Bounds is the node's GET /api/bounds.
+func (n *Node) Bounds(ctx context.Context) (admin.Bounds, error) {
+	var b admin.Bounds
+	code, err := n.get(ctx, "/api/bounds", &b)
+	if err == nil && code != 200 {
+		err = fmt.Errorf("chaos: %s /api/bounds: %d", n.ID, code)
 	}
-	out := map[string]float64{}
-	for k, v := range b {
-		if f, ok := v.(float64); ok {
-			out[k] = f
-		}
+	return b, err
+}
+
+// millis are a node's bounds and timings in milliseconds by their names in
+// GET /api/bounds (the report's bounds_ms and timing_ms).
+func millis(b admin.Bounds) (bounds, timing map[string]float64) {
+	bounds = map[string]float64{
+		"graceful_close_ms": float64(b.GracefulCloseMs), "half_open_ms": float64(b.HalfOpenMs),
+		"gateway_crash_ms": float64(b.GatewayCrashMs), "min_lease_life_ms": float64(b.MinLeaseLifeMs),
+		"owner_crash_ms": float64(b.OwnerCrashMs),
 	}
-	return out, nil
+	t := b.Timing
+	timing = map[string]float64{
+		"heartbeat_ms": float64(t.HeartbeatMs), "heartbeat_jitter": t.HeartbeatJitter, "stale_ms": float64(t.StaleMs),
+		"check_ms": float64(t.CheckMs), "renew_ms": float64(t.RenewMs), "renew_jitter": t.RenewJitter,
+		"ttl_ms": float64(t.TTLMs), "debounce_ms": float64(t.DebounceMs),
+		"failure_detection_ms": float64(t.FailureDetectionMs), "settle_ms": float64(t.SettleMs),
+	}
+	return bounds, timing
 }
 
 // Route is GET /api/route/{user}: the node of each online device, or an

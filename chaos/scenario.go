@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/presence-im/presence/admin"
 	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/messages"
 )
@@ -438,18 +437,11 @@ func (e *Env) start(ctx context.Context, devices int) error {
 
 // readBounds reads n's bounds and timings (milliseconds).
 func (e *Env) readBounds(ctx context.Context, n *Node) error {
-	var b admin.Bounds
-	if _, err := n.get(ctx, "/api/bounds", &b); err != nil {
+	b, err := n.Bounds(ctx)
+	if err != nil {
 		return err
 	}
-	e.Bounds, _ = n.Bounds(ctx)
-	t := b.Timing
-	e.Timing = map[string]float64{
-		"heartbeat_ms": float64(t.HeartbeatMs), "heartbeat_jitter": t.HeartbeatJitter, "stale_ms": float64(t.StaleMs),
-		"check_ms": float64(t.CheckMs), "renew_ms": float64(t.RenewMs), "renew_jitter": t.RenewJitter,
-		"ttl_ms": float64(t.TTLMs), "debounce_ms": float64(t.DebounceMs),
-		"failure_detection_ms": float64(t.FailureDetectionMs), "settle_ms": float64(t.SettleMs),
-	}
+	e.Bounds, e.Timing = millis(b)
 	return nil
 }
 

@@ -84,7 +84,7 @@ func (e *Env) viewOwners(ctx context.Context, from *Node) (map[string]string, er
 		members = append(members, cluster.Placed{Actor: m.Addresses[1], Kinds: []string{"view"}})
 		byAddr[m.Addresses[1]] = m.ID
 	}
-	place := cluster.NewPlacement(members)
+	place := cluster.NewRendezvous(members)
 	out := map[string]string{}
 	for _, d := range e.Fleet.Devices {
 		out[d.User] = byAddr[place.Owner("view", d.User)]

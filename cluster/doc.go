@@ -5,6 +5,6 @@
 //
 // Gossip is the memberlist implementation every presenced runs (a cluster
 // of one without --join); Single is the membership of a node alone in
-// tests. Placement is where proto.actor puts an identity, for those that
+// tests. Rendezvous is where proto.actor puts an identity, for those that
 // must know it from outside (the chaos harness).
 package cluster

@@ -20,11 +20,11 @@ import (
 type Provider struct {
 	cfg GossipConfig
 
-	mu    sync.Mutex
-	g     *Gossip
-	c     *pcluster.Cluster
-	place *Placement // over the members last published
-	subs  []func(Event)
+	mu   sync.Mutex
+	g    *Gossip
+	c    *pcluster.Cluster
+	rdv  *pcluster.Rendezvous // over the members last published
+	subs []func(Event)
 
 	pubMu sync.Mutex // one publish at a time, so the newest list is the last
 }
@@ -101,9 +101,10 @@ func (p *Provider) publish() {
 			members = append(members, pm)
 		}
 	}
-	place := newPlacement(members)
+	rdv := pcluster.NewRendezvous()
+	rdv.UpdateMembers(members)
 	p.mu.Lock()
-	p.place = place
+	p.rdv = rdv
 	p.mu.Unlock()
 	c.MemberList.UpdateClusterTopology(members)
 }
@@ -113,9 +114,9 @@ func (p *Provider) publish() {
 // members last handed to it; "" before the first.
 func (p *Provider) Owner(kind, identity string) string {
 	p.mu.Lock()
-	place := p.place
+	rdv := p.rdv
 	p.mu.Unlock()
-	return place.Owner(kind, identity)
+	return (&Rendezvous{rdv: rdv}).Owner(kind, identity)
 }
 
 // Shutdown leaves the gossip (graceful) or just stops it.

@@ -32,7 +32,7 @@ func ownedBy(t *testing.T, p *proc, id string) string {
 			target = m.Addresses[1]
 		}
 	}
-	place := cluster.NewPlacement(members)
+	place := cluster.NewRendezvous(members)
 	for i := range 1000 {
 		u := fmt.Sprintf("o%d", i)
 		if place.Owner("view", u) == target && place.Owner("lease", u+"/phone") == target {

@@ -5,19 +5,19 @@ import (
 	"testing"
 )
 
-// Placement puts each identity on one member hosting its kind, the same
+// Rendezvous puts each identity on one member hosting its kind, the same
 // one whatever the members' order, and moves only the identities of a
 // member that leaves.
-func TestPlacementRendezvous(t *testing.T) {
-	if got := NewPlacement(nil).Owner("view", "alice"); got != "" {
+func TestRendezvous(t *testing.T) {
+	if got := NewRendezvous(nil).Owner("view", "alice"); got != "" {
 		t.Fatalf("owner with no member = %q, want \"\"", got)
 	}
 	a := Placed{Actor: "127.0.0.1:9001", Kinds: []string{"view", "lease"}}
 	b := Placed{Actor: "127.0.0.1:9002", Kinds: []string{"view", "lease"}}
 	c := Placed{Actor: "127.0.0.1:9003", Kinds: []string{"lease"}}
 	bad := Placed{Actor: "no port", Kinds: []string{"view"}}
-	all, reversed := NewPlacement([]Placed{a, b, c, bad}), NewPlacement([]Placed{c, b, a})
-	without := NewPlacement([]Placed{a, c})
+	all, reversed := NewRendezvous([]Placed{a, b, c, bad}), NewRendezvous([]Placed{c, b, a})
+	without := NewRendezvous([]Placed{a, c})
 	for i := range 200 {
 		user := fmt.Sprintf("u%d", i)
 		got := all.Owner("view", user)

@@ -7,35 +7,31 @@ import (
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 )
 
-// Placement is where proto.actor puts a virtual actor: rendezvous hashing
+// Rendezvous is where proto.actor puts a virtual actor: rendezvous hashing
 // of its identity over the actor addresses of the members that host its
 // kind. Provider.Owner uses it over the members it hands to proto.actor;
 // the chaos harness uses it over what the admin API lists, to know which
 // node holds a user's view. Safe for concurrent use once built.
-type Placement struct{ rdv *pcluster.Rendezvous }
+type Rendezvous struct{ rdv *pcluster.Rendezvous }
 
-// Placed is one member as placement sees it.
+// Placed is one member as Rendezvous sees it.
 type Placed struct {
 	Actor string   // proto.actor remote host:port
 	Kinds []string // the kinds it hosts
 }
 
-// NewPlacement places over members; one whose address does not parse is
+// NewRendezvous places over members; one whose address does not parse is
 // left out (proto.actor could not reach it either).
-func NewPlacement(members []Placed) *Placement {
+func NewRendezvous(members []Placed) *Rendezvous {
 	var ms []*pcluster.Member
 	for _, m := range members {
 		if pm := placedMember(m.Actor, m.Actor, m.Kinds); pm != nil {
 			ms = append(ms, pm)
 		}
 	}
-	return newPlacement(ms)
-}
-
-func newPlacement(members []*pcluster.Member) *Placement {
 	rdv := pcluster.NewRendezvous()
-	rdv.UpdateMembers(members)
-	return &Placement{rdv: rdv}
+	rdv.UpdateMembers(ms)
+	return &Rendezvous{rdv: rdv}
 }
 
 // placedMember is a proto.actor member at the actor address host:port, or
@@ -50,10 +46,10 @@ func placedMember(id, actor string, kinds []string) *pcluster.Member {
 }
 
 // Owner is the actor address of the member that owns identity of kind;
-// "" with no member (or a nil Placement).
-func (p *Placement) Owner(kind, identity string) string {
-	if p == nil {
+// "" with no member (or no Rendezvous).
+func (r *Rendezvous) Owner(kind, identity string) string {
+	if r == nil || r.rdv == nil {
 		return ""
 	}
-	return p.rdv.GetByClusterIdentity(pcluster.NewClusterIdentity(identity, kind))
+	return r.rdv.GetByClusterIdentity(pcluster.NewClusterIdentity(identity, kind))
 }

@@ -6,7 +6,7 @@ TIMING  ?= fast
 FUZZTIME ?= 8s
 BIN     := bin
 
-.PHONY: all build run test test-unit fuzz sim bench chaos proto tools lint verify docker clean
+.PHONY: all build run test test-unit fuzz sim bench chaos proto tools lint verify docker compose-up compose-down clean
 
 all: build
 
@@ -37,6 +37,13 @@ test: tools
 	if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory docker && \
 	  $(GO) test -race -count=1 -tags chaos -run TestRunDocker -v ./chaos/; \
 	else echo "no Docker engine: the chaos docker backend is not exercised"; fi
+	# deploy/compose.yaml brought up, a node killed, taken down (where a
+	# Docker engine and docker-compose answer; the image was built above)
+	if docker info >/dev/null 2>&1 && command -v docker-compose >/dev/null; then \
+	  $(GO) test -race -count=1 -tags compose -run TestCompose -v ./deploy/; \
+	else echo "no Docker engine or docker-compose: deploy/compose.yaml is not exercised"; fi
+	# the Kubernetes manifests, decoded strictly (a module of its own)
+	cd deploy/k8s && $(GO) test -count=1 ./
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
 	$(GO) run ./cmd/presencectl sim e01
 
@@ -81,6 +88,25 @@ verify: lint proto
 docker:
 	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/linux/ ./cmd/...
 	docker build -t presence:dev -f deploy/Dockerfile .
+
+## compose-up: three nodes, PostgreSQL and demo devices (deploy/compose.yaml),
+## secrets from deploy/.env (copy deploy/env.example); waits until every
+## node is ready. compose-down removes containers, network and volumes.
+COMPOSE ?= docker-compose
+COMPOSE_PROJECT ?= presence
+compose-up: docker
+	@test -f deploy/.env || { echo "deploy/.env is missing: cp deploy/env.example deploy/.env and set the secrets in it" >&2; exit 2; }
+	$(COMPOSE) -p $(COMPOSE_PROJECT) -f deploy/compose.yaml up -d
+	@for n in node1 node2 node3; do \
+	  for i in $$(seq 90); do \
+	    [ "$$(docker inspect -f '{{.State.Health.Status}}' $$($(COMPOSE) -p $(COMPOSE_PROJECT) -f deploy/compose.yaml ps -q $$n))" = healthy ] && break; \
+	    [ $$i = 90 ] && { echo "$$n not ready after 3 min: $(COMPOSE) -p $(COMPOSE_PROJECT) -f deploy/compose.yaml logs $$n" >&2; exit 1; }; sleep 2; \
+	  done; echo "$$n ready"; \
+	done
+	@echo "dashboard http://127.0.0.1:7700/#token=<PRESENCE_ADMIN_TOKEN> (and :7701, :7702); devices ws://127.0.0.1:7600/ws (and :7601, :7602)"
+
+compose-down:
+	$(COMPOSE) -p $(COMPOSE_PROJECT) -f deploy/compose.yaml down -v --remove-orphans
 
 clean:
 	rm -rf $(BIN) bench.out

@@ -1,6 +1,9 @@
 package actors
 
 import (
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/presence-im/presence/internal/metric"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -18,6 +21,7 @@ type Metrics struct {
 	RejectedStale     *prometheus.CounterVec // op=acquire|renew|release
 	Passivations      *prometheus.CounterVec // kind
 	Activations       *prometheus.CounterVec // kind
+	DeadLetters       *prometheus.CounterVec // message type
 }
 
 // NewMetrics makes the collectors and registers them with reg (nil: not
@@ -33,9 +37,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		RejectedStale:     metric.CounterVec("presence_lease_rejected_stale_total", "Lease requests refused for a stale attempt or epoch.", "op"),
 		Passivations:      metric.CounterVec("presence_actor_passivations_total", "Idle lease and view actors stopped.", "kind"),
 		Activations:       metric.CounterVec("presence_actor_activations_total", "Lease and view actors started.", "kind"),
+		DeadLetters:       metric.CounterVec("presence_dead_letters_total", "Messages sent to an actor that had stopped (a passivated or moved lease or view, a closed connection), by message type; logged only at debug.", "message"),
 	}
 	if reg != nil {
-		reg.MustRegister(m.DeviceTransitions, m.Published, m.Delivered, m.EventMessages, m.Renewals, m.ClientRestarts, m.RejectedStale, m.Passivations, m.Activations)
+		reg.MustRegister(m.DeviceTransitions, m.Published, m.Delivered, m.EventMessages, m.Renewals, m.ClientRestarts, m.RejectedStale, m.Passivations, m.Activations, m.DeadLetters)
 	}
 	return m
+}
+
+// countDeadLetters counts the system's dead letters by message type:
+// after a member change or a passivation they are routine, so a rate is
+// worth watching and each one is not worth a log line.
+func countDeadLetters(sys *actor.ActorSystem, c *prometheus.CounterVec) {
+	sys.EventStream.Subscribe(func(ev any) {
+		if dl, ok := ev.(*actor.DeadLetterEvent); ok {
+			c.WithLabelValues(fmt.Sprintf("%T", dl.Message)).Inc()
+		}
+	})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/core"
+	"github.com/presence-im/presence/internal/quietlog"
 	"github.com/presence-im/presence/messages"
 	"github.com/presence-im/presence/store"
 )
@@ -43,7 +44,11 @@ type Deps struct {
 // ClusterOptions are a cluster member's settings.
 type ClusterOptions struct {
 	Gossip     cluster.GossipConfig
-	RemoteHost string // the proto.actor remote binds here, on a free port
+	RemoteHost string // the proto.actor remote binds here
+	RemotePort int    // on this port; 0: a free one
+	// RemoteAdvertise is the host:port the others reach the remote at;
+	// "": its bound address.
+	RemoteAdvertise string
 	// Propagation is how much later the last member learns of a change
 	// than the first (cluster.Propagation): connections wait this long
 	// before re-registering, so that every member routes alike.
@@ -141,6 +146,10 @@ func (n *Node) owns(kind Kind, identity string) bool {
 	return owner == "" || owner == n.sys.Address()
 }
 
+// Address is the actor system's address (the remote's advertised
+// host:port in a cluster).
+func (n *Node) Address() string { return n.sys.Address() }
+
 // Clustered reports whether the node is a cluster member.
 func (n *Node) Clustered() bool { return n.cluster != nil }
 
@@ -185,8 +194,9 @@ func Start(d Deps) (_ *Node, err error) {
 		d.Metrics = NewMetrics(nil)
 	}
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return d.Logger.With("lib", "protoactor")
+		return slog.New(quietlog.New(d.Logger.Handler(), quietlog.ProtoActor)).With("lib", "protoactor")
 	}))
+	countDeadLetters(sys, d.Metrics.DeadLetters)
 	n := &Node{deps: d, sys: sys, root: sys.Root, sched: scheduler.NewTimerScheduler(sys.Root), metrics: d.Metrics, log: d.Logger, stall: newStallClock()}
 	defer func() {
 		if err != nil {
@@ -234,7 +244,11 @@ func (n *Node) join() error {
 		pcluster.NewKind(string(KindLease), actor.PropsFromProducer(func() actor.Actor { return &leaseActor{n: n, l: core.Lease{Unfenced: n.deps.Unfenced}} })),
 		pcluster.NewKind(string(KindView), actor.PropsFromProducer(func() actor.Actor { return &viewActor{n: n} })),
 	}
-	cfg := pcluster.Configure("presence", n.provider, disthash.New(), remote.Configure(co.RemoteHost, 0),
+	var ropts []remote.ConfigOption
+	if co.RemoteAdvertise != "" {
+		ropts = append(ropts, remote.WithAdvertisedHost(co.RemoteAdvertise))
+	}
+	cfg := pcluster.Configure("presence", n.provider, disthash.New(), remote.Configure(co.RemoteHost, co.RemotePort, ropts...),
 		pcluster.WithKinds(kinds...), pcluster.WithRequestTimeout(5*time.Second))
 	n.cluster = pcluster.New(n.sys, cfg)
 	// Before StartMember: other members may activate actors here at once,
@@ -262,7 +276,7 @@ func (n *Node) onMember(ev cluster.Event) {
 		return
 	}
 	if ev.Kind == cluster.EventFailed || ev.Kind == cluster.EventLeft {
-		n.log.Info("member gone: reclaiming its leases", "member", ev.Member.ID, "how", string(ev.Kind))
+		n.log.Debug("member gone: reclaiming its leases", "member", ev.Member.ID, "how", string(ev.Kind))
 		down := &messages.GatewayDown{Node: ev.Member.ID}
 		for i := range n.local {
 			n.local[i].Range(func(_, v any) bool {

@@ -73,7 +73,8 @@ func (s *Server) Handler() http.Handler {
 		// The page and its assets hold nothing secret; the page sends the
 		// token it is given (#token=) with each call. EventSource cannot
 		// set a header, so /api/events takes ?token= too.
-		public := r.URL.Path == "/healthz" || r.URL.Path == "/" || strings.HasPrefix(r.URL.Path, "/static/")
+		// health and readiness are for probes (a kubelet sends no token)
+		public := r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/" || strings.HasPrefix(r.URL.Path, "/static/")
 		got := r.Header.Get("Authorization")
 		if q := r.URL.Query().Get("token"); q != "" && got == "" && r.URL.Path == "/api/events" {
 			got = "Bearer " + q

@@ -32,7 +32,25 @@ type Config struct {
 	// Heartbeats false leaves heartbeating to the caller (tests of half-open
 	// devices); the default (nil) heartbeats.
 	Heartbeats *bool
+	// Silence: a connection that hears nothing (every heartbeat is acked)
+	// for this long is dropped and the next URL tried, as for 1001: its
+	// node died without closing (power, network, a killed container).
+	// Default 2.5 x hello's heartbeat interval (the server's own stale
+	// rule), at least 2 s.
+	Silence time.Duration
+	// DialTimeout bounds one connection attempt (TCP, TLS, handshake): a
+	// node whose host vanished may leave SYNs unanswered for minutes.
+	// Default 10 s.
+	DialTimeout time.Duration
 }
+
+// silentCode is what serve returns for a connection that went silent; not
+// a close code (those are positive).
+const silentCode = -2
+
+// noCloseCode is CloseCode's answer for a connection that ended without a
+// close frame.
+const noCloseCode = -1
 
 // Event is a presence the session delivers: from a snapshot (Snapshot true)
 // or a change newer than the last one kept for its user.
@@ -69,6 +87,9 @@ func Start(ctx context.Context, cfg Config) *Session {
 	}
 	if cfg.BackoffMax <= 0 {
 		cfg.BackoffMax = 30 * time.Second
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 10 * time.Second
 	}
 	if cfg.Rand == nil {
 		cfg.Rand = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
@@ -198,20 +219,16 @@ func (s *Session) run(ctx context.Context) {
 		}
 	}
 	for ctx.Err() == nil {
-		c, err := Dial(ctx, s.cfg.URLs[url%len(s.cfg.URLs)], DialOptions{Token: s.cfg.Token, Attempt: s.nextAttempt(), Subprotocol: s.cfg.Subprotocol, HTTPClient: s.cfg.HTTPClient})
+		dctx, dcancel := context.WithTimeout(ctx, s.cfg.DialTimeout)
+		c, err := Dial(dctx, s.cfg.URLs[url%len(s.cfg.URLs)], DialOptions{Token: s.cfg.Token, Attempt: s.nextAttempt(), Subprotocol: s.cfg.Subprotocol, HTTPClient: s.cfg.HTTPClient})
+		dcancel()
 		if err != nil {
-			var he *HandshakeError
-			delay := s.draw(backoff) // full jitter
-			switch {
-			case errors.As(err, &he) && he.Status == http.StatusUnauthorized:
+			delay, next, stop := s.dialFailed(err, backoff)
+			if stop {
 				s.finish(err)
 				return
-			case errors.As(err, &he) && he.Status == http.StatusConflict:
-				delay = 0 // a higher attempt next time
-			case errors.As(err, &he) && (he.Status == http.StatusTooManyRequests || he.Status == http.StatusServiceUnavailable):
-				delay = max(delay, he.RetryAfter)
-				url++
-			default:
+			}
+			if next {
 				url++
 			}
 			s.cfg.Log.Debug("client: connect failed", "err", err, "retry_in", delay)
@@ -227,8 +244,15 @@ func (s *Session) run(ctx context.Context) {
 		case int(messages.CloseSuperseded):
 			s.finish(ErrSuperseded)
 			return
-		case int(messages.CloseGoingAway):
+		case int(messages.CloseGoingAway), silentCode:
 			url++ // reconnect elsewhere at once
+		case noCloseCode:
+			// cut without a close (reset, unreachable): its node may be
+			// gone, and any node serves the device
+			url++
+			if !wait(s.draw(backoff)) {
+				break
+			}
 		case int(messages.CloseOverflow):
 			// reconnect and resubscribe at once
 		default:
@@ -238,6 +262,22 @@ func (s *Session) run(ctx context.Context) {
 		}
 	}
 	s.finish(ctx.Err())
+}
+
+// dialFailed says what follows a failed dial: how long to wait, whether to
+// try the next URL, or whether to stop (401: the token will not do).
+func (s *Session) dialFailed(err error, backoff time.Duration) (delay time.Duration, next, stop bool) {
+	var he *HandshakeError
+	delay = s.draw(backoff) // full jitter
+	switch {
+	case errors.As(err, &he) && he.Status == http.StatusUnauthorized:
+		return 0, false, true
+	case errors.As(err, &he) && he.Status == http.StatusConflict:
+		return 0, false, false // a higher attempt next time
+	case errors.As(err, &he) && (he.Status == http.StatusTooManyRequests || he.Status == http.StatusServiceUnavailable):
+		return max(delay, he.RetryAfter), true, false
+	}
+	return delay, true, false
 }
 
 // nextBackoff doubles the backoff up to max; each wait is drawn uniformly
@@ -273,8 +313,14 @@ func (s *Session) serve(ctx context.Context, c *Conn) int {
 	if s.cfg.Heartbeats == nil || *s.cfg.Heartbeats {
 		go s.heartbeat(ctx, c)
 	}
+	silence := s.silence(c)
 	for {
-		f, err := c.Next(ctx)
+		rctx, rcancel := context.WithTimeout(ctx, silence)
+		f, err := c.Next(rctx)
+		rcancel()
+		if err != nil && ctx.Err() == nil && errors.Is(rctx.Err(), context.DeadlineExceeded) {
+			return silentCode
+		}
 		if err != nil {
 			return CloseCode(err)
 		}
@@ -296,6 +342,14 @@ func (s *Session) serve(ctx context.Context, c *Conn) int {
 			s.cfg.Log.Warn("client: server error frame", "code", k.Error.GetCode(), "message", k.Error.GetMessage())
 		}
 	}
+}
+
+// silence is how long a connection may hear nothing (see Config.Silence).
+func (s *Session) silence(c *Conn) time.Duration {
+	if s.cfg.Silence > 0 {
+		return s.cfg.Silence
+	}
+	return max(5*time.Duration(c.Hello.GetHeartbeatIntervalMs())*time.Millisecond/2, 2*time.Second)
 }
 
 // draw is uniform in [0, d). The heartbeat goroutine of a connection that

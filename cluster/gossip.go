@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/presence-im/presence/internal/quietlog"
 )
 
 // Meta is what a member tells the others about itself, carried in
@@ -64,6 +66,19 @@ type GossipConfig struct {
 	// more than half of that many alive (its seeds may be out of reach, or
 	// only the other fenced nodes of a minority may answer).
 	RejoinQuorum int
+	// Advertise is the host:port (an IP) the others reach the gossip at,
+	// when it differs from Bind (NAT, containers, 0.0.0.0); "": Bind's,
+	// or a private IP of this host when Bind's host is unspecified.
+	Advertise string
+	// JoinRetry keeps trying the seeds, once a second and resolving their
+	// names again each time (a seed's container or pod may not exist yet),
+	// until one answers or this long has passed; 0: one try.
+	JoinRetry time.Duration
+	// Context ends the join's retries early (the process is stopping);
+	// nil: never.
+	Context context.Context
+	// Resolve looks a seed's host name up; nil: net.DefaultResolver.
+	Resolve func(ctx context.Context, host string) ([]string, error)
 }
 
 // Gossip is a Membership over hashicorp/memberlist. Subscribers are called
@@ -154,6 +169,11 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 	}
 	c := profile(cfg.Preset)
 	c.Name, c.BindAddr, c.BindPort, c.AdvertisePort = cfg.Name, host, p, p
+	if cfg.Advertise != "" {
+		if c.AdvertiseAddr, c.AdvertisePort, err = splitAdvertise(cfg.Advertise); err != nil {
+			return nil, err
+		}
+	}
 	c.Delegate, c.Events = g, g
 	c.SecretKey = cfg.Key
 	c.Logger = log.New(memberlistLog{g.log}, "", 0)
@@ -166,22 +186,126 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 		return nil, fmt.Errorf("cluster: gossip: %w", err)
 	}
 	g.ml = ml
-	for len(cfg.Join) > 0 {
-		_, err := ml.Join(cfg.Join)
-		if err == nil && 2*ml.NumMembers() > cfg.RejoinQuorum {
-			break
-		}
-		if cfg.RejoinQuorum == 0 {
+	if len(cfg.Join) > 0 {
+		if err := g.join(cfg); err != nil {
 			_ = ml.Shutdown()
 			close(g.done)
 			<-g.stopped
-			return nil, fmt.Errorf("cluster: joining %v: %w", cfg.Join, err)
+			return nil, err
 		}
-		g.log.Warn("cluster: rejoining: no majority of the members known before fencing yet; retrying",
-			"seeds", cfg.Join, "members", ml.NumMembers(), "knew", cfg.RejoinQuorum, "err", err)
-		time.Sleep(time.Second)
 	}
 	return g, nil
+}
+
+// joinEvery is the pause between two tries of the seeds.
+const joinEvery = time.Second
+
+// join contacts the seeds until one answers: once without JoinRetry,
+// for up to JoinRetry with it, and, rejoining after a fence, until a
+// majority of the members known before answers (for as long as it takes).
+// Seed names are resolved again on every try. It stops when cfg.Context
+// ends.
+func (g *Gossip) join(cfg GossipConfig) error {
+	ctx := cfg.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if cfg.RejoinQuorum == 0 && cfg.JoinRetry > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.JoinRetry)
+		defer cancel()
+	}
+	for try := 1; ; try++ {
+		err := g.tryJoin(ctx, cfg)
+		alone := errors.Is(err, errAlone) && cfg.RejoinQuorum == 0
+		if err == nil || alone && cfg.JoinRetry == 0 {
+			return nil
+		}
+		if cfg.RejoinQuorum == 0 && cfg.JoinRetry == 0 {
+			return fmt.Errorf("cluster: joining %v: %w", cfg.Join, err)
+		}
+		g.log.Warn("cluster: joining: retrying", "seeds", cfg.Join, "try", try, "err", err)
+		select {
+		case <-ctx.Done():
+			if alone && errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+				g.log.Warn("cluster: no other seed answered within the join retry: starting a cluster of one", "seeds", cfg.Join)
+				return nil
+			}
+			return fmt.Errorf("cluster: joining %v: gave up after %d tries (%w): %w", cfg.Join, try, context.Cause(ctx), err)
+		case <-time.After(joinEvery):
+		}
+	}
+}
+
+// errAlone: the only seed that answered is this node, though others
+// resolved. With JoinRetry the node keeps trying them until its deadline,
+// so that nodes started together (compose) join each other rather than
+// each starting a cluster of its own.
+var errAlone = errors.New("no seed but this node answered")
+
+// tryJoin resolves the seeds and contacts them once.
+func (g *Gossip) tryJoin(ctx context.Context, cfg GossipConfig) error {
+	addrs, err := resolveSeeds(ctx, cfg.Resolve, cfg.Join)
+	if len(addrs) == 0 {
+		return err
+	}
+	if _, err := g.ml.Join(addrs); err != nil {
+		return err
+	}
+	self := g.Addr()
+	if g.ml.NumMembers() == 1 && slices.ContainsFunc(addrs, func(a string) bool { return a != self }) {
+		return errAlone
+	}
+	if n := g.ml.NumMembers(); 2*n <= cfg.RejoinQuorum {
+		return fmt.Errorf("%d members alive: not a majority of the %d known before fencing", n, cfg.RejoinQuorum)
+	}
+	return nil
+}
+
+// resolveSeeds turns host:port seeds into ip:port ones, every address a
+// name has (a Kubernetes headless Service's name has one per pod). It
+// fails only when no seed resolves.
+func resolveSeeds(ctx context.Context, resolve func(context.Context, string) ([]string, error), seeds []string) ([]string, error) {
+	if resolve == nil {
+		resolve = net.DefaultResolver.LookupHost
+	}
+	var out []string
+	var errs []error
+	for _, s := range seeds {
+		host, port, err := net.SplitHostPort(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("seed %q: %w", s, err))
+			continue
+		}
+		if net.ParseIP(host) != nil {
+			out = append(out, s)
+			continue
+		}
+		ips, err := resolve(ctx, host)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, ip := range ips {
+			out = append(out, net.JoinHostPort(ip, port))
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+// splitAdvertise parses an advertised ip:port.
+func splitAdvertise(addr string) (string, int, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || net.ParseIP(host) == nil {
+		return "", 0, fmt.Errorf("cluster: advertise address %q: must be ip:port", addr)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return "", 0, fmt.Errorf("cluster: advertise port %q: %w", port, err)
+	}
+	return host, p, nil
 }
 
 // Addr is the gossip address others join.
@@ -305,6 +429,7 @@ func (g *Gossip) deliver() {
 		subs := slices.Clone(g.subs)
 		g.mu.Unlock()
 		for _, ev := range q {
+			g.logEvent(ev)
 			for _, f := range subs {
 				f(ev)
 			}
@@ -312,8 +437,38 @@ func (g *Gossip) deliver() {
 	}
 }
 
+// logEvent is the one line a member change gets at info (this node's own
+// join and metadata updates at debug): what happened and where to reach
+// the member.
+func (g *Gossip) logEvent(ev Event) {
+	level := slog.LevelInfo
+	if ev.Kind == EventUpdated || ev.Member.ID == g.conf.Name {
+		level = slog.LevelDebug
+	}
+	args := []any{"member", ev.Member.ID, "gossip", ev.Member.Addresses[0]}
+	if ev.Kind == EventJoined {
+		args = append(args, "actor", ev.Meta.Actor, "devices", ev.Meta.Listen, "admin", ev.Meta.Admin)
+	}
+	g.mu.Lock()
+	args = append(args, "members", g.alive())
+	g.mu.Unlock()
+	g.log.Log(context.Background(), level, "member "+string(ev.Kind), args...)
+}
+
+// alive counts the members alive in the table; g.mu held.
+func (g *Gossip) alive() int {
+	n := 0
+	for _, m := range g.members {
+		if m.State == Alive {
+			n++
+		}
+	}
+	return n
+}
+
 // memberlistLog turns memberlist's "[LEVEL] memberlist: text" lines into
-// slog records at that level.
+// slog records at that level, lowered by quietlog.Memberlist, with node
+// metadata as text.
 type memberlistLog struct{ l *slog.Logger }
 
 func (w memberlistLog) Write(p []byte) (int, error) {
@@ -325,6 +480,7 @@ func (w memberlistLog) Write(p []byte) (int, error) {
 			break
 		}
 	}
-	w.l.Log(context.Background(), level, line, "lib", "memberlist")
+	line = strings.TrimPrefix(line, "memberlist: ")
+	w.l.Log(context.Background(), quietlog.Memberlist.Level(level, line), quietlog.BytesAsText(line), "lib", "memberlist")
 	return len(p), nil
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 )
@@ -71,12 +72,18 @@ type Config struct {
 	AdminToken string // bearer token required by the admin API when set
 	Gossip     string // memberlist bind address
 	Join       []string
-	Preset     string     // "seed" or "fast"
-	Secret     string     // device-token HMAC key
-	ClusterKey string     // memberlist encryption key (16, 24 or 32 bytes) or empty
-	Seed       int64      // seed of the node's random source; 0 picks one at start
-	Demo       int        // simulated in-process devices to run (make run); 0: none
-	LogLevel   slog.Level // debug, info (default), warn or error
+	// Advertise is the "host" or "host:port" the other members reach this
+	// one's gossip at (NAT, containers, a 0.0.0.0 bind), and the host of
+	// its actor remote; "": the gossip's own.
+	Advertise  string
+	RemotePort int           // proto.actor remote port; 0: any free one (not with Advertise or a 0.0.0.0 gossip)
+	JoinRetry  time.Duration // keep trying the seeds this long, names resolved anew each second; 0: one try
+	Preset     string        // "seed" or "fast"
+	Secret     string        // device-token HMAC key
+	ClusterKey string        // memberlist encryption key (16, 24 or 32 bytes) or empty
+	Seed       int64         // seed of the node's random source; 0 picks one at start
+	Demo       int           // simulated in-process devices to run (make run); 0: none
+	LogLevel   slog.Level    // debug, info (default), warn or error
 	// PolicyDSN names the store of policies, attempt floors and last seen:
 	// "sqlite:PATH" (default sqlite:presence-data/presence.db, one file for
 	// every node on a host), "postgres://..." (nodes on several hosts) or
@@ -169,6 +176,9 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%w: %s = %v: must be >= 0 (0: the default)", ErrInvalid, f.name, f.v))
 		}
 	}
+	if err := c.validateRemote(); err != nil {
+		errs = append(errs, err)
+	}
 	if !ValidDSN(c.PolicyDSN) {
 		errs = append(errs, fmt.Errorf("%w: policy-dsn %q: must be sqlite:PATH, postgres://... or memory", ErrInvalid, c.PolicyDSN))
 	}
@@ -223,4 +233,21 @@ func (t Timing) Validate() error {
 func ValidDSN(dsn string) bool {
 	return dsn == "memory" || strings.HasPrefix(dsn, "sqlite:") && len(dsn) > len("sqlite:") ||
 		strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// validateRemote: the others learn the actor remote's address before it
+// is bound, so a remote that is not where the gossip binds needs a fixed
+// port.
+func (c Config) validateRemote() error {
+	if c.RemotePort < 0 || c.RemotePort > 65535 {
+		return fmt.Errorf("%w: remote-port = %d: must be in [0, 65535]", ErrInvalid, c.RemotePort)
+	}
+	host, _, err := net.SplitHostPort(c.Gossip)
+	if c.RemotePort == 0 && err == nil && (c.Advertise != "" || host == "" || host == "0.0.0.0" || host == "::") {
+		return fmt.Errorf("%w: remote-port = 0 with advertise %q and gossip %q: must be set (the others are told the actor port before it is bound)", ErrInvalid, c.Advertise, c.Gossip)
+	}
+	if c.JoinRetry < 0 {
+		return fmt.Errorf("%w: join-retry = %v: must be >= 0", ErrInvalid, c.JoinRetry)
+	}
+	return nil
 }

@@ -396,6 +396,9 @@ admin: 0.0.0.0:2
 admin-token: tok
 gossip: 0.0.0.0:3
 join: [a:1, b:2]
+advertise: presence-1
+remote-port: 7947
+join-retry: 1m
 secret: s3cret
 cluster-key: 0123456789abcdef
 seed: 42
@@ -419,7 +422,7 @@ idle: 1m
 `)
 	want := config.Config{
 		NodeID: "n-file", Listen: "0.0.0.0:1", Admin: "0.0.0.0:2", AdminToken: "tok", Gossip: "0.0.0.0:3",
-		Join: []string{"a:1", "b:2"}, Preset: "seed", Secret: "s3cret", ClusterKey: "0123456789abcdef", Seed: 42, Demo: 3, PolicyDSN: "memory",
+		Join: []string{"a:1", "b:2"}, Advertise: "presence-1", RemotePort: 7947, JoinRetry: time.Minute, Preset: "seed", Secret: "s3cret", ClusterKey: "0123456789abcdef", Seed: 42, Demo: 3, PolicyDSN: "memory",
 		Gateway: config.Gateway{Outbox: 8, WriteTimeout: 3 * time.Second, AdmitRate: 9.5, AdmitBurst: 10, DrainSpread: 4 * time.Second, SendBuffer: 4096},
 		Timing: config.Timing{
 			Heartbeat: 10 * time.Second, HeartbeatJitter: 0.2, Stale: 25 * time.Second, Check: time.Second,
@@ -437,7 +440,7 @@ idle: 1m
 	var kv, args []string
 	for k, v := range map[string]string{
 		"node-id": "n-file", "listen": "0.0.0.0:1", "admin": "0.0.0.0:2", "admin-token": "tok", "gossip": "0.0.0.0:3",
-		"join": " a:1 , b:2 ,", "secret": "s3cret", "cluster-key": "0123456789abcdef", "seed": "42", "demo": "3",
+		"join": " a:1 , b:2 ,", "advertise": "presence-1", "remote-port": "7947", "join-retry": "1m", "secret": "s3cret", "cluster-key": "0123456789abcdef", "seed": "42", "demo": "3",
 		"heartbeat": "10s", "heartbeat-jitter": "0.2", "stale": "25s", "check": "1s", "renew": "20s",
 		"renew-jitter": "0.3", "ttl": "50s", "debounce": "7s", "idle": "1m", "policy-dsn": "memory",
 		"outbox": "8", "write-timeout": "3s", "admit-rate": "9.5", "admit-burst": "10", "drain-spread": "4s", "send-buffer": "4096",
@@ -569,5 +572,30 @@ func TestLoadYAMLNullIsNotTheStringNil(t *testing.T) {
 	c, err := config.Load([]string{"--node-id", "n1", "--config", file}, env(), io.Discard)
 	if err == nil && (c.AdminToken == "<nil>" || c.Secret == "<nil>") {
 		t.Fatalf("admin token %q secret %q: a YAML null became the string <nil>", c.AdminToken, c.Secret)
+	}
+}
+
+// The others learn the actor remote's address before it is bound: a
+// remote advertised elsewhere than it binds needs a fixed port.
+func TestValidateRemotePort(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+	}{
+		{[]string{"--gossip", "127.0.0.1:7946"}, true},
+		{[]string{"--gossip", "0.0.0.0:7946"}, false},
+		{[]string{"--gossip", "0.0.0.0:7946", "--remote-port", "7947"}, true},
+		{[]string{"--advertise", "10.0.0.5"}, false},
+		{[]string{"--advertise", "10.0.0.5", "--remote-port", "7947"}, true},
+		{[]string{"--remote-port", "70000"}, false},
+		{[]string{"--join-retry", "-1s"}, false},
+	} {
+		_, err := config.Load(tc.args, env(), io.Discard)
+		if (err == nil) != tc.ok || err != nil && !errors.Is(err, config.ErrInvalid) {
+			t.Errorf("%v: %v", tc.args, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "remote-port") && !strings.Contains(err.Error(), "join-retry") {
+			t.Errorf("%v: the error names no parameter: %v", tc.args, err)
+		}
 	}
 }

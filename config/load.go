@@ -73,6 +73,9 @@ var fields = []field{
 		}
 		return nil
 	}},
+	{"advertise", "host[:port] the other members reach this one's gossip and actor remote at (default: the gossip address; a private IP when it binds 0.0.0.0)", str(func(c *Config) *string { return &c.Advertise })},
+	{"remote-port", "port of the actor remote, bound on the gossip host (0: any free one; set it with --advertise or a 0.0.0.0 gossip)", intField(func(c *Config) *int { return &c.RemotePort })},
+	{"join-retry", "keep trying the seeds this long, resolving their names anew each second (0: one try)", dur(func(c *Config) *time.Duration { return &c.JoinRetry })},
 	{"secret", "device-token HMAC key (default: a public dev key)", str(func(c *Config) *string { return &c.Secret })},
 	{"cluster-key", "memberlist encryption key, 16, 24 or 32 bytes (empty: none)", str(func(c *Config) *string { return &c.ClusterKey })},
 	{"policy-dsn", "store of policies, attempt floors and last seen: sqlite:PATH, postgres://... or memory", str(func(c *Config) *string { return &c.PolicyDSN })},

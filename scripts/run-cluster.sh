@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
-# make run: a local 3-node cluster on loopback sharing one SQLite file, with
-# the dashboard on every admin address (http://127.0.0.1:7700/) and
-# demo devices on n1. Devices: ws://127.0.0.1:7600/ws (n1), :7601 (n2),
-# :7602 (n3); admin: http://127.0.0.1:7700, :7701, :7702. Ctrl-C stops all.
-# Kill one (kill -9 $(cat presence-data/n2.pid)) and watch the others.
+# make run: a local 3-node cluster on loopback sharing one SQLite file, and
+# demo devices in a process of their own (presencectl demo) spread over the
+# nodes and reconnecting through the Go SDK: kill a node and watch its
+# devices move to the others. Prints the addresses, then one status line of
+# every node every 5 s and each member failure or fence; the nodes' logs
+# are in presence-data/n{1,2,3}.log. Ctrl-C stops all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 timing=${TIMING:-fast}; demo=${DEMO:-20}
+life=15s; [ "$timing" = seed ] && life=20m
+# first ports of the three nodes (another checkout may run its own)
+L=${LISTEN_PORT:-7600}; A=${ADMIN_PORT:-7700}; G=${GOSSIP_PORT:-7946}
+seeds=127.0.0.1:$G,127.0.0.1:$((G + 1)),127.0.0.1:$((G + 2))
 mkdir -p presence-data
 pids=()
 stop() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
 trap stop EXIT INT TERM
 start() { # name index extra...
   local name=$1 i=$2; shift 2
-  ./bin/presenced --node-id "$name" --timing "$timing" --listen "127.0.0.1:760$i" --admin "127.0.0.1:770$i" \
-    --gossip "127.0.0.1:794$((6 + i))" --policy-dsn sqlite:presence-data/presence.db "$@" &
+  ./bin/presenced --node-id "$name" --timing "$timing" --listen "127.0.0.1:$((L + i))" --admin "127.0.0.1:$((A + i))" \
+    --gossip "127.0.0.1:$((G + i))" --join "$seeds" --policy-dsn sqlite:presence-data/presence.db "$@" 2>"presence-data/$name.log" &
   pids+=($!)
   echo $! > "presence-data/$name.pid"
 }
@@ -22,17 +27,29 @@ ready() { # index: wait for /readyz, or stop if the node died
   local i=$1 pid=${pids[-1]}
   if ! command -v curl >/dev/null 2>&1; then sleep 1.5; return 0; fi
   for _ in $(seq 100); do
-    if curl -sf "http://127.0.0.1:770$i/readyz" >/dev/null 2>&1; then return 0; fi
-    if ! kill -0 "$pid" 2>/dev/null; then echo "run-cluster: n$((i + 1)) did not start (see above)" >&2; exit 1; fi
+    if curl -sf "http://127.0.0.1:$((A + i))/readyz" >/dev/null 2>&1; then return 0; fi
+    if ! kill -0 "$pid" 2>/dev/null; then echo "run-cluster: n$((i + 1)) did not start:" >&2; cat "presence-data/n$((i + 1)).log" >&2; exit 1; fi
     sleep 0.2
   done
-  echo "run-cluster: n$((i + 1)) not ready after 20 s" >&2; exit 1
+  echo "run-cluster: n$((i + 1)) not ready after 20 s (presence-data/n$((i + 1)).log)" >&2; exit 1
 }
-start n1 0 --demo "$demo"
-ready 0
-start n2 1 --join 127.0.0.1:7946
-ready 1
-start n3 2 --join 127.0.0.1:7946
-ready 2
-echo "cluster: dashboard http://127.0.0.1:7700/ (and :7701, :7702); devices ws://127.0.0.1:760{0,1,2}/ws; Ctrl-C stops it" >&2
+cat <<MSG
+presence: 3 nodes ($timing timings), $demo demo devices
+  dashboard  http://127.0.0.1:$A/   (and :$((A + 1)), :$((A + 2)))
+  devices    ws://127.0.0.1:$L/ws   (and :$((L + 1)), :$((L + 2)))
+  logs       presence-data/n1.log n2.log n3.log
+  try        kill -9 \$(cat presence-data/n2.pid)   # its devices reconnect to n1 and n3
+Ctrl-C stops it.
+MSG
+# every node lists all three as seeds: n1 starts the cluster through
+# itself, and a node restarted by hand finds the others
+for i in 0 1 2; do start "n$((i + 1))" $i; ready $i; done
+# member failures and fences as they happen, one line each
+tail -q -n 0 -F presence-data/n1.log presence-data/n2.log presence-data/n3.log 2>/dev/null |
+  grep --line-buffered -E 'msg="(member (failed|left)|fenced)' | sed -u -E 's/^time=[^T]*T([0-9:]{8})[^ ]* level=([A-Z]+) msg="([^"]*)" node=([^ ]*)(.*)/\1 \4: \3\5/' &
+pids+=($!)
+./bin/presencectl demo --devices "$demo" --life "$life" \
+  --ws "ws://127.0.0.1:$L/ws,ws://127.0.0.1:$((L + 1))/ws,ws://127.0.0.1:$((L + 2))/ws" \
+  --admin "http://127.0.0.1:$A,http://127.0.0.1:$((A + 1)),http://127.0.0.1:$((A + 2))" &
+pids+=($!)
 wait

@@ -103,3 +103,20 @@ func watchCmd(args []string, out, errOut io.Writer) int {
 		}
 	}
 }
+
+// readyCmd exits 0 when the node's /readyz answers 200 (the container
+// health check of the FROM-scratch image, which has no curl).
+func readyCmd(args []string, out, errOut io.Writer) int {
+	fs, addr, token := adminFlags("ready", errOut)
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+		fmt.Fprint(errOut, usage)
+		return 2
+	}
+	b, code, err := adminDo("GET", *addr+"/readyz", *token, nil)
+	if err != nil || code != http.StatusOK {
+		fmt.Fprintf(errOut, "presencectl ready: %d %s %v\n", code, strings.TrimSpace(string(b)), err)
+		return 1
+	}
+	fmt.Fprintln(out, "ready")
+	return 0
+}

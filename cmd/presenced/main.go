@@ -94,7 +94,9 @@ func run(args []string) int {
 		return 1
 	}
 	defer closeStore()
-	node, err := startNode(&cfg, actors.Deps{Policies: policies, History: history, Metrics: actors.NewMetrics(reg), Logger: log})
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	node, co, err := startNode(ctx, &cfg, actors.Deps{Policies: policies, History: history, Metrics: actors.NewMetrics(reg), Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced:", err)
 		return 2
@@ -115,10 +117,8 @@ func run(args []string) int {
 		node.Stop()
 		return 1
 	}
-	log.Info("node started", "listen", ws.Addr(), "admin", ln.Addr().String(), "timing", cfg.Preset, "bounds", fmt.Sprintf("%+v", cfg.Timing.Bounds()))
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
+	log.Info("node started", "listen", ws.Addr(), "admin", ln.Addr().String(), "gossip", co.Gossip.Bind, "advertise", co.Gossip.Advertise,
+		"actor", node.Address(), "timing", cfg.Preset, "bounds", fmt.Sprintf("%+v", cfg.Timing.Bounds()))
 	if cfg.Demo > 0 {
 		go runDemo(ctx, node, policies, cfg, log)
 	}
@@ -140,17 +140,18 @@ func run(args []string) int {
 
 // startNode starts the node's actors as a gossip cluster member (a cluster
 // of one without --join), with the timings the gossip derives (cfg.Timing
-// takes them).
-func startNode(cfg *config.Config, d actors.Deps) (*actors.Node, error) {
+// takes them); it returns the cluster options it used.
+func startNode(ctx context.Context, cfg *config.Config, d actors.Deps) (*actors.Node, *actors.ClusterOptions, error) {
 	timing, prop := cluster.Timings(cfg.Preset, cfg.Timing)
 	cfg.Timing = timing
-	gossipHost, _, _ := net.SplitHostPort(cfg.Gossip)
-	d.NodeID, d.Timing, d.Seed = cfg.NodeID, cfg.Timing, cfg.Seed
-	d.Cluster = &actors.ClusterOptions{RemoteHost: gossipHost, Propagation: prop, Gossip: cluster.GossipConfig{
-		Name: cfg.NodeID, Bind: cfg.Gossip, Join: cfg.Join, Key: []byte(cfg.ClusterKey), Preset: cfg.Preset, Logger: d.Logger,
-		Meta: cluster.Meta{Listen: cfg.Listen, Admin: cfg.Admin}, RejoinQuorum: rejoinQuorum(),
-	}}
-	return actors.Start(d)
+	co, err := clusterOptions(ctx, *cfg, d.Logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	co.Propagation = prop
+	d.NodeID, d.Timing, d.Seed, d.Cluster = cfg.NodeID, cfg.Timing, cfg.Seed, co
+	node, err := actors.Start(d)
+	return node, co, err
 }
 
 // serveAdmin serves the admin API on addr until the server shuts down;
@@ -183,6 +184,38 @@ func drain(log *slog.Logger, ws *gateway.Server, node *actors.Node, srv *http.Se
 	ws.Stop()
 	_ = srv.Shutdown(shutdown)
 	log.Info("stopped")
+}
+
+// clusterOptions are the gossip's and the actor remote's addresses: bound
+// where the flags say, advertised where the others reach them (see
+// cluster.Advertised), the remote on the gossip's host.
+func clusterOptions(ctx context.Context, cfg config.Config, log *slog.Logger) (*actors.ClusterOptions, error) {
+	adv, err := cluster.Advertised(ctx, cfg.Advertise, cfg.Gossip)
+	if err != nil {
+		return nil, err
+	}
+	gossipHost, _, _ := net.SplitHostPort(cfg.Gossip)
+	co := &actors.ClusterOptions{RemoteHost: gossipHost, RemotePort: cfg.RemotePort, Gossip: cluster.GossipConfig{
+		Name: cfg.NodeID, Bind: cfg.Gossip, Advertise: adv, Join: cfg.Join, JoinRetry: cfg.JoinRetry, Context: ctx,
+		Key: []byte(cfg.ClusterKey), Preset: cfg.Preset, Logger: log,
+		Meta: cluster.Meta{Listen: cfg.Listen, Admin: cfg.Admin}, RejoinQuorum: rejoinQuorum(),
+	}}
+	if adv != "" {
+		host, _, _ := net.SplitHostPort(adv)
+		co.RemoteAdvertise = net.JoinHostPort(host, strconv.Itoa(cfg.RemotePort))
+		// what the dashboard and the member lines show
+		co.Gossip.Meta.Listen, co.Gossip.Meta.Admin = reachable(cfg.Listen, host), reachable(cfg.Admin, host)
+	}
+	return co, nil
+}
+
+// reachable replaces an unspecified host (0.0.0.0) by the advertised one.
+func reachable(addr, host string) string {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil || !cluster.Unspecified(h) {
+		return addr
+	}
+	return net.JoinHostPort(host, p)
 }
 
 // rejoinEnv marks a process that a fenced node re-executed, with the number
@@ -240,7 +273,7 @@ func fence(log *slog.Logger, why string, ws *gateway.Server, g *cluster.Gossip, 
 		} else {
 			argv = append(append(argv, args...), ours...)
 		}
-		log.Info("fenced: restarting", "seeds", seeds, "rejoin_quorum", known)
+		log.Debug("fenced: restarting", "seeds", seeds, "rejoin_quorum", known)
 		// The new process joins only once it reaches a majority of the
 		// members this one knew: two fenced nodes of a minority must not
 		// form a cluster of their own.

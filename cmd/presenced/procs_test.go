@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -255,4 +256,14 @@ func samAndTwo(ctx context.Context, t *testing.T, a, b string) (nodes []*proc, s
 	}
 	nodes[0].waitOnline(a, b)
 	return nodes, sam, ca, cb
+}
+
+// freePort is a loopback address that was free a moment ago.
+func freePort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }

@@ -1,0 +1,230 @@
+//go:build compose
+
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/presence-im/presence/client"
+	"github.com/presence-im/presence/gateway"
+	"github.com/presence-im/presence/messages"
+)
+
+// stack is one compose project brought up by a test.
+type stack struct {
+	t                *testing.T
+	project, envFile string
+	token, secret    string
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// up starts compose.yaml's nodes and demo under a project name of its own
+// with fresh secrets and the fast timings; PostgreSQL is left out (--no-deps:
+// this machine pulls no image), the nodes share SQLite on the data volume.
+// Published ports are random (127.0.0.1 only); the test reaches the
+// containers at their addresses on the project's network. Cleanup takes
+// everything down, whatever happened.
+func up(t *testing.T) *stack {
+	s := &stack{t: t, project: "presence-deploy-test-" + randHex(4), token: randHex(12), secret: randHex(12)}
+	s.envFile = filepath.Join(t.TempDir(), "env")
+	env := strings.Join([]string{"PRESENCE_TIMING=fast", "PRESENCE_SECRET=" + s.secret, "PRESENCE_ADMIN_TOKEN=" + s.token,
+		"PRESENCE_CLUSTER_KEY=" + randHex(16), "POSTGRES_PASSWORD=unused", "PRESENCE_POLICY_DSN=sqlite:/data/presence.db",
+		"DEMO_DEVICES=6", "NODE1_WS=", "NODE1_ADMIN=", "NODE2_WS=", "NODE2_ADMIN=", "NODE3_WS=", "NODE3_ADMIN="}, "\n")
+	if err := os.WriteFile(s.envFile, []byte(env+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.down)
+	s.compose("up", "-d", "--no-deps", "node1", "node2", "node3", "demo")
+	return s
+}
+
+func (s *stack) compose(args ...string) string {
+	s.t.Helper()
+	out, err := run("docker-compose", append([]string{"-p", s.project, "-f", "compose.yaml", "--env-file", s.envFile}, args...)...)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return out
+}
+
+func run(name string, args ...string) (string, error) {
+	var out, errs bytes.Buffer
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errs
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, errs.String())
+	}
+	return strings.TrimSpace(out.String()), nil
+}
+
+// down removes the project and checks nothing of it is left: no
+// container, network or volume carries its label.
+func (s *stack) down() {
+	if s.t.Failed() {
+		logs, _ := run("docker-compose", "-p", s.project, "-f", "compose.yaml", "--env-file", s.envFile, "logs", "--no-color", "--tail", "40")
+		s.t.Logf("logs:\n%s", logs)
+	}
+	if _, err := run("docker-compose", "-p", s.project, "-f", "compose.yaml", "--env-file", s.envFile, "down", "-v", "--remove-orphans", "-t", "5"); err != nil {
+		s.t.Error(err)
+	}
+	label := "label=com.docker.compose.project=" + s.project
+	for _, what := range [][]string{{"ps", "-a", "-q"}, {"network", "ls", "-q"}, {"volume", "ls", "-q"}} {
+		if left, err := run("docker", append(what, "--filter", label)...); err != nil || left != "" {
+			s.t.Errorf("docker %s: left behind %q (%v)", what[0], left, err)
+		}
+	}
+}
+
+// ip is a service's container address on the project's network.
+func (s *stack) ip(service string) string {
+	id := s.compose("ps", "-q", service)
+	ip, err := run("docker", "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", id)
+	if err != nil || ip == "" {
+		s.t.Fatalf("%s's address: %q %v", service, ip, err)
+	}
+	return ip
+}
+
+func (s *stack) admin(method, ip, path, body string) (int, []byte) {
+	req, _ := http.NewRequest(method, "http://"+ip+":7700"+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	res, err := (&http.Client{Timeout: 3 * time.Second}).Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, b
+}
+
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// cluster is what a node's /api/cluster says: members alive and the
+// devices connected to every node.
+func (s *stack) cluster(ip string) (alive, devices int) {
+	code, b := s.admin("GET", ip, "/api/cluster", "")
+	var c struct {
+		Members []struct{ State string }  `json:"members"`
+		Actors  map[string]map[string]int `json:"actors"`
+	}
+	if code != 200 || json.Unmarshal(b, &c) != nil {
+		return 0, 0
+	}
+	for _, m := range c.Members {
+		if m.State == "alive" {
+			alive++
+		}
+	}
+	for _, a := range c.Actors {
+		devices += a["connection"]
+	}
+	return alive, devices
+}
+
+// The compose cluster: every node ready and seeing the three, the demo's
+// devices connected, a device online through node1 seen by a subscriber
+// on node3; node1 killed: the device reconnects through node2 and the
+// subscriber still sees it online; down leaves nothing behind.
+func TestCompose(t *testing.T) {
+	s := up(t)
+	ips := map[string]string{}
+	for _, n := range []string{"node1", "node2", "node3"} {
+		ips[n] = s.ip(n)
+		waitFor(t, 90*time.Second, n+" ready and seeing 3 members", func() bool {
+			alive, _ := s.cluster(ips[n])
+			return alive == 3
+		})
+	}
+	waitFor(t, 30*time.Second, "the demo's devices connected", func() bool { _, d := s.cluster(ips["node3"]); return d >= 3 })
+	if code, b := s.admin("PUT", ips["node1"], "/api/users/ann/policy", `{"granularity":"exact","contacts":["sam"]}`); code != 200 {
+		t.Fatalf("policy: %d %s", code, b)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ws := func(n string) string { return "ws://" + ips[n] + ":7600/ws" }
+	ann := client.Start(ctx, client.Config{URLs: []string{ws("node1"), ws("node2")}, Token: s.mint("ann"),
+		Log: slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	sam := client.Start(ctx, client.Config{URLs: []string{ws("node3")}, Token: s.mint("sam")})
+	go func() {
+		for range sam.Events() {
+		}
+	}()
+	sam.Subscribe("ann")
+	online := func() bool { p, ok := sam.State("ann"); return ok && p.GetStatus() == messages.Status_online }
+	waitFor(t, 30*time.Second, "ann online through node1, seen from node3", func() bool {
+		h := ann.Hello()
+		return h != nil && h.GetNode() == "node1" && online()
+	})
+	if _, err := run("docker", "kill", "-s", "KILL", s.compose("ps", "-q", "node1")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "ann reconnected through node2", func() bool {
+		h := ann.Hello()
+		return h != nil && h.GetNode() == "node2"
+	})
+	waitFor(t, 30*time.Second, "node3 routes ann to node2", func() bool {
+		code, b := s.admin("GET", ips["node3"], "/api/route/ann", "")
+		return code == 200 && strings.Contains(string(b), `"node2"`)
+	})
+	if !online() {
+		t.Fatal("sam does not see ann online after the failover")
+	}
+}
+
+func (s *stack) mint(user string) string {
+	tok, err := gateway.Tokens{Key: []byte(s.secret)}.Mint(user, "phone", time.Hour)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return tok
+}
+
+// Without the secrets (an env file copied but not filled in), compose
+// refuses to start and says where to set them.
+func TestComposeNeedsSecrets(t *testing.T) {
+	example, err := os.ReadFile("env.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "env")
+	if err := os.WriteFile(file, example, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = run("docker-compose", "-p", "presence-deploy-config-test", "-f", "compose.yaml", "--env-file", file, "config", "-q")
+	if err == nil || !strings.Contains(err.Error(), "deploy/.env") {
+		t.Fatalf("the example's empty secrets: %v", err)
+	}
+}
+
+// tlog writes the SDK's log into the test's.
+type tlog struct{ t *testing.T }
+
+func (w tlog) Write(p []byte) (int, error) { w.t.Log(strings.TrimSpace(string(p))); return len(p), nil }

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -162,6 +161,14 @@ func (n *Node) changedRecently() bool {
 	return n.Clustered() && time.Since(time.Unix(0, n.changedAt.Load())) < n.deps.Timing.Settle
 }
 
+// mayHaveMoved reports whether an actor of identity, activated now, may
+// replace one on another member: the membership changed within
+// Timing.Settle and the identity's placement changed with it (rendezvous
+// hashing over the topologies since). Others publish at the debounce.
+func (n *Node) mayHaveMoved(kind Kind, identity string) bool {
+	return n.changedRecently() && n.provider.Moved(string(kind), identity, time.Now().Add(-n.deps.Timing.Settle))
+}
+
 // Membership is the cluster's membership, or nil alone.
 func (n *Node) Membership() *cluster.Gossip {
 	if n.provider == nil {
@@ -248,7 +255,11 @@ func (n *Node) join() error {
 	if co.RemoteAdvertise != "" {
 		ropts = append(ropts, remote.WithAdvertisedHost(co.RemoteAdvertise))
 	}
-	cfg := pcluster.Configure("presence", n.provider, disthash.New(), remote.Configure(co.RemoteHost, co.RemotePort, ropts...),
+	rcfg, err := cluster.RemoteConfig(co.RemoteHost, co.RemotePort, co.Gossip.Key, ropts...)
+	if err != nil {
+		return err
+	}
+	cfg := pcluster.Configure("presence", n.provider, disthash.New(), rcfg,
 		pcluster.WithKinds(kinds...), pcluster.WithRequestTimeout(5*time.Second))
 	n.cluster = pcluster.New(n.sys, cfg)
 	// Before StartMember: other members may activate actors here at once,

@@ -2,6 +2,8 @@ package chaos
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -29,10 +31,17 @@ type Cluster struct {
 	Dir    string   // store and node logs
 	Preset string   // timing preset, "fast" unless set
 	Secret string   // device-token key
+	Key    string   // cluster key; "": a random one, made by the first node
+	NoKey  bool     // no cluster key (a node's own flags may give one)
 	Args   []string // more flags for every node
 	Nodes  []*Node
+	// Isolate (process backend, root): each node on a loopback address
+	// and a group id of its own, so that a firewall can partition them
+	// (partition.go).
+	Isolate bool
 
 	seq int
+	fw  *firewall // with Isolate
 }
 
 // Node is one presenced, a process or a container.
@@ -41,7 +50,12 @@ type Node struct {
 	Listen, Admin, Gossip string
 
 	run     runner
-	logPath string // the process backend's log, written as it runs
+	logPath string   // the process backend's log, written as it runs
+	gid     int      // its group id, with Cluster.Isolate
+	extra   []string // its own flags, after the cluster's
+	// Token is its admin token (the last --admin-token of its flags),
+	// sent with every admin request.
+	Token string
 }
 
 // runner is how a node runs: a local process or a container.
@@ -98,8 +112,14 @@ func Build(ctx context.Context, dir string) (string, error) {
 	return bin, nil
 }
 
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func randomKey() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b) // 32 bytes
+}
+
+func freePort(host string) (string, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return "", err
 	}
@@ -110,6 +130,13 @@ func freePort() (string, error) {
 // Start starts n nodes, the first starting the cluster and the others
 // joining it, and waits until every node sees all of them alive.
 func (c *Cluster) Start(ctx context.Context, n int) error {
+	if c.Isolate && c.Docker == nil {
+		fw, err := newFirewall()
+		if err != nil {
+			return err
+		}
+		c.fw = fw
+	}
 	for range n {
 		if _, err := c.AddNode(ctx); err != nil {
 			return err
@@ -122,14 +149,7 @@ func (c *Cluster) Start(ctx context.Context, n int) error {
 // until it is ready.
 func (c *Cluster) AddNode(ctx context.Context) (*Node, error) {
 	c.seq++
-	var join []string
-	for _, o := range c.Nodes {
-		if o.Alive() {
-			join = []string{"--join", o.Gossip}
-			break
-		}
-	}
-	return c.StartNode(ctx, fmt.Sprintf("n%d", c.seq), join...)
+	return c.StartNode(ctx, fmt.Sprintf("n%d", c.seq))
 }
 
 // StartNode starts a node named id with extra flags (after the cluster's
@@ -139,7 +159,7 @@ func (c *Cluster) AddNode(ctx context.Context) (*Node, error) {
 // node that exits on that gets fresh ports, up to three times.
 func (c *Cluster) StartNode(ctx context.Context, id string, extra ...string) (*Node, error) {
 	for try := 1; ; try++ {
-		nd, err := c.startNode(ctx, id, extra)
+		nd, err := c.startNode(ctx, &Node{ID: id, extra: extra})
 		if err == nil || try == 3 || nd == nil || nd.Alive() || !strings.Contains(nd.Log(), "address already in use") {
 			return nd, err
 		}
@@ -147,19 +167,31 @@ func (c *Cluster) StartNode(ctx context.Context, id string, extra ...string) (*N
 	}
 }
 
-func (c *Cluster) startNode(ctx context.Context, id string, extra []string) (*Node, error) {
-	nd := &Node{ID: id}
-	preset := c.Preset
-	if preset == "" {
-		preset = "fast"
+// StartAgain starts nd, which has ended, again under its id and addresses
+// with extra flags instead of its own (process backend), and waits until
+// it is ready.
+func (c *Cluster) StartAgain(ctx context.Context, nd *Node, extra ...string) error {
+	if c.Docker != nil {
+		return fmt.Errorf("chaos: starting %s again: process backend only", nd.ID)
 	}
-	args := append([]string{"--timing", preset, "--node-id", nd.ID, "--secret", c.Secret}, c.Args...)
-	args = append(args, extra...)
+	if nd.Alive() {
+		return fmt.Errorf("chaos: starting %s again: it still runs", nd.ID)
+	}
+	nd.extra = extra
+	run, err := c.startProcess(nd, c.args(nd))
+	if err != nil {
+		return err
+	}
+	nd.run = run
+	return nd.WaitReady(ctx, 20*time.Second)
+}
+
+func (c *Cluster) startNode(ctx context.Context, nd *Node) (*Node, error) {
 	var err error
 	if c.Docker != nil {
-		nd.run, err = c.Docker.start(ctx, nd, c.Dir, args)
+		nd.run, err = c.Docker.start(ctx, nd, c.Dir, c.args(nd))
 	} else {
-		nd.run, err = c.startProcess(nd, args)
+		nd.run, err = c.startProcess(nd, c.args(nd))
 	}
 	if err != nil {
 		return nil, err
@@ -171,9 +203,77 @@ func (c *Cluster) startNode(ctx context.Context, id string, extra []string) (*No
 	return nd, nil
 }
 
+// args are nd's flags: the preset, its id, the keys, the cluster's Args
+// and its own, and unless those name a seed the first other alive node to
+// join.
+func (c *Cluster) args(nd *Node) []string {
+	preset := c.Preset
+	if preset == "" {
+		preset = "fast"
+	}
+	args := []string{"--timing", preset, "--node-id", nd.ID, "--secret", c.Secret, "--drain-spread", DrainSpread.String()}
+	if !c.NoKey {
+		if c.Key == "" {
+			// Every cluster runs as production does: gossip encrypted and the
+			// actor transport on mutual TLS, under every fault.
+			c.Key = randomKey()
+		}
+		args = append(args, "--cluster-key", c.Key)
+	}
+	args = append(append(args, c.Args...), nd.extra...)
+	nd.Token = lastFlag(args, "--admin-token")
+	if slices.Contains(args, "--join") {
+		return args
+	}
+	for _, o := range c.Nodes {
+		if o != nd && o.Alive() {
+			return append(args, "--join", o.Gossip)
+		}
+	}
+	return args
+}
+
+// lastFlag is the value of the last flag name in args (the one a node
+// takes), or "".
+func lastFlag(args []string, name string) string {
+	for i := len(args) - 2; i >= 0; i-- {
+		if args[i] == name {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+// DrainSpread is the nodes' --drain-spread: on SIGTERM a node closes its
+// devices over this long.
+const DrainSpread = 2 * time.Second
+
+// Restart stops nd with SIGTERM (it drains), waits for its exit, and
+// starts it again under the same id, addresses and flags (process
+// backend).
+func (c *Cluster) Restart(ctx context.Context, nd *Node) error {
+	if _, ok := nd.run.(*process); !ok {
+		return fmt.Errorf("chaos: restarting %s: process backend only", nd.ID)
+	}
+	_ = nd.Terminate()
+	if ended, _ := nd.Wait(DrainSpread + 15*time.Second); !ended {
+		nd.Kill()
+		return fmt.Errorf("chaos: %s did not exit after SIGTERM", nd.ID)
+	}
+	return c.StartAgain(ctx, nd, nd.extra...)
+}
+
 func (c *Cluster) startProcess(nd *Node, args []string) (runner, error) {
+	restart := nd.Listen != "" // the same addresses (and group)
+	host := "127.0.0.1"
+	if c.Isolate && !restart {
+		host, nd.gid = isolation(c.seq)
+	}
 	for _, p := range []*string{&nd.Listen, &nd.Admin, &nd.Gossip} {
-		a, err := freePort()
+		if *p != "" {
+			continue
+		}
+		a, err := freePort(host)
 		if err != nil {
 			return nil, err
 		}
@@ -183,12 +283,19 @@ func (c *Cluster) startProcess(nd *Node, args []string) (runner, error) {
 	args = append([]string{"--listen", nd.Listen, "--admin", nd.Admin, "--gossip", nd.Gossip,
 		"--policy-dsn", "sqlite:" + filepath.Join(c.Dir, "presence.db")}, args...)
 	nd.logPath = filepath.Join(c.Dir, nd.ID+".log")
-	logs, err := os.Create(nd.logPath)
+	mode := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
+	if restart {
+		mode = os.O_CREATE | os.O_WRONLY | os.O_APPEND // one log across its lives
+	}
+	logs, err := os.OpenFile(nd.logPath, mode, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	p := &process{cmd: exec.Command(c.Bin, args...), logs: logs, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = logs, logs
+	if nd.gid != 0 {
+		p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(os.Getuid()), Gid: uint32(nd.gid)}}
+	}
 	if err := p.cmd.Start(); err != nil {
 		logs.Close()
 		return nil, fmt.Errorf("chaos: starting %s: %w", nd.ID, err)
@@ -268,6 +375,9 @@ func (c *Cluster) Stop() {
 	}
 	if c.Docker != nil {
 		c.Docker.stop()
+	}
+	if c.fw != nil {
+		c.fw.remove()
 	}
 }
 
@@ -378,6 +488,9 @@ func (n *Node) get(ctx context.Context, path string, into any) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+n.Admin+path, nil)
+	if n.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+n.Token)
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err
@@ -389,4 +502,10 @@ func (n *Node) get(ctx context.Context, path string, into any) (int, error) {
 		}
 	}
 	return res.StatusCode, nil
+}
+
+// readLog is a process node's log so far.
+func readLog(dir, id string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, id+".log"))
+	return string(b), err
 }

@@ -2,10 +2,15 @@
 // Membership says who the members are; Gossip (over hashicorp/memberlist)
 // tells subscribers, in order and off memberlist's locks, when one joins,
 // leaves or is declared dead, and logs one line for each. Provider hands
-// proto.actor the alive members; FenceWatch tells a node that may have
-// been declared dead to fence itself. Rendezvous is where proto.actor puts
-// an identity, for those that must know it from outside (the chaos
-// harness); Timings derives the timings a member adds to its preset.
+// proto.actor the alive members and tells which identities a change moved
+// (Moved); FenceWatch tells a node that may have been declared dead, or
+// whose side of a split the resolver (Decide: keep-majority over a quorum
+// base, StableAfter, the oldest member breaking a tie) does not keep, to
+// fence itself; a fenced node's new incarnation rejoins (Rejoin) once the
+// resolver or an operator lets it serve.
+// Rendezvous is where proto.actor puts an identity, for those that must
+// know it from outside (the chaos harness); Timings derives the timings a
+// member adds to its preset.
 //
 // Addresses: a node binds its gossip where --gossip says and tells the
 // others the address Advertised returns (behind NAT, in containers, on
@@ -13,4 +18,9 @@
 // try until one other than itself answers or GossipConfig.JoinRetry ends.
 //
 // Single is the membership of a node running alone.
+//
+// RemoteConfig is a member's proto.actor remote: with the cluster key, on
+// mutual TLS whose CA is derived from the key (RemoteTLS), so the key that
+// admits a process to the gossip is also the only way into the actor
+// transport.
 package cluster

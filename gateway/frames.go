@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"time"
+	"unicode/utf8"
 
 	"github.com/lesismal/nbio/nbhttp/websocket"
 	"github.com/presence-im/presence/messages"
@@ -29,6 +30,10 @@ func (s *Server) onMessage(c *websocket.Conn, kind websocket.MessageType, data [
 		sock.Close(messages.CloseWrongType, "wrong frame type for "+sock.codec.name)
 		return
 	}
+	if kind == websocket.TextMessage && !utf8.Valid(data) { // RFC 6455 §8.1 (nbio's own check answers 1002)
+		sock.Close(messages.CloseInvalidData, "text frame is not UTF-8")
+		return
+	}
 	f := &messages.Frame{}
 	if err := sock.codec.unmarshal(data, f); err != nil {
 		sock.errs++
@@ -52,7 +57,7 @@ func (s *Server) onMessage(c *websocket.Conn, kind websocket.MessageType, data [
 	case *messages.Frame_Unsubscribe:
 		conn.Unsubscribe(k.Unsubscribe.GetTargets())
 	case *messages.Frame_SetStatus:
-		if sh := k.SetStatus.GetShow(); sh == messages.Show_show_unspecified {
+		if sh := k.SetStatus.GetShow(); sh == messages.Show_show_unspecified || messages.Show_name[int32(sh)] == "" {
 			sock.errorFrame(messages.ErrBadRequest, "", "set_status: show must be available, away, dnd or invisible")
 		} else {
 			conn.SetShow(sh)
@@ -75,6 +80,9 @@ func (s *Server) onClose(c *websocket.Conn, _ error) {
 	s.mu.Unlock()
 	sock.mu.Lock()
 	sock.closed = true
+	if sock.expiry != nil {
+		sock.expiry.Stop()
+	}
 	sock.mu.Unlock()
 	if conn := sock.conn.Load(); conn != nil {
 		conn.Closed()

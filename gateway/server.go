@@ -37,6 +37,9 @@ type Options struct {
 	CloseGrace time.Duration // wait for the peer after a close frame
 	MaxMessage int           // bytes; a message above is closed with 1009
 	MaxErrors  int           // consecutive undecodable frames before 1002
+	// PreviousSecrets are older token keys still accepted (rotation);
+	// tokens are signed with the current one only.
+	PreviousSecrets [][]byte
 	// Registerer takes the endpoint's metrics; nil: not registered.
 	Registerer prometheus.Registerer
 }
@@ -105,7 +108,7 @@ func New(opt Options, gw *actors.Gateway, timing config.Timing, secret []byte, l
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	quietNbio.Do(func() { logging.SetLevel(logging.LevelError) })
-	s := &Server{opt: opt, node: gw.Node(), timing: timing, gw: gw, tokens: Tokens{Key: secret}, log: log,
+	s := &Server{opt: opt, node: gw.Node(), timing: timing, gw: gw, tokens: Tokens{Key: secret, Previous: opt.PreviousSecrets}, log: log,
 		admit: rate.NewLimiter(rate.Limit(opt.AdmitRate), opt.AdmitBurst), live: map[*socket]struct{}{}}
 	s.metrics = newMetrics(opt.Registerer, s.Live)
 	s.engine = s.newEngine()
@@ -141,6 +144,7 @@ func (s *Server) newEngine() *nbhttp.Engine {
 		s.accepted.Load()
 		c.DataHandler()(c, data)
 	})
+	e.CheckUtf8 = func([]byte) bool { return true } // nbio says 1002; onMessage checks and says 1007
 	e.OnWrittenSize(func(c *nbio.Conn, _ []byte, n int) {
 		if g, ok := c.Session().(*maskGuard); ok {
 			g.sock.written.Add(uint64(n))
@@ -216,6 +220,15 @@ func (s *Server) refuse(w http.ResponseWriter, code int, retryAfter bool, format
 	http.Error(w, fmt.Sprintf(format, args...), code)
 }
 
+// unauthorized answers 401 and closes the connection: a client without a
+// token pays a new TCP connection per try instead of pipelining handshakes
+// on one.
+func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, err error) {
+	r.Close = true
+	w.Header().Set("Connection", "close")
+	s.refuse(w, http.StatusUnauthorized, false, "%v", err)
+}
+
 func hasToken(h http.Header, name, token string) bool {
 	for _, v := range h.Values(name) {
 		for _, t := range strings.Split(v, ",") {
@@ -252,6 +265,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if !s.upgrade(w, r, sock, conn) {
 		return
 	}
+	sock.expireAt(claims.Expires)
 	sock.Send(&messages.Frame{Kind: &messages.Frame_Hello{Hello: &messages.Hello{
 		ConnId: connID, Node: s.node, User: claims.User, Device: claims.Device, Epoch: attempt,
 		HeartbeatIntervalMs: uint32(s.timing.Heartbeat.Milliseconds()),
@@ -281,12 +295,12 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) (Claims, uint64, 
 	}
 	claims, err := s.tokens.Verify(bearer(r))
 	if err != nil {
-		s.refuse(w, http.StatusUnauthorized, false, "%v", err)
+		s.unauthorized(w, r, err)
 		return Claims{}, 0, false
 	}
 	attempt, err := strconv.ParseUint(r.URL.Query().Get("attempt"), 10, 64)
-	if err != nil || attempt == 0 {
-		s.refuse(w, http.StatusBadRequest, false, "attempt must be a positive integer")
+	if err != nil || attempt == 0 || attempt > MaxAttempt {
+		s.refuse(w, http.StatusBadRequest, false, "attempt must be an integer in [1, %d]", uint64(MaxAttempt))
 		return Claims{}, 0, false
 	}
 	return claims, attempt, true
@@ -335,6 +349,11 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, sock *socket, c
 // quietNbio sets nbio's log level, which is global to the process (nbio
 // logs to stdout): errors only, once, whatever the number of servers.
 var quietNbio sync.Once
+
+// MaxAttempt is the largest ?attempt= accepted: 2^53 - 1, the largest
+// integer every JSON client reads exactly (the attempt is the hello's
+// epoch) and far below the store's int64.
+const MaxAttempt = 1<<53 - 1
 
 // nbioClosed reports whether the poller already closed the connection.
 func nbioClosed(ws *websocket.Conn) (bool, error) {

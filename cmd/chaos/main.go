@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/presence-im/presence/chaos"
 )
@@ -59,6 +60,7 @@ func runFlags(args []string, stderr io.Writer) (chaos.Options, bool) {
 	fs.StringVar(&o.Bin, "presenced", "", "presenced binary (default: built from this module)")
 	fs.StringVar(&o.Backend, "backend", "process", "process (local presenced processes) or docker (containers of --image on a network of their own)")
 	fs.StringVar(&o.Image, "image", "presence:dev", "docker backend: the image (make docker builds it)")
+	fs.DurationVar(&o.Duration, "duration", time.Minute, "soak: how long to inject faults")
 	if err := fs.Parse(args); err != nil {
 		return o, false
 	}

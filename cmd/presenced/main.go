@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -72,9 +73,7 @@ func loadConfig(args []string) (cfg config.Config, log *slog.Logger, code int, d
 		return cfg, nil, 2, true
 	}
 	log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel})).With("node", cfg.NodeID)
-	if cfg.Secret == config.DevSecret {
-		log.Warn("using the public development token secret: set --secret or PRESENCE_SECRET")
-	}
+	warnInsecure(log, cfg)
 	if cfg.Seed == 0 {
 		cfg.Seed = time.Now().UnixNano()
 	}
@@ -96,15 +95,22 @@ func run(args []string) int {
 	defer closeStore()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	node, co, err := startNode(ctx, &cfg, actors.Deps{Policies: policies, History: history, Metrics: actors.NewMetrics(reg), Logger: log})
+	rejoin, fencedAPI, err := prepareRejoin(cfg, log)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "presenced:", err)
+		return 1
+	}
+	node, co, err := startNode(ctx, &cfg, actors.Deps{Policies: policies, History: history, Metrics: actors.NewMetrics(reg), Logger: log}, rejoin)
+	fencedAPI.stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced:", err)
 		return 2
 	}
-	ws := gateway.New(gateway.Options{Listen: cfg.Listen, Gateway: cfg.Gateway, Registerer: reg}, node.Gateway(), cfg.Timing, []byte(cfg.Secret), log)
+	ws := gateway.New(gateway.Options{Listen: cfg.Listen, Gateway: cfg.Gateway, Registerer: reg, PreviousSecrets: bytesOf(cfg.SecretPrevious)},
+		node.Gateway(), cfg.Timing, []byte(cfg.Secret), log)
 	// /readyz says ready once the gateway listens, and not while draining.
 	api := &admin.Server{Node: node, Members: node.Membership(), Timing: cfg.Timing, Policies: policies, Gatherer: reg,
-		Token: cfg.AdminToken, Log: log, Ready: ws.Ready}
+		Token: cfg.AdminToken, Log: log, Ready: ws.Ready, Addr: cfg.Admin, AllowedHosts: adminHosts(cfg)}
 	srv, ln, err := serveAdmin(api, cfg.Admin, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced: admin:", err)
@@ -122,15 +128,9 @@ func run(args []string) int {
 	if cfg.Demo > 0 {
 		go runDemo(ctx, node, policies, cfg, log)
 	}
-	fenced := make(chan string, 1)
-	if g := node.Membership(); g != nil {
-		go cluster.FenceWatch{Gossip: g, Preset: cfg.Preset}.Run(ctx, func(r cluster.FenceReason, detail string) {
-			fenced <- string(r) + ": " + detail
-		})
-	}
 	select {
 	case <-ctx.Done():
-	case why := <-fenced:
+	case why := <-watchFence(ctx, node, cfg.Preset, log):
 		node.Fence() // no more verdicts by time from here
 		return fence(log, why, ws, node.Membership(), cfg, args)
 	}
@@ -138,13 +138,26 @@ func run(args []string) int {
 	return 0
 }
 
+// watchFence tells, once, why the node must fence itself (see
+// cluster.FenceWatch); never with no gossip membership.
+func watchFence(ctx context.Context, node *actors.Node, preset string, log *slog.Logger) <-chan fenceCause {
+	fenced := make(chan fenceCause, 1)
+	if g := node.Membership(); g != nil {
+		go cluster.FenceWatch{Gossip: g, Preset: preset, Log: log}.Run(ctx, func(r cluster.FenceReason, detail string, base []cluster.Voter) {
+			fenced <- fenceCause{string(r) + ": " + detail, base}
+		})
+	}
+	return fenced
+}
+
 // startNode starts the node's actors as a gossip cluster member (a cluster
 // of one without --join), with the timings the gossip derives (cfg.Timing
-// takes them); it returns the cluster options it used.
-func startNode(ctx context.Context, cfg *config.Config, d actors.Deps) (*actors.Node, *actors.ClusterOptions, error) {
+// takes them); it returns the cluster options it used. rejoin: a fenced
+// node's new incarnation (see prepareRejoin), or nil.
+func startNode(ctx context.Context, cfg *config.Config, d actors.Deps, rejoin *cluster.Rejoin) (*actors.Node, *actors.ClusterOptions, error) {
 	timing, prop := cluster.Timings(cfg.Preset, cfg.Timing)
 	cfg.Timing = timing
-	co, err := clusterOptions(ctx, *cfg, d.Logger)
+	co, err := clusterOptions(ctx, *cfg, d.Logger, rejoin)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -186,10 +199,45 @@ func drain(log *slog.Logger, ws *gateway.Server, node *actors.Node, srv *http.Se
 	log.Info("stopped")
 }
 
+// warnInsecure says what a node started without its secrets (on loopback,
+// or with --insecure) leaves open.
+func warnInsecure(log *slog.Logger, cfg config.Config) {
+	if cfg.Secret == config.DevSecret {
+		log.Warn("using the public development token secret: set --secret or PRESENCE_SECRET")
+	}
+	if cfg.ClusterKey == "" {
+		log.Warn("no cluster key: any process that reaches the gossip or actor port can join, read and write presence (docs/security.md)")
+	}
+}
+
+// adminHosts are the Host names the admin API answers besides IP
+// addresses, localhost and its address: --admin-allowed-hosts and the name
+// the node advertises (a compose service name: the other containers call
+// it so).
+func adminHosts(cfg config.Config) []string {
+	hosts := slices.Clone(cfg.AdminAllowedHosts)
+	if cfg.Advertise != "" {
+		host, _, err := net.SplitHostPort(cfg.Advertise)
+		if err != nil {
+			host = cfg.Advertise // no port
+		}
+		hosts = append(hosts, host)
+	}
+	return hosts
+}
+
+func bytesOf(ss []string) [][]byte {
+	out := make([][]byte, len(ss))
+	for i, s := range ss {
+		out[i] = []byte(s)
+	}
+	return out
+}
+
 // clusterOptions are the gossip's and the actor remote's addresses: bound
 // where the flags say, advertised where the others reach them (see
 // cluster.Advertised), the remote on the gossip's host.
-func clusterOptions(ctx context.Context, cfg config.Config, log *slog.Logger) (*actors.ClusterOptions, error) {
+func clusterOptions(ctx context.Context, cfg config.Config, log *slog.Logger, rejoin *cluster.Rejoin) (*actors.ClusterOptions, error) {
 	adv, err := cluster.Advertised(ctx, cfg.Advertise, cfg.Gossip)
 	if err != nil {
 		return nil, err
@@ -198,7 +246,7 @@ func clusterOptions(ctx context.Context, cfg config.Config, log *slog.Logger) (*
 	co := &actors.ClusterOptions{RemoteHost: gossipHost, RemotePort: cfg.RemotePort, Gossip: cluster.GossipConfig{
 		Name: cfg.NodeID, Bind: cfg.Gossip, Advertise: adv, Join: cfg.Join, JoinRetry: cfg.JoinRetry, Context: ctx,
 		Key: []byte(cfg.ClusterKey), Preset: cfg.Preset, Logger: log,
-		Meta: cluster.Meta{Listen: cfg.Listen, Admin: cfg.Admin}, RejoinQuorum: rejoinQuorum(),
+		Meta: cluster.Meta{Listen: cfg.Listen, Admin: cfg.Admin}, Rejoin: rejoin,
 	}}
 	if adv != "" {
 		host, _, _ := net.SplitHostPort(adv)
@@ -218,26 +266,19 @@ func reachable(addr, host string) string {
 	return net.JoinHostPort(host, p)
 }
 
-// rejoinEnv marks a process that a fenced node re-executed, with the number
-// of members the fenced one knew: it retries its seeds until it reaches a
-// majority of them instead of giving up.
-const rejoinEnv = "PRESENCE_REJOIN"
-
-func rejoinQuorum() int {
-	n, _ := strconv.Atoi(os.Getenv(rejoinEnv))
-	return n
-}
-
 // fence is what a node that may have been declared dead does (see
 // cluster.FenceWatch): it stops taking devices (503), closes them with 1001
 // so they reconnect to a healthy node, and re-executes itself: the same
 // flags and node id, every member it knew as seeds, and a new proto.actor
 // actor system id, since the others blocked the old one for good. It
 // returns only if that fails, with the exit code.
-func fence(log *slog.Logger, why string, ws *gateway.Server, g *cluster.Gossip, cfg config.Config, args []string) int {
-	log.Warn("fenced: closing devices with 1001 and restarting as a new member", "why", why, "devices", ws.Live())
+func fence(log *slog.Logger, why fenceCause, ws *gateway.Server, g *cluster.Gossip, cfg config.Config, args []string) int {
+	log.Warn("fenced: closing devices with 1001 and restarting as a new member", "why", why.detail, "devices", ws.Live())
 	ws.Refuse() // 503 and not ready from now on
-	_, known := g.Quorum(time.Now(), time.Hour)
+	state, err := json.Marshal(cluster.Rejoin{Base: why.base, Fenced: time.Now(), Stable: cluster.StableAfter(cfg.Preset, len(why.base))})
+	if err != nil {
+		panic(err) // plain data
+	}
 	seeds := []string{}
 	for _, s := range cfg.Join {
 		if s != cfg.Gossip && !slices.Contains(seeds, s) { // never rejoin through itself
@@ -273,11 +314,14 @@ func fence(log *slog.Logger, why string, ws *gateway.Server, g *cluster.Gossip, 
 		} else {
 			argv = append(append(argv, args...), ours...)
 		}
-		log.Debug("fenced: restarting", "seeds", seeds, "rejoin_quorum", known)
-		// The new process joins only once it reaches a majority of the
-		// members this one knew: two fenced nodes of a minority must not
-		// form a cluster of their own.
-		err = syscall.Exec(self, argv, append(os.Environ(), rejoinEnv+"="+strconv.Itoa(known)))
+		log.Debug("fenced: restarting", "seeds", seeds, "quorum_base", len(why.base))
+		// The new process serves only once the split-brain resolver lets
+		// it, over the base this one fenced on: two fenced nodes of a
+		// minority must not form a cluster of their own.
+		// A node fenced again replaces what its own fencing left: the
+		// first of two equal names is the one a process reads.
+		env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, rejoinEnv+"=") })
+		err = syscall.Exec(self, argv, append(env, rejoinEnv+"="+string(state)))
 	}
 	log.Error("fenced: could not restart; exiting for a supervisor to restart the node", "err", err)
 	return 3

@@ -56,13 +56,14 @@ type proc struct {
 	name          string
 	listen, admin string
 	gossip        string
+	cluster       *chaos.Cluster // its own: each test node names its seeds
 }
 
 // startProc starts a node named name with extra flags; it is killed (and
 // its log shown if the test failed) at the end of the test.
 func startProc(t *testing.T, name string, extra ...string) *proc {
 	t.Helper()
-	c := &chaos.Cluster{Bin: binary(t), Dir: t.TempDir(), Secret: "e2e", Args: []string{"--drain-spread", "200ms", "--log-level", "debug"}}
+	c := &chaos.Cluster{Bin: binary(t), Dir: t.TempDir(), Secret: "e2e", NoKey: true, Args: []string{"--drain-spread", "200ms", "--log-level", "debug"}}
 	t.Cleanup(c.Stop)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -79,7 +80,19 @@ func startProc(t *testing.T, name string, extra ...string) *proc {
 			t.Logf("%s's log:\n%s", name, n.Log())
 		}
 	})
-	return &proc{t: t, node: n, name: name, listen: n.Listen, admin: n.Admin, gossip: n.Gossip}
+	return &proc{t: t, node: n, cluster: c, name: name, listen: n.Listen, admin: n.Admin, gossip: n.Gossip}
+}
+
+// startProcAt starts p, which has ended, again on its name and addresses
+// with extra flags (a restart).
+func startProcAt(t *testing.T, p *proc, extra ...string) *proc {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.cluster.StartAgain(ctx, p.node, extra...); err != nil {
+		t.Fatalf("%s: %v\n%s", p.name, err, p.log())
+	}
+	return p
 }
 
 // log is what the node logged so far.
@@ -91,6 +104,7 @@ func (p *proc) kill() { p.node.Kill() }
 func (p *proc) put(path, body string) {
 	p.t.Helper()
 	req, _ := http.NewRequest("PUT", "http://"+p.admin+path, strings.NewReader(body))
+	p.authorize(req)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil || res.StatusCode != 200 {
 		p.t.Fatalf("PUT %s: %v %v", path, res, err)
@@ -109,6 +123,13 @@ func (p *proc) dial(ctx context.Context, user, device string, attempt uint64) *c
 	return c
 }
 
+// authorize adds the node's admin token, if it has one.
+func (p *proc) authorize(req *http.Request) {
+	if p.node.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+p.node.Token)
+	}
+}
+
 // bounds is the node's GET /api/bounds.
 func (p *proc) bounds() admin.Bounds {
 	p.t.Helper()
@@ -122,7 +143,9 @@ func (p *proc) bounds() admin.Bounds {
 // getJSON GETs an admin path and decodes a JSON answer into v: the status
 // code, or 0 if the node did not answer.
 func (p *proc) getJSON(path string, v any) int {
-	res, err := http.Get("http://" + p.admin + path)
+	req, _ := http.NewRequest("GET", "http://"+p.admin+path, nil)
+	p.authorize(req)
+	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0
 	}

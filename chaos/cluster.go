@@ -503,9 +503,3 @@ func (n *Node) get(ctx context.Context, path string, into any) (int, error) {
 	}
 	return res.StatusCode, nil
 }
-
-// readLog is a process node's log so far.
-func readLog(dir, id string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, id+".log"))
-	return string(b), err
-}

@@ -3,8 +3,10 @@ package actors
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -209,4 +211,37 @@ func (e *env) statuses(p *probe) []string {
 		out = append(out, fmt.Sprintf("%v %s", s.at.Sub(e.start), s.p.GetStatus()))
 	}
 	return out
+}
+
+// watchedAlice is a node where alice lets bob see her and bob subscribes
+// to her: the setup of most E01 scenarios.
+func watchedAlice(t *testing.T, timing config.Timing) (*env, *probe) {
+	t.Helper()
+	e := newEnv(t, timing)
+	e.policy("alice", core.Exact, "bob")
+	return e, e.subscribe("alice", "bob")
+}
+
+// expectStatuses lets wait pass in virtual time, lets every actor settle
+// and fails unless p saw exactly want (virtual time since start, status).
+func (e *env) expectStatuses(p *probe, wait time.Duration, want ...string) {
+	e.t.Helper()
+	time.Sleep(wait)
+	synctest.Wait()
+	if got := e.statuses(p); !slices.Equal(got, want) {
+		e.t.Fatalf("events = %v, want %v", got, want)
+	}
+}
+
+// expectOfflineSecond lets wait pass and returns the offline event that
+// must follow the first online one, and nothing else.
+func (e *env) expectOfflineSecond(p *probe, wait time.Duration) seen {
+	e.t.Helper()
+	time.Sleep(wait)
+	synctest.Wait()
+	ev := p.all()
+	if len(ev) != 2 || ev[1].p.GetStatus() != messages.Status_offline {
+		e.t.Fatalf("events = %v, want online then offline", e.statuses(p))
+	}
+	return ev[1]
 }

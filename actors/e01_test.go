@@ -145,9 +145,7 @@ func TestHalfOpenDetectedWithinBound(t *testing.T) {
 		if c := d.sock.closeCode(); c != messages.CloseGoingAway {
 			t.Fatalf("stale socket closed with %d, want %d", c, messages.CloseGoingAway)
 		}
-		if n := testutil.ToFloat64(e.n.metrics.DeviceTransitions.WithLabelValues("down", "ping_timeout")); n != 1 {
-			t.Fatalf("ping_timeout downs = %v, want 1", n)
-		}
+		e.expectDowns("ping_timeout", 1)
 	})
 }
 
@@ -171,9 +169,7 @@ func TestGatewayCrashDetectedByLeaseExpiry(t *testing.T) {
 		if lat > timing.Bounds().GatewayCrash || lat < lower {
 			t.Fatalf("crash detected after %v, want within [%v, %v]", lat, lower, timing.Bounds().GatewayCrash)
 		}
-		if n := testutil.ToFloat64(e.n.metrics.DeviceTransitions.WithLabelValues("down", "lease_expired")); n != 1 {
-			t.Fatalf("lease_expired downs = %v, want 1", n)
-		}
+		e.expectDowns("lease_expired", 1)
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
 	"github.com/presence-im/presence/store"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 )
 
@@ -244,4 +245,12 @@ func (e *env) expectOfflineSecond(p *probe, wait time.Duration) seen {
 		e.t.Fatalf("events = %v, want online then offline", e.statuses(p))
 	}
 	return ev[1]
+}
+
+// expectDowns fails unless want devices went down for reason.
+func (e *env) expectDowns(reason string, want float64) {
+	e.t.Helper()
+	if n := testutil.ToFloat64(e.n.metrics.DeviceTransitions.WithLabelValues("down", reason)); n != want {
+		e.t.Fatalf("%s downs = %v, want %v", reason, n, want)
+	}
 }

@@ -32,8 +32,16 @@ type env struct {
 
 func newEnv(t *testing.T, timing config.Timing) *env {
 	t.Helper()
+	return newEnvWith(t, Deps{Timing: timing})
+}
+
+// newEnvWith is newEnv with more of the node's Deps (metrics, logger);
+// the node id, seed and stores are the env's own.
+func newEnvWith(t *testing.T, d Deps) *env {
+	t.Helper()
 	e := &env{t: t, policies: store.NewMemoryPolicies(), history: store.NewMemoryHistory(), start: time.Now()}
-	n, err := Start(Deps{NodeID: "g1", Timing: timing, Seed: 1, Policies: e.policies, History: e.history})
+	d.NodeID, d.Seed, d.Policies, d.History = "g1", 1, e.policies, e.history
+	n, err := Start(d)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,13 +15,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/presence-im/presence/client"
+	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/gateway"
 	"github.com/presence-im/presence/messages"
+	"github.com/presence-im/presence/store"
+	"github.com/presence-im/presence/store/postgres"
 )
 
 // stack is one compose project brought up by a test.
@@ -29,6 +33,7 @@ type stack struct {
 	t                *testing.T
 	project, envFile string
 	token, secret    string
+	pgPassword       string
 }
 
 func randHex(n int) string {
@@ -37,23 +42,28 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// up starts compose.yaml's nodes and demo under a project name of its own
-// with fresh secrets and the fast timings; PostgreSQL is left out (--no-deps:
-// this machine pulls no image), the nodes share SQLite on the data volume.
-// Published ports are random (127.0.0.1 only); the test reaches the
-// containers at their addresses on the project's network. Cleanup takes
-// everything down, whatever happened.
+// up builds presence-postgres:dev (postgres/build.sh, from the host's
+// Debian PostgreSQL: this machine pulls no image) and starts every service
+// of compose.yaml under a project name of its own, with fresh secrets and
+// the fast timings. Published ports are random (127.0.0.1 only); the test
+// reaches the containers at their addresses on the project's network.
+// Cleanup takes everything down, whatever happened.
 func up(t *testing.T) *stack {
-	s := &stack{t: t, project: "presence-deploy-test-" + randHex(4), token: randHex(12), secret: randHex(12)}
+	if out, err := run("sh", "postgres/build.sh"); err != nil {
+		t.Fatalf("the PostgreSQL image: %v", err)
+	} else {
+		t.Log(out)
+	}
+	s := &stack{t: t, project: "presence-deploy-test-" + randHex(4), token: randHex(12), secret: randHex(12), pgPassword: randHex(12)}
 	s.envFile = filepath.Join(t.TempDir(), "env")
 	env := strings.Join([]string{"PRESENCE_TIMING=fast", "PRESENCE_SECRET=" + s.secret, "PRESENCE_ADMIN_TOKEN=" + s.token,
-		"PRESENCE_CLUSTER_KEY=" + randHex(16), "POSTGRES_PASSWORD=unused", "PRESENCE_POLICY_DSN=sqlite:/data/presence.db",
+		"PRESENCE_CLUSTER_KEY=" + randHex(16), "POSTGRES_PASSWORD=" + s.pgPassword,
 		"DEMO_DEVICES=6", "NODE1_WS=", "NODE1_ADMIN=", "NODE2_WS=", "NODE2_ADMIN=", "NODE3_WS=", "NODE3_ADMIN="}, "\n")
 	if err := os.WriteFile(s.envFile, []byte(env+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.down)
-	s.compose("up", "-d", "--no-deps", "node1", "node2", "node3", "demo")
+	s.compose("up", "-d")
 	return s
 }
 
@@ -149,10 +159,12 @@ func (s *stack) cluster(ip string) (alive, devices int) {
 	return alive, devices
 }
 
-// The compose cluster: every node ready and seeing the three, the demo's
-// devices connected, a device online through node1 seen by a subscriber
-// on node3; node1 killed: the device reconnects through node2 and the
-// subscriber still sees it online; down leaves nothing behind.
+// The compose cluster with PostgreSQL: every node ready and seeing the
+// three, the demo's devices connected, nothing of the host mounted, a
+// policy written through node1 read through node3 and found in
+// PostgreSQL, a device online through node1 seen by a subscriber on node3;
+// node1 killed: the device reconnects through node2 and the subscriber
+// still sees it online; down leaves nothing behind.
 func TestCompose(t *testing.T) {
 	s := up(t)
 	ips := map[string]string{}
@@ -164,9 +176,8 @@ func TestCompose(t *testing.T) {
 		})
 	}
 	waitFor(t, 30*time.Second, "the demo's devices connected", func() bool { _, d := s.cluster(ips["node3"]); return d >= 3 })
-	if code, b := s.admin("PUT", ips["node1"], "/api/users/ann/policy", `{"granularity":"exact","contacts":["sam"]}`); code != 200 {
-		t.Fatalf("policy: %d %s", code, b)
-	}
+	s.onlyNamedVolumes()
+	s.sharedPolicy(ips)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ws := func(n string) string { return "ws://" + ips[n] + ":7600/ws" }
@@ -196,6 +207,45 @@ func TestCompose(t *testing.T) {
 	})
 	if !online() {
 		t.Fatal("sam does not see ann online after the failover")
+	}
+}
+
+// sharedPolicy writes ann's policy through node1 and reads it back through
+// node3 and straight from the PostgreSQL container: the nodes share that
+// database (and not a file on the data volume).
+func (s *stack) sharedPolicy(ips map[string]string) {
+	t := s.t
+	if code, b := s.admin("PUT", ips["node1"], "/api/users/ann/policy", `{"granularity":"exact","contacts":["sam"]}`); code != 200 {
+		t.Fatalf("policy: %d %s", code, b)
+	}
+	code, b := s.admin("GET", ips["node3"], "/api/users/ann/policy", "")
+	var got store.PolicyDoc
+	if code != 200 || json.Unmarshal(b, &got) != nil || got.Granularity != core.Exact || !slices.Equal(got.Contacts, []string{"sam"}) {
+		t.Fatalf("ann's policy through node3: %d %s", code, b)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	db, err := postgres.Open(ctx, "postgres://presence:"+s.pgPassword+"@"+s.ip("postgres")+":5432/presence?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if doc, ok, err := db.Get(ctx, "ann"); err != nil || !ok || !slices.Equal(doc.Contacts, []string{"sam"}) {
+		t.Fatalf("ann's policy in PostgreSQL: %+v %v %v", doc, ok, err)
+	}
+}
+
+// onlyNamedVolumes: no container mounts a directory of the host, so
+// nothing (root-owned) is written into the checkout; down removes the rest.
+func (s *stack) onlyNamedVolumes() {
+	for _, id := range strings.Fields(s.compose("ps", "-q")) {
+		types, err := run("docker", "inspect", "-f", "{{.Name}}{{range .Mounts}} {{.Type}}{{end}}", id)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if strings.Contains(types, "bind") {
+			s.t.Errorf("a host directory mounted: %s", types)
+		}
 	}
 }
 

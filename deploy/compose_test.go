@@ -63,7 +63,9 @@ func up(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.down)
+	start := time.Now()
 	s.compose("up", "-d")
+	t.Logf("up: %v", time.Since(start).Round(time.Millisecond))
 	return s
 }
 
@@ -93,9 +95,11 @@ func (s *stack) down() {
 		logs, _ := run("docker-compose", "-p", s.project, "-f", "compose.yaml", "--env-file", s.envFile, "logs", "--no-color", "--tail", "40")
 		s.t.Logf("logs:\n%s", logs)
 	}
+	start := time.Now()
 	if _, err := run("docker-compose", "-p", s.project, "-f", "compose.yaml", "--env-file", s.envFile, "down", "-v", "--remove-orphans", "-t", "5"); err != nil {
 		s.t.Error(err)
 	}
+	s.t.Logf("down: %v", time.Since(start).Round(time.Millisecond))
 	label := "label=com.docker.compose.project=" + s.project
 	for _, what := range [][]string{{"ps", "-a", "-q"}, {"network", "ls", "-q"}, {"volume", "ls", "-q"}} {
 		if left, err := run("docker", append(what, "--filter", label)...); err != nil || left != "" {
@@ -128,13 +132,14 @@ func (s *stack) admin(method, ip, path, body string) (int, []byte) {
 
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	start := time.Now()
 	for !cond() {
-		if time.Now().After(deadline) {
+		if time.Since(start) > within {
 			t.Fatalf("not within %v: %s", within, what)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	t.Logf("%s: %v", what, time.Since(start).Round(time.Millisecond))
 }
 
 // cluster is what a node's /api/cluster says: members alive and the
@@ -212,7 +217,8 @@ func TestCompose(t *testing.T) {
 
 // sharedPolicy writes ann's policy through node1 and reads it back through
 // node3 and straight from the PostgreSQL container: the nodes share that
-// database (and not a file on the data volume).
+// database (and not a file on the data volume). A wrong password is
+// refused.
 func (s *stack) sharedPolicy(ips map[string]string) {
 	t := s.t
 	if code, b := s.admin("PUT", ips["node1"], "/api/users/ann/policy", `{"granularity":"exact","contacts":["sam"]}`); code != 200 {
@@ -223,9 +229,19 @@ func (s *stack) sharedPolicy(ips map[string]string) {
 	if code != 200 || json.Unmarshal(b, &got) != nil || got.Granularity != core.Exact || !slices.Equal(got.Contacts, []string{"sam"}) {
 		t.Fatalf("ann's policy through node3: %d %s", code, b)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ip := s.ip("postgres")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	db, err := postgres.Open(ctx, "postgres://presence:"+s.pgPassword+"@"+s.ip("postgres")+":5432/presence?sslmode=disable")
+	dsn := func(password string) string {
+		return "postgres://presence:" + password + "@" + ip + ":5432/presence?sslmode=disable"
+	}
+	if db, err := postgres.Open(ctx, dsn("not-"+s.pgPassword)); err == nil || !strings.Contains(err.Error(), "password authentication failed") {
+		if db != nil {
+			db.Close()
+		}
+		t.Fatalf("PostgreSQL with a wrong password: %v", err)
+	}
+	db, err := postgres.Open(ctx, dsn(s.pgPassword))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ test: tools
 	# down (where a Docker engine and docker-compose answer; presence:dev
 	# was built above)
 	if docker info >/dev/null 2>&1 && command -v docker-compose >/dev/null; then \
-	  $(GO) test -race -count=1 -tags compose -run TestCompose -v ./deploy/; \
+	  $(GO) test -race -count=1 -tags compose -run 'TestCompose|TestPostgresImage' -v ./deploy/; \
 	else echo "no Docker engine or docker-compose: deploy/compose.yaml is not exercised"; fi
 	# the Kubernetes manifests, decoded strictly (a module of its own)
 	cd deploy/k8s && $(GO) test -count=1 ./

@@ -290,6 +290,22 @@ func TestComposeNeedsSecrets(t *testing.T) {
 	}
 }
 
+// The PostgreSQL image without a password refuses to initialize, names
+// the variable, and leaves no container behind (--rm).
+func TestPostgresImageNeedsPassword(t *testing.T) {
+	if _, err := run("sh", "postgres/build.sh"); err != nil {
+		t.Fatalf("the PostgreSQL image: %v", err)
+	}
+	name := "presence-deploy-test-pg-" + randHex(4)
+	_, err := run("docker", "run", "--rm", "--name", name, "presence-postgres:dev")
+	if err == nil || !strings.Contains(err.Error(), "POSTGRES_PASSWORD is not set") {
+		t.Fatalf("no password: %v", err)
+	}
+	if left, _ := run("docker", "ps", "-a", "-q", "--filter", "name="+name); left != "" {
+		t.Errorf("left behind: %s", left)
+	}
+}
+
 // tlog writes the SDK's log into the test's.
 type tlog struct{ t *testing.T }
 

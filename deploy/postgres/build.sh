@@ -5,13 +5,12 @@
 # the server binaries, the libraries ldd names for them (at their paths),
 # the share/ files and time zones, a passwd/group with a postgres user,
 # dash as /bin/sh (initdb runs the server through popen) and
-# entrypoint.sh. The staging tree is rebuilt each time but keeps the
+# entrypoint.sh. The staging tree is made anew each time but keeps the
 # host's modes and times, so Docker's cache makes a re-run a no-op.
 #   sh deploy/postgres/build.sh [tag]      (make docker-postgres)
 set -eu
 tag=${1:-presence-postgres:dev}
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
 bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 [ -n "$bin" ] && [ -x "$bin/postgres" ] || {
   echo "no PostgreSQL server under /usr/lib/postgresql: make tools installs Debian's postgresql" >&2
@@ -20,8 +19,9 @@ bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 pg=$(dirname "$bin")
 ver=$(basename "$pg")
 share=/usr/share/postgresql/$ver
-ctx=$root/bin/postgres-image
-rm -rf "$ctx"
+# a staging tree of its own (two builds at once do not mix), removed after
+ctx=$(mktemp -d "${TMPDIR:-/tmp}/presence-postgres.XXXXXX")
+trap 'rm -rf "$ctx"' EXIT
 mkdir -p "$ctx/rootfs"
 fs=$ctx/rootfs
 

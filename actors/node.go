@@ -124,6 +124,14 @@ func (n *Node) changedRecently() bool {
 	return n.Clustered() && time.Since(time.Unix(0, n.changedAt.Load())) < n.deps.Timing.Settle
 }
 
+// mayHaveMoved reports whether an actor of identity, activated now, may
+// replace one on another member: the membership changed within
+// Timing.Settle and the identity's placement changed with it (rendezvous
+// hashing over the topologies since). Others publish at the debounce.
+func (n *Node) mayHaveMoved(kind Kind, identity string) bool {
+	return n.changedRecently() && n.provider.Moved(string(kind), identity, time.Now().Add(-n.deps.Timing.Settle))
+}
+
 // Membership is the cluster's membership, or nil alone.
 func (n *Node) Membership() *cluster.Gossip {
 	if n.provider == nil {

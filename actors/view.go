@@ -46,7 +46,7 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.sinks = map[string]*actor.PID{}
 		a.started = now
 		a.armIdle(ctx)
-		if a.n.changedRecently() {
+		if a.n.mayHaveMoved(KindView, a.user) {
 			a.unsettle(ctx, now)
 		}
 	case *actor.Stopping:
@@ -59,7 +59,7 @@ func (a *viewActor) Receive(ctx actor.Context) {
 	case *messages.ViewSubscribe, *messages.ViewQuery:
 		// Its node may have heard of the change that moved it here only
 		// after activating it (members hear up to a propagation apart).
-		if !a.v.Unsettled && a.n.changedRecently() {
+		if !a.v.Unsettled && a.n.mayHaveMoved(KindView, a.user) {
 			a.evidence(ctx, now)
 		}
 	}
@@ -149,7 +149,7 @@ func (a *viewActor) unsettle(ctx actor.Context, now time.Time) {
 // even if its node had not yet heard of the change that moved it here when
 // it was activated (members hear of a change up to a propagation apart).
 func (a *viewActor) evidence(ctx actor.Context, now time.Time) {
-	if a.n.Clustered() && now.Sub(a.started) < a.n.deps.Timing.Settle {
+	if now.Sub(a.started) < a.n.deps.Timing.Settle && a.n.mayHaveMoved(KindView, a.user) {
 		a.unsettle(ctx, now)
 	}
 }

@@ -25,8 +25,13 @@ type Cluster struct {
 	Preset string  // timing preset, "fast" unless set
 	Secret string  // device-token key
 	Nodes  []*Node
+	// Isolate (process backend, root): each node on a loopback address
+	// and a group id of its own, so that a firewall can partition them
+	// (partition.go).
+	Isolate bool
 
 	seq int
+	fw  *firewall // with Isolate
 }
 
 // Node is one presenced, a process or a container.
@@ -35,6 +40,7 @@ type Node struct {
 	Listen, Admin, Gossip string
 
 	run runner
+	gid int // its group id, with Cluster.Isolate
 }
 
 // runner is how a node runs: a local process or a container.
@@ -89,8 +95,8 @@ func Build(ctx context.Context, dir string) (string, error) {
 	return bin, nil
 }
 
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(host string) (string, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return "", err
 	}
@@ -101,6 +107,13 @@ func freePort() (string, error) {
 // Start starts n nodes, the first starting the cluster and the others
 // joining it, and waits until every node sees all of them alive.
 func (c *Cluster) Start(ctx context.Context, n int) error {
+	if c.Isolate && c.Docker == nil {
+		fw, err := newFirewall()
+		if err != nil {
+			return err
+		}
+		c.fw = fw
+	}
 	for range n {
 		if _, err := c.AddNode(ctx); err != nil {
 			return err
@@ -114,23 +127,11 @@ func (c *Cluster) Start(ctx context.Context, n int) error {
 func (c *Cluster) AddNode(ctx context.Context) (*Node, error) {
 	c.seq++
 	nd := &Node{ID: fmt.Sprintf("n%d", c.seq)}
-	preset := c.Preset
-	if preset == "" {
-		preset = "fast"
-	}
-	args := []string{"--timing", preset, "--node-id", nd.ID, "--secret", c.Secret}
-	var join []string
-	for _, o := range c.Nodes {
-		if o.Alive() {
-			join = []string{"--join", o.Gossip}
-			break
-		}
-	}
 	var err error
 	if c.Docker != nil {
-		nd.run, err = c.Docker.start(ctx, nd, c.Dir, append(args, join...))
+		nd.run, err = c.Docker.start(ctx, nd, c.Dir, c.args(nd))
 	} else {
-		nd.run, err = c.startProcess(nd, append(args, join...))
+		nd.run, err = c.startProcess(nd, c.args(nd))
 	}
 	if err != nil {
 		return nil, err
@@ -142,9 +143,58 @@ func (c *Cluster) AddNode(ctx context.Context) (*Node, error) {
 	return nd, nil
 }
 
+// args are nd's flags: the preset, its id, and the first other alive node
+// to join.
+func (c *Cluster) args(nd *Node) []string {
+	preset := c.Preset
+	if preset == "" {
+		preset = "fast"
+	}
+	args := []string{"--timing", preset, "--node-id", nd.ID, "--secret", c.Secret, "--drain-spread", DrainSpread.String()}
+	for _, o := range c.Nodes {
+		if o != nd && o.Alive() {
+			return append(args, "--join", o.Gossip)
+		}
+	}
+	return args
+}
+
+// DrainSpread is the nodes' --drain-spread: on SIGTERM a node closes its
+// devices over this long.
+const DrainSpread = 2 * time.Second
+
+// Restart stops nd with SIGTERM (it drains), waits for its exit, and
+// starts it again under the same id and addresses (process backend).
+func (c *Cluster) Restart(ctx context.Context, nd *Node) error {
+	p, ok := nd.run.(*process)
+	if !ok {
+		return fmt.Errorf("chaos: restarting %s: process backend only", nd.ID)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(DrainSpread + 15*time.Second):
+		p.kill()
+		return fmt.Errorf("chaos: %s did not exit after SIGTERM", nd.ID)
+	}
+	run, err := c.startProcess(nd, c.args(nd))
+	if err != nil {
+		return err
+	}
+	nd.run = run
+	return nd.WaitReady(ctx, 20*time.Second)
+}
+
 func (c *Cluster) startProcess(nd *Node, args []string) (runner, error) {
+	host := "127.0.0.1"
+	if c.Isolate {
+		host, nd.gid = isolation(c.seq)
+	}
 	for _, p := range []*string{&nd.Listen, &nd.Admin, &nd.Gossip} {
-		a, err := freePort()
+		if *p != "" {
+			continue // a restart: the same addresses
+		}
+		a, err := freePort(host)
 		if err != nil {
 			return nil, err
 		}
@@ -152,12 +202,15 @@ func (c *Cluster) startProcess(nd *Node, args []string) (runner, error) {
 	}
 	args = append(args, "--listen", nd.Listen, "--admin", nd.Admin, "--gossip", nd.Gossip,
 		"--policy-dsn", "sqlite:"+filepath.Join(c.Dir, "presence.db"))
-	logs, err := os.Create(filepath.Join(c.Dir, nd.ID+".log"))
+	logs, err := os.OpenFile(filepath.Join(c.Dir, nd.ID+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	p := &process{cmd: exec.Command(c.Bin, args...), logs: logs, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = logs, logs
+	if nd.gid != 0 {
+		p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(os.Getuid()), Gid: uint32(nd.gid)}}
+	}
 	if err := p.cmd.Start(); err != nil {
 		logs.Close()
 		return nil, fmt.Errorf("chaos: starting %s: %w", nd.ID, err)
@@ -212,6 +265,9 @@ func (c *Cluster) Stop() {
 	}
 	if c.Docker != nil {
 		c.Docker.stop()
+	}
+	if c.fw != nil {
+		c.fw.remove()
 	}
 }
 
@@ -329,4 +385,10 @@ func (n *Node) get(ctx context.Context, path string, into any) (int, error) {
 		}
 	}
 	return res.StatusCode, nil
+}
+
+// readLog is a process node's log so far.
+func readLog(dir, id string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, id+".log"))
+	return string(b), err
 }

@@ -43,6 +43,9 @@ type Event struct {
 	Status  messages.Status
 	Version uint64
 	At      time.Time
+	// Snapshot: from a (re)subscription's snapshot, which may start over
+	// with a view created anew (SDK watchers).
+	Snapshot bool
 }
 
 // Fleet is the devices and watchers of a run.

@@ -19,11 +19,12 @@ type Options struct {
 	Scenario string
 	Nodes    int
 	Devices  int
-	Rounds   int    // rounds, each on a fresh cluster; victims go round the nodes
-	Report   string // directory for report.json, report.html and node logs
-	Bin      string // presenced binary; built into Report when empty (process backend)
-	Backend  string // "process" (default) or "docker"
-	Image    string // docker backend: the image (`make docker`: presence:dev)
+	Rounds   int           // rounds, each on a fresh cluster; victims go round the nodes
+	Report   string        // directory for report.json, report.html and node logs
+	Bin      string        // presenced binary; built into Report when empty (process backend)
+	Backend  string        // "process" (default) or "docker"
+	Image    string        // docker backend: the image (`make docker`: presence:dev)
+	Duration time.Duration // soak: how long
 }
 
 // Report is what a run measured and found.

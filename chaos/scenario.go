@@ -27,6 +27,12 @@ var Scenarios = []Scenario{
 	{"gateway-crash", "kill -9 one node: its devices, and the leases and views it hosted, are lost with it", runCrash},
 	{"pause", "SIGSTOP one node until the others declare it dead, then SIGCONT: it must fence and rejoin", runPause},
 	{"join", "a node joins while subscribers watch: identities move to it", runJoin},
+	{"partition", "cut one node off the others with iptables (2+1): the majority serves, the minority fences; after the heal one cluster", runPartition},
+	{"rolling", "SIGTERM and restart each node in turn under the same name, devices on the Go SDK: no offline, no fence", runRolling},
+	{"restart-storm", "kill -9 a node with a third of the SDK devices: each reconnects elsewhere within 1 s, no false offline", runStorm},
+	{"soak", "random kills, pauses, partitions and restarts for --duration, SDK devices, checked after each", runSoak},
+	{"kill-two", "kill -9 the youngest node, a stable period, then the next: the oldest serves on alone", runKillTwo},
+	{"kill-two-at-once", "kill -9 the two youngest nodes together: the survivor fences and waits (majority rule)", runKillTwoAtOnce},
 }
 
 // Find returns the scenario called name.
@@ -46,6 +52,8 @@ type Env struct {
 	Bounds  map[string]float64 // GET /api/bounds, ms
 	Timing  map[string]float64 // its "timing", ms
 	Slack   time.Duration      // waiting past a bound before calling an event lost
+	// Duration is how long soak goes on.
+	Duration time.Duration
 }
 
 // devicesOn is the devices connected to n.
@@ -73,6 +81,16 @@ func (e *Env) watchersBut(n *Node) []*Watcher {
 // viewOwners maps each device's user to the node id hosting its view, by
 // proto.actor's rendezvous hashing over the members' actor addresses.
 func (e *Env) viewOwners(ctx context.Context, from *Node) (map[string]string, error) {
+	var users []string
+	for _, d := range e.Fleet.Devices {
+		users = append(users, d.User)
+	}
+	return ownersOf(ctx, from, "view", users)
+}
+
+// ownersOf maps each identity of kind to the node id hosting it, as from
+// sees the members.
+func ownersOf(ctx context.Context, from *Node, kind string, ids []string) (map[string]string, error) {
 	ms, err := from.Members(ctx)
 	if err != nil {
 		return nil, err
@@ -88,14 +106,14 @@ func (e *Env) viewOwners(ctx context.Context, from *Node) (map[string]string, er
 			return nil, err
 		}
 		p, _ := strconv.Atoi(port)
-		members = append(members, &pcluster.Member{Id: m.ID, Host: host, Port: int32(p), Kinds: []string{"view"}})
+		members = append(members, &pcluster.Member{Id: m.ID, Host: host, Port: int32(p), Kinds: []string{kind}})
 		byAddr[m.Addresses[1]] = m.ID
 	}
 	r := pcluster.NewRendezvous()
 	r.UpdateMembers(members)
 	out := map[string]string{}
-	for _, d := range e.Fleet.Devices {
-		out[d.User] = byAddr[r.GetByClusterIdentity(pcluster.NewClusterIdentity(d.User, "view"))]
+	for _, id := range ids {
+		out[id] = byAddr[r.GetByClusterIdentity(pcluster.NewClusterIdentity(id, kind))]
 	}
 	return out, nil
 }
@@ -396,11 +414,11 @@ func setup(ctx context.Context, o Options, dir string) (*Env, error) {
 		return nil, err
 	}
 	nodes, devices := o.Nodes, o.Devices
-	c := &Cluster{Bin: o.Bin, Dir: dir, Secret: "chaos"}
+	c := &Cluster{Bin: o.Bin, Dir: dir, Secret: "chaos", Isolate: o.Scenario == "partition" || o.Scenario == "soak" && os.Geteuid() == 0}
 	if o.Backend == "docker" {
 		c.Docker = &Docker{Image: o.Image}
 	}
-	e := &Env{Cluster: c, Fleet: &Fleet{Secret: c.Secret}, Slack: 2 * time.Second}
+	e := &Env{Cluster: c, Fleet: &Fleet{Secret: c.Secret}, Slack: 2 * time.Second, Duration: o.Duration}
 	if err := c.Start(ctx, nodes); err != nil {
 		c.Stop()
 		return nil, err

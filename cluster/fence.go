@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"time"
 )
@@ -15,17 +16,17 @@ import (
 //
 //   - paused: the process did not run for longer than the others need, at
 //     the least, to declare a silent member dead (SIGSTOP, a VM pause);
-//   - minority: it reaches at most half of the members it knew (a network
-//     partition; the majority side goes on and reclaims). Members that
-//     left do not count, nor one dead for 2 x failure detection, nor a dead
-//     one whose gossip address an alive member now holds (restarted under
-//     another name).
+//   - minority: the split-brain resolver (resolver.go) says its side does
+//     not serve: it reaches less than half of its quorum base, or exactly
+//     half without the oldest member (a network partition, or the others'
+//     crash; the deciding side goes on and reclaims).
 //
 // A fenced node stops taking devices, closes them with 1001 so they
 // reconnect to a healthy node, and restarts as a new member (presenced
-// re-executes itself). A majority rule cannot tell a partition from the
-// others' crash: the last survivor of a cluster of three fences too, and a
-// cluster of two does not survive the death of either node.
+// re-executes itself), which rejoins (rejoin.go). A majority rule cannot
+// tell a partition from the others' crash: the last survivor of two
+// simultaneous crashes in a cluster of three fences too, and a cluster of
+// two survives only the death of its younger member.
 
 // FenceReason says why a node fenced itself.
 type FenceReason string
@@ -45,13 +46,14 @@ func MinDetection(preset string, n int) time.Duration {
 	return c.ProbeTimeout + time.Duration(float64(c.SuspicionMult)*scale*float64(c.ProbeInterval))
 }
 
-// Quorum counts, at now, the members this one reaches (itself and those it
-// sees alive) and the members it knows: also the suspect ones and those
-// dead for less than forget. Members that left are not counted.
-func (g *Gossip) Quorum(now time.Time, forget time.Duration) (reach, known int) {
+// Base is the quorum base at now (see the resolver): itself and the
+// members it sees alive (reached), the suspect ones and those dead for less
+// than stable. Members that left do not count, nor a dead one whose gossip
+// address an alive member now holds (restarted under another name).
+func (g *Gossip) Base(now time.Time, stable time.Duration) []Voter {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	reach, known = 1, 1        // itself
+	base := []Voter{{ID: g.conf.Name, Up: g.self.Up, Reached: true}}
 	alive := map[string]bool{} // gossip addresses of alive members
 	for id, m := range g.members {
 		if m.State == Alive && len(m.Addresses) > 0 && id != g.conf.Name {
@@ -62,18 +64,18 @@ func (g *Gossip) Quorum(now time.Time, forget time.Duration) (reach, known int) 
 		if id == g.conf.Name {
 			continue
 		}
+		v := Voter{ID: id, Up: g.metas[id].Up, Reached: m.State == Alive}
 		switch {
 		case m.State == Alive:
-			reach++
-			known++
 		case len(m.Addresses) > 0 && alive[m.Addresses[0]]:
-			// Restarted under another name (the default node id has a
-			// random suffix): the alive one stands for it.
-		case m.State == Suspect, m.State == Dead && now.Sub(m.Since) < forget:
-			known++
+			continue // the alive one stands for it
+		case m.State == Suspect, m.State == Dead && now.Sub(m.Since) < stable:
+		default:
+			continue
 		}
+		base = append(base, v)
 	}
-	return reach, known
+	return base
 }
 
 // FenceWatch checks for the signs every Tick.
@@ -81,22 +83,24 @@ type FenceWatch struct {
 	Gossip *Gossip
 	Preset string
 	Tick   time.Duration // default 100 ms
-	// Forget: a member dead for this long no longer counts as known (it
-	// crashed for good and the others carried on). Default 2 x the
-	// failure detection for the known members.
-	Forget time.Duration
+	// Stable: a member dead for this long leaves the quorum base (it
+	// crashed for good and this side carried on). Default StableAfter for
+	// the members in the base.
+	Stable time.Duration
+	// Log, when set, gets one line each time the quorum base changes size.
+	Log *slog.Logger
 }
 
-// Run calls fence once, at the first sign, then returns; or returns when
-// ctx ends.
-func (w FenceWatch) Run(ctx context.Context, fence func(FenceReason, string)) {
+// Run calls fence once, at the first sign, with the quorum base it decided
+// on, then returns; or returns when ctx ends.
+func (w FenceWatch) Run(ctx context.Context, fence func(reason FenceReason, detail string, base []Voter)) {
 	tick := w.Tick
 	if tick <= 0 {
 		tick = 100 * time.Millisecond
 	}
 	t := time.NewTicker(tick)
 	defer t.Stop()
-	last := time.Now()
+	last, size := time.Now(), 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -104,30 +108,34 @@ func (w FenceWatch) Run(ctx context.Context, fence func(FenceReason, string)) {
 		case <-t.C:
 		}
 		now := time.Now()
-		if reason, detail, ok := w.check(now, last); ok {
-			fence(reason, detail)
+		reason, detail, base := w.check(now, last)
+		if reason != "" {
+			fence(reason, detail, base)
 			return
 		}
-		last = now
+		if len(base) != size && w.Log != nil {
+			w.Log.Info("cluster: quorum base", "members", len(base), "was", size, "oldest", Oldest(base).ID)
+		}
+		last, size = now, len(base)
 	}
 }
 
-// check is one look: gap is since the previous one.
-func (w FenceWatch) check(now, last time.Time) (FenceReason, string, bool) {
-	forget := w.Forget
-	_, known := w.Gossip.Quorum(now, time.Hour)
-	if forget <= 0 {
-		forget = 2 * FailureDetection(w.Preset, known)
+// check is one look (gap is since the previous one): a reason to fence, or
+// "", and the quorum base.
+func (w FenceWatch) check(now, last time.Time) (FenceReason, string, []Voter) {
+	stable := w.Stable
+	if stable <= 0 {
+		stable = StableAfter(w.Preset, len(w.Gossip.Base(now, time.Hour)))
 	}
-	reach, known := w.Gossip.Quorum(now, forget)
+	base := w.Gossip.Base(now, stable)
 	// A stall under a second is the scheduler or the collector, not a
 	// pause anyone could have declared us dead in.
-	pause := max(MinDetection(w.Preset, known), time.Second)
-	if gap := now.Sub(last); known > 1 && gap > pause {
-		return FencePaused, fmt.Sprintf("did not run for %v (the others may declare a member dead after %v)", gap.Round(time.Millisecond), pause), true
+	pause := max(MinDetection(w.Preset, len(base)), time.Second)
+	if gap := now.Sub(last); len(base) > 1 && gap > pause {
+		return FencePaused, fmt.Sprintf("did not run for %v (the others may declare a member dead after %v)", gap.Round(time.Millisecond), pause), base
 	}
-	if 2*reach <= known && known > 1 {
-		return FenceMinority, fmt.Sprintf("reaches %d of the %d members it knows", reach, known), true
+	if v := Decide(base); !v.Serve {
+		return FenceMinority, v.String(), base
 	}
-	return "", "", false
+	return "", "", base
 }

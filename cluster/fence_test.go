@@ -10,8 +10,10 @@ import (
 // members builds a gossip table as node n1 sees it, without the network.
 // Each member's gossip address is its name, or addr[name] when given.
 func members(now time.Time, states map[string]State, since map[string]time.Duration, addr ...map[string]string) *Gossip {
-	g := &Gossip{conf: &memberlist.Config{Name: "n1"}, members: map[string]Member{"n1": {ID: "n1", State: Alive, Addresses: []string{"n1"}}}}
+	g := &Gossip{conf: &memberlist.Config{Name: "n1"}, self: Meta{Up: 1}, members: map[string]Member{"n1": {ID: "n1", State: Alive, Addresses: []string{"n1"}}},
+		metas: map[string]Meta{}}
 	for id, s := range states {
+		g.metas[id] = Meta{Up: 2} // n1 is the oldest
 		a := id
 		if len(addr) > 0 && addr[0][id] != "" {
 			a = addr[0][id]
@@ -34,7 +36,9 @@ func TestFenceCheck(t *testing.T) {
 		{"all alive", map[string]State{"n2": Alive, "n3": Alive}, nil, tick, ""},
 		{"one of three dead: the majority goes on", map[string]State{"n2": Dead, "n3": Alive}, nil, tick, ""},
 		{"both others dead: minority", map[string]State{"n2": Dead, "n3": Dead}, nil, tick, FenceMinority},
-		{"two of four: not a majority", map[string]State{"n2": Dead, "n3": Dead, "n4": Alive}, nil, tick, FenceMinority},
+		{"two of four with the oldest: the tie is won", map[string]State{"n2": Dead, "n3": Dead, "n4": Alive}, nil, tick, ""},
+		{"one of four: minority", map[string]State{"n2": Dead, "n3": Suspect, "n4": Dead}, nil, tick, FenceMinority},
+		{"two: the oldest serves on", map[string]State{"n2": Dead}, nil, tick, ""},
 		{"a member that left does not count", map[string]State{"n2": Left, "n3": Alive}, nil, tick, ""},
 		{"dead long ago is forgotten", map[string]State{"n2": Dead, "n3": Alive, "n4": Dead}, map[string]time.Duration{"n2": time.Hour}, tick, ""},
 		{"paused past the earliest detection", map[string]State{"n2": Alive, "n3": Alive}, nil, 3 * time.Second, FencePaused},
@@ -45,11 +49,11 @@ func TestFenceCheck(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := FenceWatch{Gossip: members(now, tc.states, tc.since, map[string]string{"c2": "c"}), Preset: "fast"}
-			reason, detail, ok := w.check(now, now.Add(-tc.gap))
-			if ok != (tc.want != "") || reason != tc.want {
-				t.Fatalf("check = %q %q %v, want %q", reason, detail, ok, tc.want)
+			reason, detail, base := w.check(now, now.Add(-tc.gap))
+			if reason != tc.want {
+				t.Fatalf("check = %q %q (base %v), want %q", reason, detail, base, tc.want)
 			}
-			if ok && detail == "" {
+			if reason != "" && detail == "" {
 				t.Fatal("a fence without a reason given")
 			}
 		})

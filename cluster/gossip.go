@@ -28,6 +28,9 @@ type Meta struct {
 	Listen string   `json:"l,omitempty"` // device WebSocket
 	Admin  string   `json:"m,omitempty"` // admin API
 	Kinds  []string `json:"k,omitempty"` // cluster kinds it hosts
+	// Up is when this incarnation started (unix ms): the split-brain
+	// resolver's tie-break keeps the side holding the oldest member.
+	Up int64 `json:"u,omitempty"`
 	// Leaving is set just before a graceful leave: memberlist reports a
 	// leave and a failure through the same callback and does not tell them
 	// apart there.
@@ -61,11 +64,9 @@ type GossipConfig struct {
 	Preset string   // "seed" (memberlist's LAN profile) or "fast"
 	Meta   Meta
 	Logger *slog.Logger
-	// RejoinQuorum > 0: a fenced node rejoining, that knew this many
-	// members. It keeps trying the seeds, once a second, until it sees
-	// more than half of that many alive (its seeds may be out of reach, or
-	// only the other fenced nodes of a minority may answer).
-	RejoinQuorum int
+	// Rejoin is set on a fenced node's new incarnation: it keeps trying
+	// the seeds until the split-brain resolver lets it serve (rejoin.go).
+	Rejoin *Rejoin
 	// Advertise is the host:port (an IP) the others reach the gossip at,
 	// when it differs from Bind (NAT, containers, 0.0.0.0); "": Bind's,
 	// or a private IP of this host when Bind's host is unspecified.
@@ -101,6 +102,7 @@ type Gossip struct {
 	wake    chan struct{}
 	done    chan struct{}
 	stopped chan struct{}
+	joined  bool // it joined others at start (did not start a new cluster)
 }
 
 // profile returns the memberlist configuration of a preset.
@@ -147,6 +149,10 @@ func Propagation(preset string) time.Duration {
 
 // NewGossip starts the memberlist, joins the seeds, and returns.
 func NewGossip(cfg GossipConfig) (*Gossip, error) {
+	start := time.Now()
+	if cfg.Meta.Up == 0 {
+		cfg.Meta.Up = start.UnixMilli()
+	}
 	meta, err := json.Marshal(cfg.Meta)
 	if err != nil {
 		return nil, err
@@ -162,7 +168,7 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: gossip port %q: %w", port, err)
 	}
-	g := &Gossip{self: cfg.Meta, meta: meta, log: cfg.Logger, start: time.Now(), members: map[string]Member{}, metas: map[string]Meta{},
+	g := &Gossip{self: cfg.Meta, meta: meta, log: cfg.Logger, start: start, members: map[string]Member{}, metas: map[string]Meta{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
 	if g.log == nil {
 		g.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -186,14 +192,19 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 		return nil, fmt.Errorf("cluster: gossip: %w", err)
 	}
 	g.ml = ml
-	if len(cfg.Join) > 0 {
-		if err := g.join(cfg); err != nil {
+	join := g.join
+	if cfg.Rejoin != nil {
+		join = g.rejoin
+	}
+	if len(cfg.Join) > 0 || cfg.Rejoin != nil {
+		if err := join(cfg); err != nil {
 			_ = ml.Shutdown()
 			close(g.done)
 			<-g.stopped
 			return nil, err
 		}
 	}
+	g.joined = ml.NumMembers() > 1
 	return g, nil
 }
 
@@ -201,27 +212,25 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 const joinEvery = time.Second
 
 // join contacts the seeds until one answers: once without JoinRetry,
-// for up to JoinRetry with it, and, rejoining after a fence, until a
-// majority of the members known before answers (for as long as it takes).
-// Seed names are resolved again on every try. It stops when cfg.Context
-// ends.
+// for up to JoinRetry with it (rejoining after a fence: rejoin.go). Seed
+// names are resolved again on every try. It stops when cfg.Context ends.
 func (g *Gossip) join(cfg GossipConfig) error {
 	ctx := cfg.Context
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if cfg.RejoinQuorum == 0 && cfg.JoinRetry > 0 {
+	if cfg.JoinRetry > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, cfg.JoinRetry)
 		defer cancel()
 	}
 	for try := 1; ; try++ {
 		err := g.tryJoin(ctx, cfg)
-		alone := errors.Is(err, errAlone) && cfg.RejoinQuorum == 0
+		alone := errors.Is(err, errAlone)
 		if err == nil || alone && cfg.JoinRetry == 0 {
 			return nil
 		}
-		if cfg.RejoinQuorum == 0 && cfg.JoinRetry == 0 {
+		if cfg.JoinRetry == 0 {
 			return fmt.Errorf("cluster: joining %v: %w", cfg.Join, err)
 		}
 		g.log.Warn("cluster: joining: retrying", "seeds", cfg.Join, "try", try, "err", err)
@@ -255,9 +264,6 @@ func (g *Gossip) tryJoin(ctx context.Context, cfg GossipConfig) error {
 	self := g.Addr()
 	if g.ml.NumMembers() == 1 && slices.ContainsFunc(addrs, func(a string) bool { return a != self }) {
 		return errAlone
-	}
-	if n := g.ml.NumMembers(); 2*n <= cfg.RejoinQuorum {
-		return fmt.Errorf("%d members alive: not a majority of the %d known before fencing", n, cfg.RejoinQuorum)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -25,6 +26,10 @@ type Provider struct {
 	c    *pcluster.Cluster
 	rdv  *pcluster.Rendezvous // over the members last published
 	subs []func(Event)
+	// placements are the last topologies published, oldest first, for
+	// Moved; started is when the member started.
+	placements []placement
+	started    time.Time
 
 	pubMu sync.Mutex // one publish at a time, so the newest list is the last
 }
@@ -59,7 +64,7 @@ func (p *Provider) StartMember(c *pcluster.Cluster) error {
 		return err
 	}
 	p.mu.Lock()
-	p.g, p.c = g, c
+	p.g, p.c, p.started = g, c, time.Now()
 	subs := p.subs
 	p.mu.Unlock()
 	g.Subscribe(func(ev Event) {
@@ -108,6 +113,10 @@ func (p *Provider) publish() {
 	rdv.UpdateMembers(members)
 	p.mu.Lock()
 	p.rdv = rdv
+	p.placements = append(p.placements, placement{at: time.Now(), rdv: rdv})
+	if len(p.placements) > maxPlacements {
+		p.placements = slices.Delete(p.placements, 0, len(p.placements)-maxPlacements)
+	}
 	p.mu.Unlock()
 	c.MemberList.UpdateClusterTopology(members)
 }

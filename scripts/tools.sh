@@ -2,12 +2,14 @@
 # Installs what the tests need beyond Go, if missing (idempotent):
 # protoc (Debian's protobuf-compiler), the PostgreSQL server binaries
 # (Debian's postgresql; tests start their own throwaway server) and a
-# headless browser for the dashboard test (Debian's chromium).
+# headless browser for the dashboard test (Debian's chromium) and iptables
+# for the chaos partition (Debian's iptables).
 set -eu
 need=""
 command -v protoc >/dev/null 2>&1 || need="$need protobuf-compiler"
 command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need="$need postgresql"
 command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || need="$need chromium"
+command -v iptables >/dev/null 2>&1 || need="$need iptables"
 [ -z "$need" ] && exit 0
 echo "installing:$need"
 if [ "$(id -u)" != 0 ]; then

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/presence-im/presence/chaos"
 )
@@ -37,17 +38,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "chaos: unknown command %q\n", args[0])
 		return 2
 	}
-	fs := flag.NewFlagSet("chaos run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var o chaos.Options
-	fs.StringVar(&o.Scenario, "scenario", "", "fault to inject (chaos list); all: every one in turn")
-	fs.IntVar(&o.Nodes, "nodes", 3, "presenced processes")
-	fs.IntVar(&o.Devices, "devices", 30, "simulated devices, spread over the nodes")
-	fs.IntVar(&o.Rounds, "rounds", 3, "rounds, each on a fresh cluster, victims going round the nodes")
-	fs.StringVar(&o.Report, "report", "chaos-report", "directory for report.json, report.html and the node logs")
-	fs.StringVar(&o.Bin, "presenced", "", "presenced binary (default: built from this module)")
-	fs.StringVar(&o.Backend, "backend", "process", "process (local presenced processes) or docker (containers of --image on a network of their own)")
-	fs.StringVar(&o.Image, "image", "presence:dev", "docker backend: the image (make docker builds it)")
+	fs, o := runFlags(stderr)
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -70,7 +61,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if len(names) > 1 {
 			o.Report = base + "/" + name
 		}
-		rep, err := chaos.Run(ctx, o)
+		rep, err := chaos.Run(ctx, *o)
 		if err != nil {
 			fmt.Fprintln(stderr, err)
 			return 2
@@ -105,4 +96,21 @@ func print(w io.Writer, rep *chaos.Report, dir string) {
 		verdict = "FAILED"
 	}
 	fmt.Fprintf(w, "  %s; report: %s/report.html\n", verdict, dir)
+}
+
+// runFlags are chaos run's flags, into the options returned.
+func runFlags(stderr io.Writer) (*flag.FlagSet, *chaos.Options) {
+	fs := flag.NewFlagSet("chaos run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &chaos.Options{}
+	fs.StringVar(&o.Scenario, "scenario", "", "fault to inject (chaos list); all: every one in turn")
+	fs.IntVar(&o.Nodes, "nodes", 3, "presenced processes")
+	fs.IntVar(&o.Devices, "devices", 30, "simulated devices, spread over the nodes")
+	fs.IntVar(&o.Rounds, "rounds", 3, "rounds, each on a fresh cluster, victims going round the nodes")
+	fs.StringVar(&o.Report, "report", "chaos-report", "directory for report.json, report.html and the node logs")
+	fs.StringVar(&o.Bin, "presenced", "", "presenced binary (default: built from this module)")
+	fs.StringVar(&o.Backend, "backend", "process", "process (local presenced processes) or docker (containers of --image on a network of their own)")
+	fs.StringVar(&o.Image, "image", "presence:dev", "docker backend: the image (make docker builds it)")
+	fs.DurationVar(&o.Duration, "duration", time.Minute, "soak: how long to inject faults")
+	return fs, o
 }

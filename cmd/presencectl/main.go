@@ -23,6 +23,7 @@ const usage = `usage:
   presencectl status [--admin URL] USER                 status and devices of a user
   presencectl ready [--admin URL]                        exit 0 if the node is ready (GET /readyz)
   presencectl watch [--admin URL] [--every 1s] USER...   print each change of the users' statuses
+  presencectl serve-alone [--admin URL]                 a fenced node serves as a new cluster (admin token)
   presencectl token --user U --device D [--ttl 24h] [--secret S]   (secret also PRESENCE_SECRET)
   presencectl sim e01 [--json] [--seed N] [--timing seed|fast]
   presencectl demo [--devices 20] [--ws URL,...] [--admin URL,...] [--life 30s] [--status 5s]   reconnecting demo devices spread over the nodes
@@ -47,6 +48,8 @@ func run(args []string, out, errOut io.Writer) int {
 		return statusCmd(args[1:], out, errOut)
 	case "watch":
 		return watchCmd(args[1:], out, errOut)
+	case "serve-alone":
+		return serveAloneCmd(args[1:], out, errOut)
 	case "ready":
 		return readyCmd(args[1:], out, errOut)
 	default:

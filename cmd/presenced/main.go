@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -95,8 +96,14 @@ func run(args []string) int {
 	cfg.Timing.Settle = 2*prop + cfg.Timing.Renew/2 + cfg.Timing.Check
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	co, err := clusterOptions(ctx, cfg, log)
+	rejoin, fencedAPI, err := prepareRejoin(cfg, log)
 	if err != nil {
+		fmt.Fprintln(os.Stderr, "presenced:", err)
+		return 1
+	}
+	co, err := clusterOptions(ctx, cfg, log, rejoin)
+	if err != nil {
+		fencedAPI.stop()
 		fmt.Fprintln(os.Stderr, "presenced:", err)
 		return 2
 	}
@@ -106,6 +113,7 @@ func run(args []string) int {
 		Policies: policies, History: history,
 		Metrics: actors.NewMetrics(reg), Logger: log, Cluster: co,
 	})
+	fencedAPI.stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced:", err)
 		return 2
@@ -144,10 +152,10 @@ func run(args []string) int {
 	if cfg.Demo > 0 {
 		go runDemo(ctx, node, policies, cfg, log)
 	}
-	fenced := make(chan string, 1)
+	fenced := make(chan fenceCause, 1)
 	if g := node.Membership(); g != nil {
-		go cluster.FenceWatch{Gossip: g, Preset: cfg.Preset}.Run(ctx, func(r cluster.FenceReason, detail string) {
-			fenced <- string(r) + ": " + detail
+		go cluster.FenceWatch{Gossip: g, Preset: cfg.Preset, Log: log}.Run(ctx, func(r cluster.FenceReason, detail string, base []cluster.Voter) {
+			fenced <- fenceCause{string(r) + ": " + detail, base}
 		})
 	}
 	select {
@@ -170,7 +178,7 @@ func run(args []string) int {
 // clusterOptions are the gossip's and the actor remote's addresses: bound
 // where the flags say, advertised where the others reach them (see
 // cluster.Advertised), the remote on the gossip's host.
-func clusterOptions(ctx context.Context, cfg config.Config, log *slog.Logger) (*actors.ClusterOptions, error) {
+func clusterOptions(ctx context.Context, cfg config.Config, log *slog.Logger, rejoin *cluster.Rejoin) (*actors.ClusterOptions, error) {
 	adv, err := cluster.Advertised(ctx, cfg.Advertise, cfg.Gossip)
 	if err != nil {
 		return nil, err
@@ -179,7 +187,7 @@ func clusterOptions(ctx context.Context, cfg config.Config, log *slog.Logger) (*
 	co := &actors.ClusterOptions{RemoteHost: gossipHost, RemotePort: cfg.RemotePort, Gossip: cluster.GossipConfig{
 		Name: cfg.NodeID, Bind: cfg.Gossip, Advertise: adv, Join: cfg.Join, JoinRetry: cfg.JoinRetry, Context: ctx,
 		Key: []byte(cfg.ClusterKey), Preset: cfg.Preset, Logger: log,
-		Meta: cluster.Meta{Listen: cfg.Listen, Admin: cfg.Admin}, RejoinQuorum: rejoinQuorum(),
+		Meta: cluster.Meta{Listen: cfg.Listen, Admin: cfg.Admin}, Rejoin: rejoin,
 	}}
 	if adv != "" {
 		host, _, _ := net.SplitHostPort(adv)
@@ -199,26 +207,19 @@ func reachable(addr, host string) string {
 	return net.JoinHostPort(host, p)
 }
 
-// rejoinEnv marks a process that a fenced node re-executed, with the number
-// of members the fenced one knew: it retries its seeds until it reaches a
-// majority of them instead of giving up.
-const rejoinEnv = "PRESENCE_REJOIN"
-
-func rejoinQuorum() int {
-	n, _ := strconv.Atoi(os.Getenv(rejoinEnv))
-	return n
-}
-
 // fence is what a node that may have been declared dead does (see
 // cluster.FenceWatch): it stops taking devices (503), closes them with 1001
 // so they reconnect to a healthy node, and re-executes itself: the same
 // flags and node id, every member it knew as seeds, and a new proto.actor
 // actor system id, since the others blocked the old one for good. It
 // returns only if that fails, with the exit code.
-func fence(log *slog.Logger, why string, ws *gateway.Server, g *cluster.Gossip, cfg config.Config, args []string) int {
-	log.Warn("fenced: closing devices with 1001 and restarting as a new member", "why", why, "devices", ws.Live())
+func fence(log *slog.Logger, why fenceCause, ws *gateway.Server, g *cluster.Gossip, cfg config.Config, args []string) int {
+	log.Warn("fenced: closing devices with 1001 and restarting as a new member", "why", why.detail, "devices", ws.Live())
 	ws.Refuse() // 503 and not ready from now on
-	_, known := g.Quorum(time.Now(), time.Hour)
+	state, err := json.Marshal(cluster.Rejoin{Base: why.base, Fenced: time.Now(), Stable: cluster.StableAfter(cfg.Preset, len(why.base))})
+	if err != nil {
+		panic(err) // plain data
+	}
 	seeds := []string{}
 	for _, s := range cfg.Join {
 		if s != cfg.Gossip && !slices.Contains(seeds, s) { // never rejoin through itself
@@ -254,11 +255,14 @@ func fence(log *slog.Logger, why string, ws *gateway.Server, g *cluster.Gossip, 
 		} else {
 			argv = append(append(argv, args...), ours...)
 		}
-		log.Debug("fenced: restarting", "seeds", seeds, "rejoin_quorum", known)
-		// The new process joins only once it reaches a majority of the
-		// members this one knew: two fenced nodes of a minority must not
-		// form a cluster of their own.
-		err = syscall.Exec(self, argv, append(os.Environ(), rejoinEnv+"="+strconv.Itoa(known)))
+		log.Debug("fenced: restarting", "seeds", seeds, "quorum_base", len(why.base))
+		// The new process serves only once the split-brain resolver lets
+		// it, over the base this one fenced on: two fenced nodes of a
+		// minority must not form a cluster of their own.
+		// A node fenced again replaces what its own fencing left: the
+		// first of two equal names is the one a process reads.
+		env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, rejoinEnv+"=") })
+		err = syscall.Exec(self, argv, append(env, rejoinEnv+"="+string(state)))
 	}
 	log.Error("fenced: could not restart; exiting for a supervisor to restart the node", "err", err)
 	return 3

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -60,13 +61,24 @@ type proc struct {
 	logs          *lockedBuffer
 	done          chan error
 	exited        bool
+	token         string // the admin token, when started with one
 }
 
 func startProc(t *testing.T, name string, extra ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, name: name, listen: freePort(t), admin: freePort(t), gossip: freePort(t), logs: &lockedBuffer{}, done: make(chan error, 1)}
+	return startProcAt(t, &proc{name: name, listen: freePort(t), admin: freePort(t), gossip: freePort(t)}, extra...)
+}
+
+// startProcAt starts a process on at's name and addresses (a restart).
+func startProcAt(t *testing.T, at *proc, extra ...string) *proc {
+	t.Helper()
+	name := at.name
+	p := &proc{t: t, name: name, listen: at.listen, admin: at.admin, gossip: at.gossip, logs: &lockedBuffer{}, done: make(chan error, 1)}
 	args := append([]string{"--timing", "fast", "--node-id", name, "--listen", p.listen, "--admin", p.admin, "--gossip", p.gossip,
 		"--secret", "e2e", "--drain-spread", "200ms", "--log-level", "debug"}, extra...)
+	if i := slices.Index(extra, "--admin-token"); i >= 0 && i+1 < len(extra) {
+		p.token = extra[i+1]
+	}
 	p.cmd = exec.Command(binary(t), args...)
 	p.cmd.Stderr = p.logs
 	if err := p.cmd.Start(); err != nil {
@@ -168,7 +180,11 @@ func (p *proc) bounds() map[string]int64 {
 // getJSON GETs an admin path and decodes a JSON answer into v: the status
 // code, or 0 if the node did not answer.
 func (p *proc) getJSON(path string, v any) int {
-	res, err := http.Get("http://" + p.admin + path)
+	req, _ := http.NewRequest("GET", "http://"+p.admin+path, nil)
+	if p.token != "" {
+		req.Header.Set("Authorization", "Bearer "+p.token)
+	}
+	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0
 	}

@@ -1,0 +1,143 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// The split-brain resolver under crashes (docs/bounds.md "Availability"):
+// kill-two kills the two youngest nodes one after the other, a stable period
+// apart: the oldest wins the 1-of-2 tie and serves on. kill-two-at-once
+// kills them together: with the majority rule the survivor cannot tell that
+// from a partition and fences, waiting for a peer or an operator.
+
+// three returns the oldest node (started first) and the two youngest, the
+// youngest first.
+func three(e *Env) (oldest, youngest, middle *Node, err error) {
+	n := e.Cluster.Nodes
+	if len(n) != 3 {
+		return nil, nil, nil, fmt.Errorf("chaos: this scenario needs --nodes 3, not %d", len(n))
+	}
+	return n[0], n[2], n[1], nil
+}
+
+// killAndAwait kills victim and waits until the watchers on via's side
+// hear every one of its devices offline within its bound.
+func (e *Env) killAndAwait(ctx context.Context, r *Round, via, victim *Node, ws []*Watcher) ([]*Device, time.Time, error) {
+	owners, err := e.viewOwners(ctx, via)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	ds := e.devicesOn(victim)
+	t0 := time.Now()
+	victim.Kill()
+	deadline := t0.Add(ms(max(e.Bounds["gateway_crash_ms"], e.Bounds["owner_crash_ms"])) + e.Slack)
+	e.awaitOffline(r, ws, ds, func(*Device) time.Time { return t0 }, e.crashBound(owners, victim), deadline)
+	return ds, deadline, nil
+}
+
+// stablePeriod waits until via declared victim dead, then for twice the
+// failure detection of /api/bounds (for 100 members: longer than the
+// resolver's stable period for a few).
+func (e *Env) stablePeriod(ctx context.Context, r *Round, via, victim *Node) {
+	deadline := time.Now().Add(ms(e.Timing["failure_detection_ms"]) + e.Slack)
+	for time.Now().Before(deadline) {
+		m, _ := via.Members(ctx)
+		if slices.ContainsFunc(m, func(m Member) bool { return m.ID == victim.ID && m.State == "dead" }) {
+			time.Sleep(2 * ms(e.Timing["failure_detection_ms"]))
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.find("not_declared_dead", "", via.ID, victim.ID+" still not dead within the failure detection")
+}
+
+func runKillTwo(ctx context.Context, e *Env, r *Round) error {
+	oldest, youngest, middle, err := three(e)
+	if err != nil {
+		return err
+	}
+	r.Victim, r.Fault = youngest.ID+","+middle.ID, fmt.Sprintf("kill -9 %s, a stable period, kill -9 %s", youngest.ID, middle.ID)
+	t0 := time.Now()
+	gone1, _, err := e.killAndAwait(ctx, r, oldest, youngest, e.watchersBut(youngest))
+	if err != nil {
+		return err
+	}
+	e.stablePeriod(ctx, r, oldest, youngest)
+	survivors := []*Watcher{e.watcherOn(oldest)}
+	gone2, deadline, err := e.killAndAwait(ctx, r, oldest, middle, survivors)
+	if err != nil {
+		return err
+	}
+	time.Sleep(time.Until(deadline))
+	gone := append(gone1, gone2...)
+	stayed := e.othersThan(gone)
+	e.checkServing(ctx, r, oldest)
+	e.checkStayed(r, survivors, stayed, t0)
+	e.checkRoutes(ctx, r, oldest, gone, stayed)
+	e.checkFinal(r, survivors, gone, stayed)
+	return nil
+}
+
+func runKillTwoAtOnce(ctx context.Context, e *Env, r *Round) error {
+	oldest, youngest, middle, err := three(e)
+	if err != nil {
+		return err
+	}
+	r.Victim, r.Fault = youngest.ID+","+middle.ID, fmt.Sprintf("kill -9 %s and %s together", youngest.ID, middle.ID)
+	youngest.Kill()
+	middle.Kill()
+	t0 := time.Now()
+	// The documented outcome (majority): the survivor fences within the
+	// failure detection, closes its devices with 1001 and waits, fenced,
+	// for a peer or an operator.
+	bound := e.Timing["failure_detection_ms"]
+	deadline := t0.Add(ms(bound) + e.Slack)
+	for _, d := range e.devicesOn(oldest) {
+		for time.Now().Before(deadline) && d.CloseCode() == 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if code := d.CloseCode(); code != 1001 {
+			r.find("not_fenced", d.User, "", fmt.Sprintf("connection to the survivor %s: close %d, want 1001", oldest.ID, code))
+			continue
+		}
+		r.Latencies = append(r.Latencies, Latency{Device: d.User, Bound: "fence", Ms: float64(time.Since(t0).Microseconds()) / 1000, BoundMs: bound})
+	}
+	var f struct {
+		Fenced bool `json:"fenced"`
+	}
+	for time.Now().Before(deadline.Add(e.Slack)) && !f.Fenced {
+		_, _ = oldest.get(ctx, "/api/fence", &f)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !f.Fenced {
+		r.find("not_fenced", "", "", oldest.ID+" does not report itself fenced (GET /api/fence)")
+	}
+	r.Notes = append(r.Notes, fmt.Sprintf("%s fenced %.1f s after the two crashes", oldest.ID, time.Since(t0).Seconds()))
+	return nil
+}
+
+// watcherOn is the watcher connected to n.
+func (e *Env) watcherOn(n *Node) *Watcher {
+	for _, w := range e.Fleet.Watchers {
+		if w.Node == n {
+			return w
+		}
+	}
+	return nil
+}
+
+// checkServing: n is ready and none of its devices was closed (it did not
+// fence).
+func (e *Env) checkServing(ctx context.Context, r *Round, n *Node) {
+	if code, err := n.get(ctx, "/readyz", nil); code != 200 {
+		r.find("not_serving", "", "", fmt.Sprintf("%s /readyz: %d %v", n.ID, code, err))
+	}
+	for _, d := range e.devicesOn(n) {
+		if code := d.CloseCode(); code != 0 {
+			r.find("not_serving", d.User, "", fmt.Sprintf("its connection to %s closed with %d", n.ID, code))
+		}
+	}
+}

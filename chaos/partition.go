@@ -1,0 +1,186 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// A real network partition on the process backend. Every node listens on
+// a loopback address of its own (127.77.P.i) and runs with a group id of
+// its own, and the firewall drops packets in an iptables chain of this
+// run's own (PRESENCE-CHAOS-<pid>), jumped to from OUTPUT and always
+// removed at the end. Addresses alone cannot tell the nodes' packets
+// apart: Linux sends every connection to a 127/8 address from 127.0.0.1,
+// so the rules match the sending process's group (iptables owner match):
+// an isolated node may only answer on its device and admin ports (the
+// harness's devices and watchers, group 0, reach every node), and the
+// others' packets to its address are dropped.
+
+// isolation is the loopback address and group id of the seq-th node of
+// this run.
+func isolation(seq int) (string, int) {
+	pid := os.Getpid()
+	return fmt.Sprintf("127.77.%d.%d", pid%250+1, seq), 50000 + (pid%1000)*10 + seq
+}
+
+// firewall is this run's iptables chain.
+type firewall struct{ chain string }
+
+func iptables(args ...string) error {
+	if out, err := exec.Command("iptables", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("chaos: iptables %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+func newFirewall() (*firewall, error) {
+	f := &firewall{chain: fmt.Sprintf("PRESENCE-CHAOS-%d", os.Getpid())}
+	if err := iptables("-N", f.chain); err != nil {
+		return nil, err
+	}
+	if err := iptables("-I", "OUTPUT", "1", "-j", f.chain); err != nil {
+		_ = iptables("-X", f.chain)
+		return nil, err
+	}
+	return f, nil
+}
+
+// isolate cuts n off from others.
+func (f *firewall) isolate(n *Node, others []*Node) error {
+	host, _, _ := net.SplitHostPort(n.Gossip)
+	_, listen, _ := net.SplitHostPort(n.Listen)
+	_, admin, _ := net.SplitHostPort(n.Admin)
+	gid := func(n *Node) string { return fmt.Sprint(n.gid) }
+	rules := [][]string{
+		{"-m", "owner", "--gid-owner", gid(n), "-p", "udp", "-j", "DROP"},
+		{"-m", "owner", "--gid-owner", gid(n), "-p", "tcp", "-m", "multiport", "!", "--sports", listen + "," + admin, "-j", "DROP"},
+	}
+	for _, o := range others {
+		rules = append(rules, []string{"-m", "owner", "--gid-owner", gid(o), "-d", host, "-j", "DROP"})
+	}
+	for _, r := range rules {
+		if err := iptables(append([]string{"-A", f.chain}, r...)...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// heal drops every rule: the partition ends.
+func (f *firewall) heal() error { return iptables("-F", f.chain) }
+
+// remove takes the chain away for good.
+func (f *firewall) remove() {
+	_ = iptables("-D", "OUTPUT", "-j", f.chain)
+	_ = iptables("-F", f.chain)
+	_ = iptables("-X", f.chain)
+}
+
+// runPartition: 2+1 (the round's victim alone). The majority serves on and
+// reports the victim's devices offline; the victim fences (its devices get
+// 1001) and they reconnect to the majority; after the heal the victim
+// rejoins, and every watcher, its own reconnected, holds the truth.
+func runPartition(ctx context.Context, e *Env, r *Round) error {
+	if e.Cluster.fw == nil {
+		return fmt.Errorf("chaos: partition needs the process backend run as root (iptables)")
+	}
+	victim := e.Cluster.Nodes[r.Index%len(e.Cluster.Nodes)]
+	var majority []*Node
+	for _, n := range e.Cluster.Nodes {
+		if n != victim {
+			majority = append(majority, n)
+		}
+	}
+	owners, err := e.viewOwners(ctx, majority[0])
+	if err != nil {
+		return err
+	}
+	ds := e.devicesOn(victim)
+	r.Victim, r.Fault = victim.ID, fmt.Sprintf("partition %s (%d devices) from the other %d", victim.ID, len(ds), len(majority))
+	t0 := time.Now()
+	if err := e.Cluster.fw.isolate(victim, majority); err != nil {
+		return err
+	}
+	ws := e.watchersBut(victim)
+	deadline := t0.Add(ms(max(e.Bounds["gateway_crash_ms"], e.Bounds["owner_crash_ms"])) + e.Slack)
+	e.awaitOffline(r, ws, ds, func(*Device) time.Time { return t0 }, e.crashBound(owners, victim), deadline)
+	e.awaitFence(r, victim, ds, t0)
+	for i, d := range ds { // what the SDK does: reconnect elsewhere
+		d.Node = majority[i%len(majority)]
+		if err := e.Fleet.Connect(ctx, d); err != nil {
+			r.find("no_reconnect", d.User, "", err.Error())
+		}
+	}
+	time.Sleep(time.Until(deadline))
+	e.checkStayed(r, ws, e.othersThan(ds), t0)
+	if err := e.Cluster.fw.heal(); err != nil {
+		return err
+	}
+	healed := time.Now()
+	if err := victim.WaitReady(ctx, 30*time.Second); err != nil {
+		r.find("no_rejoin", "", "", err.Error())
+		return nil
+	}
+	if err := e.Cluster.Converged(ctx, e.Cluster.Nodes...); err != nil {
+		r.find("no_rejoin", "", "", err.Error())
+		return nil
+	}
+	r.Notes = append(r.Notes, fmt.Sprintf("%s rejoined %.1f s after the heal", victim.ID, time.Since(healed).Seconds()))
+	time.Sleep(ms(e.Timing["settle_ms"]))
+	return e.afterRejoin(ctx, r, victim)
+}
+
+// awaitFence records how long after t0 each of ds was closed with 1001 by
+// the fencing victim, against the failure detection.
+func (e *Env) awaitFence(r *Round, victim *Node, ds []*Device, t0 time.Time) {
+	bound := e.Timing["failure_detection_ms"]
+	deadline := t0.Add(ms(bound) + e.Slack)
+	for _, d := range ds {
+		for time.Now().Before(deadline) && d.CloseCode() == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if code := d.CloseCode(); code != 1001 {
+			r.find("not_fenced", d.User, "", fmt.Sprintf("connection to %s: close %d, want 1001", victim.ID, code))
+			continue
+		}
+		r.Latencies = append(r.Latencies, Latency{Device: d.User, Bound: "fence", Ms: float64(time.Since(t0).Microseconds()) / 1000, BoundMs: bound})
+	}
+}
+
+// afterRejoin: the victim's watcher, reconnected, and every other one hold
+// the truth (all devices online), and a departure on each node reaches all
+// of them within the graceful bound: one cluster again.
+func (e *Env) afterRejoin(ctx context.Context, r *Round, victim *Node) error {
+	var targets []string
+	for _, d := range e.Fleet.Devices {
+		targets = append(targets, d.User)
+	}
+	old := e.watcherOn(victim)
+	w := &Watcher{User: old.User, Node: victim}
+	if err := e.Fleet.Watch(ctx, w, targets); err != nil {
+		r.find("no_rejoin", "", w.User, err.Error())
+		return nil
+	}
+	ws := append(e.watchersBut(victim), w)
+	e.checkFinal(r, ws, nil, e.Fleet.Devices)
+	var gone []*Device
+	for _, n := range e.Cluster.Nodes {
+		if dn := e.devicesOn(n); len(dn) > 0 {
+			gone = append(gone, dn[0])
+		}
+	}
+	t1 := time.Now()
+	for _, d := range gone {
+		d.Close()
+	}
+	e.awaitOffline(r, ws, gone, func(*Device) time.Time { return t1 }, e.fixed("graceful_close"),
+		t1.Add(ms(e.Bounds["graceful_close_ms"])+e.Slack))
+	e.checkFinal(r, ws, gone, e.othersThan(gone))
+	e.checkRoutes(ctx, r, victim, gone, e.othersThan(gone))
+	return nil
+}

@@ -1,0 +1,176 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/presence-im/presence/client"
+	"github.com/presence-im/presence/gateway"
+	"github.com/presence-im/presence/messages"
+)
+
+// A rolling deploy: every node in turn gets SIGTERM (it drains: devices
+// closed with 1001 over DrainSpread), exits and starts again under the same
+// id and addresses. Devices and watchers are Go SDK sessions over every
+// node's URL, which move to the next node on 1001. Nothing may show: no
+// offline, no version going back, no node fencing.
+
+// sdkWatcher records what a watcher session delivers.
+type sdkWatcher struct {
+	s      *client.Session
+	mu     sync.Mutex
+	events []Event
+}
+
+func (w *sdkWatcher) record() {
+	for ev := range w.s.Events() {
+		p := ev.Presence
+		w.mu.Lock()
+		w.events = append(w.events, Event{Target: p.GetUser(), Status: p.GetStatus(), Version: p.GetVersion(), At: time.Now(), Snapshot: ev.Snapshot})
+		w.mu.Unlock()
+	}
+}
+
+// sessions starts n SDK sessions for users prefix000..., each with the
+// node URLs starting at a different node.
+func (e *Env) sessions(ctx context.Context, users []string) ([]*client.Session, error) {
+	var urls []string
+	for _, n := range e.Cluster.Nodes {
+		urls = append(urls, "ws://"+n.Listen+"/ws")
+	}
+	var out []*client.Session
+	for i, u := range users {
+		tok, err := gateway.Tokens{Key: []byte(e.Fleet.Secret)}.Mint(u, "phone", time.Hour)
+		if err != nil {
+			return nil, err
+		}
+		k := i % len(urls)
+		out = append(out, client.Start(ctx, client.Config{URLs: append(urls[k:len(urls):len(urls)], urls[:k]...), Token: tok}))
+	}
+	return out, nil
+}
+
+func runRolling(ctx context.Context, e *Env, r *Round) error {
+	f, err := e.startSDKFleet(ctx)
+	if err != nil {
+		return err
+	}
+	devices, recs, users := f.devices, f.watchers, f.users
+	r.Fault = fmt.Sprintf("SIGTERM and restart each of %d nodes in turn; %d SDK devices", len(e.Cluster.Nodes), len(users))
+	t0 := time.Now()
+	for _, n := range e.Cluster.Nodes {
+		if err := e.restartOne(ctx, r, n, devices); err != nil {
+			return err
+		}
+	}
+	time.Sleep(ms(e.Timing["settle_ms"]))
+	e.checkRolling(r, recs, users, t0)
+	return nil
+}
+
+// restartOne restarts n and records, for each device that was connected
+// to it, how long after the SIGTERM it was connected again: within the
+// drain spread (its close) and the debounce (no offline shows).
+func (e *Env) restartOne(ctx context.Context, r *Round, n *Node, devices []*client.Session) error {
+	t := time.Now()
+	moved := make([]time.Duration, len(devices))
+	stop := make(chan struct{})
+	polled := make(chan struct{})
+	go func() { // Connections only counts: poll for each device's next one
+		defer close(polled)
+		before := make([]int, len(devices))
+		for i, d := range devices {
+			before[i] = d.Connections()
+		}
+		for {
+			for i, d := range devices {
+				if moved[i] == 0 && d.Connections() > before[i] {
+					moved[i] = time.Since(t)
+				}
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	err := e.Cluster.Restart(ctx, n)
+	if err == nil {
+		err = e.Cluster.Converged(ctx, e.Cluster.Nodes...)
+	}
+	close(stop)
+	<-polled
+	if err != nil {
+		return err
+	}
+	bound := float64(DrainSpread.Milliseconds()) + e.Timing["debounce_ms"]
+	for i, d := range moved {
+		if d > 0 {
+			r.Latencies = append(r.Latencies, Latency{Device: fmt.Sprintf("r%03d", i), Bound: "rolling_reconnect", Ms: float64(d.Microseconds()) / 1000, BoundMs: bound})
+		}
+	}
+	r.Notes = append(r.Notes, fmt.Sprintf("%s restarted in %.1f s", n.ID, time.Since(t).Seconds()))
+	// The restart moved identities: let them settle before the next.
+	time.Sleep(ms(e.Timing["settle_ms"]))
+	return nil
+}
+
+// allOnline waits until every watcher holds every user online.
+func allOnline(recs []*sdkWatcher, users []string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for _, w := range recs {
+		for _, u := range users {
+			for {
+				if p, ok := w.s.State(u); ok && p.GetStatus() == messages.Status_online {
+					break
+				}
+				if time.Now().After(deadline) {
+					return fmt.Errorf("chaos: a watcher does not see %s online", u)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+	return nil
+}
+
+// checkRolling: no offline after t0, versions never back, all online at
+// the end, and no node fenced (its log).
+func (e *Env) checkRolling(r *Round, recs []*sdkWatcher, users []string, t0 time.Time) {
+	checkWatchers(r, recs, t0, func(string) bool { return true }, "the rolling restart")
+	if err := allOnline(recs, users, 10*time.Second); err != nil {
+		r.find("wrong_final", "", "", err.Error())
+	}
+	for _, n := range e.Cluster.Nodes {
+		if b, err := readLog(e.Cluster.Dir, n.ID); err == nil && strings.Contains(b, "fenced:") {
+			r.find("fenced", "", "", n.ID+" fenced during the rolling restart")
+		}
+	}
+}
+
+// checkWatchers: since t0, no offline at any watcher for a target that
+// stayed (what the fault was), and no version going back within one
+// subscription (a snapshot may start over with a view created anew).
+func checkWatchers(r *Round, recs []*sdkWatcher, t0 time.Time, stayed func(target string) bool, what string) {
+	for i, w := range recs {
+		w.mu.Lock()
+		last := map[string]uint64{}
+		for _, ev := range w.events {
+			if ev.At.After(t0) && ev.Status == messages.Status_offline && stayed(ev.Target) {
+				r.find("false_offline", ev.Target, fmt.Sprint("rwatch-", i), fmt.Sprintf("offline at version %d (snapshot %v) during %s", ev.Version, ev.Snapshot, what))
+			}
+			if v, ok := last[ev.Target]; ok && ev.Version < v && !ev.Snapshot {
+				r.find("version_regression", ev.Target, fmt.Sprint("rwatch-", i), fmt.Sprintf("version %d after %d", ev.Version, v))
+			}
+			if ev.Snapshot {
+				last[ev.Target] = ev.Version
+			}
+			last[ev.Target] = max(last[ev.Target], ev.Version)
+		}
+		w.mu.Unlock()
+	}
+}

@@ -1,0 +1,141 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/presence-im/presence/client"
+)
+
+// StormReconnect is restart-storm's target: every device of a node that
+// died is connected to another one within this long (the SDK tries the next
+// URL at once, after a jittered back-off of at most 100 ms); one whose lease
+// lived on the dead node too waits, in addition, for the failure detection
+// (its handshake needs the lease, placed elsewhere only once the others
+// declared the node dead).
+const StormReconnect = time.Second
+
+// sdkFleet is SDK devices r000... and one SDK watcher per node, each
+// subscribed to every device's user, all online.
+type sdkFleet struct {
+	users    []string
+	devices  []*client.Session
+	watchers []*sdkWatcher
+}
+
+func (e *Env) startSDKFleet(ctx context.Context) (*sdkFleet, error) {
+	f := &sdkFleet{}
+	var watchers []string
+	for i := range len(e.Fleet.Devices) {
+		f.users = append(f.users, fmt.Sprintf("r%03d", i))
+	}
+	for i := range e.Cluster.Nodes {
+		watchers = append(watchers, fmt.Sprintf("rwatch-%d", i))
+	}
+	for _, u := range f.users {
+		if err := e.Cluster.Nodes[0].PutPolicy(ctx, u, `{"granularity":"exact","contacts":["`+joinQuoted(watchers)+`"]}`); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	if f.devices, err = e.sessions(ctx, f.users); err != nil {
+		return nil, err
+	}
+	ws, err := e.sessions(ctx, watchers)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range ws {
+		s.Subscribe(f.users...)
+		w := &sdkWatcher{s: s}
+		go w.record()
+		f.watchers = append(f.watchers, w)
+	}
+	return f, allOnline(f.watchers, f.users, 30*time.Second)
+}
+
+// runStorm: kill -9 the node holding a third of the SDK devices; each
+// reconnects to another node within StormReconnect, devices elsewhere never
+// show offline, and every watcher ends with every device online.
+func runStorm(ctx context.Context, e *Env, r *Round) error {
+	f, err := e.startSDKFleet(ctx)
+	if err != nil {
+		return err
+	}
+	time.Sleep(ms(e.Timing["settle_ms"]))
+	victim := e.Cluster.Nodes[r.Index%len(e.Cluster.Nodes)]
+	var leases []string
+	for _, u := range f.users {
+		leases = append(leases, u+"/phone")
+	}
+	owners, err := ownersOf(ctx, e.survivor(victim), "lease", leases)
+	if err != nil {
+		return err
+	}
+	var on []int
+	for i, d := range f.devices {
+		if d.Hello().GetNode() == victim.ID {
+			on = append(on, i)
+		}
+	}
+	r.Victim, r.Fault = victim.ID, fmt.Sprintf("kill -9 %s with %d of %d SDK devices", victim.ID, len(on), len(f.devices))
+	before := make([]int, len(f.devices))
+	for i, d := range f.devices {
+		before[i] = d.Connections()
+	}
+	t0 := time.Now()
+	victim.Kill()
+	back := e.awaitReconnect(f, on, before, t0.Add(StormReconnect+ms(e.Timing["failure_detection_ms"])+e.Slack))
+	for _, i := range on {
+		d, ok := back[i]
+		if !ok {
+			r.find("no_reconnect", f.users[i], "", "not connected again within the failure detection + "+StormReconnect.String())
+			continue
+		}
+		l := Latency{Device: f.users[i], Bound: "storm_reconnect", Ms: float64(d.Microseconds()) / 1000, BoundMs: float64(StormReconnect.Milliseconds())}
+		if owners[leases[i]] == victim.ID {
+			l.Bound, l.BoundMs = "storm_reconnect_lease_lost", l.BoundMs+e.Timing["failure_detection_ms"]
+		}
+		r.Latencies = append(r.Latencies, l)
+	}
+	r.Notes = append(r.Notes, fmt.Sprintf("%d devices reconnected in %.0f ms (the last)", len(back), float64(maxDur(back).Microseconds())/1000))
+	// Through the crash bounds, then the state everywhere (unknown, while a
+	// moved view settles, is not offline).
+	time.Sleep(time.Until(t0.Add(ms(max(e.Bounds["gateway_crash_ms"], e.Bounds["owner_crash_ms"])) + e.Slack)))
+	stayed := map[string]bool{}
+	for i, u := range f.users {
+		stayed[u] = !slices.Contains(on, i)
+	}
+	checkWatchers(r, f.watchers, t0, func(u string) bool { return stayed[u] }, "the storm, its node alive")
+	if err := allOnline(f.watchers, f.users, 10*time.Second); err != nil {
+		r.find("wrong_final", "", "", err.Error())
+	}
+	return nil
+}
+
+// awaitReconnect polls the devices on (indexes into f) until each has
+// connected once more than before, or until deadline: how long after now
+// each did.
+func (e *Env) awaitReconnect(f *sdkFleet, on, before []int, deadline time.Time) map[int]time.Duration {
+	t0 := time.Now()
+	back := map[int]time.Duration{}
+	for len(back) < len(on) && time.Now().Before(deadline) {
+		for _, i := range on {
+			if _, ok := back[i]; !ok && f.devices[i].Connections() > before[i] {
+				back[i] = time.Since(t0)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return back
+}
+
+func maxDur(m map[int]time.Duration) time.Duration {
+	var out time.Duration
+	for _, d := range m {
+		out = max(out, d)
+	}
+	return out
+}

@@ -1,0 +1,48 @@
+package cluster
+
+import (
+	"time"
+
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+)
+
+// placement is one topology handed to proto.actor, with when.
+type placement struct {
+	at  time.Time
+	rdv *pcluster.Rendezvous
+}
+
+// maxPlacements bounds the topologies kept for Moved: more changes than
+// this within one settle window count as a move for every identity.
+const maxPlacements = 16
+
+// Moved reports whether identity of kind may have lived on another member
+// at some time since: its owner by rendezvous hashing under a topology in
+// force since then differs from its owner now; or this member joined others
+// since then (everything it owns was someone else's). A member that started
+// a new cluster moved nothing.
+func (p *Provider) Moved(kind, identity string, since time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	joined := p.g != nil && p.g.joined && p.started.After(since)
+	return moved(p.placements, joined, pcluster.NewClusterIdentity(identity, kind), since)
+}
+
+func moved(ps []placement, joined bool, id *pcluster.ClusterIdentity, since time.Time) bool {
+	if joined {
+		return true
+	}
+	if len(ps) == 0 {
+		return false
+	}
+	owner := ps[len(ps)-1].rdv.GetByClusterIdentity(id)
+	for i := len(ps) - 1; i >= 0; i-- {
+		if o := ps[i].rdv.GetByClusterIdentity(id); o != "" && o != owner {
+			return true
+		}
+		if ps[i].at.Before(since) { // the one in force at since
+			return false
+		}
+	}
+	return len(ps) == maxPlacements // older changes were forgotten
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/presence-im/presence/cluster"
+	"github.com/presence-im/presence/config"
+)
+
+// rejoinEnv carries, from a fenced node to the incarnation it re-executes,
+// the cluster.Rejoin as JSON: the new one retries its seeds until the
+// split-brain resolver lets it serve, instead of giving up.
+const rejoinEnv = "PRESENCE_REJOIN"
+
+// rejoinState reads rejoinEnv: nil for a node started normally.
+func rejoinState() (*cluster.Rejoin, error) {
+	s := os.Getenv(rejoinEnv)
+	if s == "" {
+		return nil, nil
+	}
+	var r cluster.Rejoin
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		return nil, errors.New(rejoinEnv + ": " + err.Error())
+	}
+	return &r, nil
+}
+
+// fencedAdmin is the admin API of a fenced node while it waits to rejoin
+// (the full one starts once it serves): /healthz answers, /readyz says 503,
+// GET /api/fence tells why it waits, and POST /api/fence/serve-alone, with
+// the admin token, makes it serve as a new cluster (the operator's way out
+// when no rule can decide, e.g. the last survivor of two crashes at once).
+type fencedAdmin struct {
+	srv   *http.Server
+	alone chan struct{}
+	once  sync.Once
+}
+
+func startFencedAdmin(addr, token string, r *cluster.Rejoin, log *slog.Logger) (*fencedAdmin, error) {
+	f := &fencedAdmin{alone: make(chan struct{})}
+	r.Alone = f.alone
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "fenced: waiting to rejoin", http.StatusServiceUnavailable)
+	})
+	mux.HandleFunc("GET /api/fence", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"fenced": true, "since": r.Fenced, "base": r.Base, "stable_ms": r.Stable.Milliseconds()})
+	})
+	mux.HandleFunc("POST /api/fence/serve-alone", func(w http.ResponseWriter, req *http.Request) {
+		switch {
+		case token == "":
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "fence: serve-alone needs an admin token (--admin-token)"})
+		case subtle.ConstantTimeCompare([]byte(req.Header.Get("Authorization")), []byte("Bearer "+token)) != 1:
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "admin: bearer token required"})
+		default:
+			log.Warn("fenced: an operator asked this node to serve alone", "from", req.RemoteAddr)
+			f.once.Do(func() { close(f.alone) })
+			writeJSON(w, http.StatusAccepted, map[string]string{"status": "serving alone as a new cluster"})
+		}
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	f.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = f.srv.Serve(ln) }()
+	return f, nil
+}
+
+// stop frees the admin address for the full API.
+func (f *fencedAdmin) stop() {
+	if f == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = f.srv.Shutdown(ctx)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// fenceCause is what the fence watch saw: why, and the quorum base.
+type fenceCause struct {
+	detail string
+	base   []cluster.Voter
+}
+
+// prepareRejoin, in a fenced node's new incarnation, reads what the fenced
+// one left and opens the fenced admin API until the node serves (stop it
+// then; a nil one stops as nothing).
+func prepareRejoin(cfg config.Config, log *slog.Logger) (*cluster.Rejoin, *fencedAdmin, error) {
+	r, err := rejoinState()
+	if r == nil || err != nil {
+		return nil, nil, err
+	}
+	f, err := startFencedAdmin(cfg.Admin, cfg.AdminToken, r, log)
+	if err != nil {
+		return nil, nil, fmt.Errorf("admin: %w", err)
+	}
+	return r, f, nil
+}

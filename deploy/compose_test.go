@@ -108,14 +108,34 @@ func (s *stack) down() {
 	}
 }
 
-// ip is a service's container address on the project's network.
-func (s *stack) ip(service string) string {
-	id := s.compose("ps", "-q", service)
-	ip, err := run("docker", "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", id)
-	if err != nil || ip == "" {
-		s.t.Fatalf("%s's address: %q %v", service, ip, err)
+// container is one service's container: its id, its address on the
+// project's network and the type of each of its mounts.
+type container struct{ id, ip, mounts string }
+
+// containers inspects every container of the project at once (each
+// docker-compose call costs a second or two on a loaded machine).
+func (s *stack) containers() map[string]container {
+	ids := strings.Fields(s.compose("ps", "-q"))
+	out, err := run("docker", append([]string{"inspect", "-f",
+		`{{index .Config.Labels "com.docker.compose.service"}}|{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}|{{.Id}}|{{range .Mounts}} {{.Type}}{{end}}`}, ids...)...)
+	if err != nil {
+		s.t.Fatal(err)
 	}
-	return ip
+	cs := map[string]container{}
+	for _, line := range strings.Split(out, "\n") {
+		// service|address|id| mount types (no address between restarts)
+		f := strings.Split(line, "|")
+		if len(f) != 4 {
+			s.t.Fatalf("docker inspect: %q", line)
+		}
+		cs[f[0]] = container{id: f[2], ip: f[1], mounts: strings.TrimSpace(f[3])}
+	}
+	for _, service := range []string{"node1", "node2", "node3", "postgres"} {
+		if cs[service].ip == "" {
+			s.t.Fatalf("no address of %s in %q", service, out)
+		}
+	}
+	return cs
 }
 
 func (s *stack) admin(method, ip, path, body string) (int, []byte) {
@@ -172,17 +192,18 @@ func (s *stack) cluster(ip string) (alive, devices int) {
 // still sees it online; down leaves nothing behind.
 func TestCompose(t *testing.T) {
 	s := up(t)
+	cs := s.containers()
+	onlyNamedVolumes(t, cs)
 	ips := map[string]string{}
 	for _, n := range []string{"node1", "node2", "node3"} {
-		ips[n] = s.ip(n)
+		ips[n] = cs[n].ip
 		waitFor(t, 90*time.Second, n+" ready and seeing 3 members", func() bool {
 			alive, _ := s.cluster(ips[n])
 			return alive == 3
 		})
 	}
 	waitFor(t, 30*time.Second, "the demo's devices connected", func() bool { _, d := s.cluster(ips["node3"]); return d >= 3 })
-	s.onlyNamedVolumes()
-	s.sharedPolicy(ips)
+	s.sharedPolicy(ips, cs["postgres"].ip)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ws := func(n string) string { return "ws://" + ips[n] + ":7600/ws" }
@@ -199,7 +220,7 @@ func TestCompose(t *testing.T) {
 		h := ann.Hello()
 		return h != nil && h.GetNode() == "node1" && online()
 	})
-	if _, err := run("docker", "kill", "-s", "KILL", s.compose("ps", "-q", "node1")); err != nil {
+	if _, err := run("docker", "kill", "-s", "KILL", cs["node1"].id); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "ann reconnected through node2", func() bool {
@@ -219,7 +240,7 @@ func TestCompose(t *testing.T) {
 // node3 and straight from the PostgreSQL container: the nodes share that
 // database (and not a file on the data volume). A wrong password is
 // refused.
-func (s *stack) sharedPolicy(ips map[string]string) {
+func (s *stack) sharedPolicy(ips map[string]string, pgIP string) {
 	t := s.t
 	if code, b := s.admin("PUT", ips["node1"], "/api/users/ann/policy", `{"granularity":"exact","contacts":["sam"]}`); code != 200 {
 		t.Fatalf("policy: %d %s", code, b)
@@ -229,11 +250,10 @@ func (s *stack) sharedPolicy(ips map[string]string) {
 	if code != 200 || json.Unmarshal(b, &got) != nil || got.Granularity != core.Exact || !slices.Equal(got.Contacts, []string{"sam"}) {
 		t.Fatalf("ann's policy through node3: %d %s", code, b)
 	}
-	ip := s.ip("postgres")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	dsn := func(password string) string {
-		return "postgres://presence:" + password + "@" + ip + ":5432/presence?sslmode=disable"
+		return "postgres://presence:" + password + "@" + pgIP + ":5432/presence?sslmode=disable"
 	}
 	if db, err := postgres.Open(ctx, dsn("not-"+s.pgPassword)); err == nil || !strings.Contains(err.Error(), "password authentication failed") {
 		if db != nil {
@@ -253,14 +273,10 @@ func (s *stack) sharedPolicy(ips map[string]string) {
 
 // onlyNamedVolumes: no container mounts a directory of the host, so
 // nothing (root-owned) is written into the checkout; down removes the rest.
-func (s *stack) onlyNamedVolumes() {
-	for _, id := range strings.Fields(s.compose("ps", "-q")) {
-		types, err := run("docker", "inspect", "-f", "{{.Name}}{{range .Mounts}} {{.Type}}{{end}}", id)
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		if strings.Contains(types, "bind") {
-			s.t.Errorf("a host directory mounted: %s", types)
+func onlyNamedVolumes(t *testing.T, cs map[string]container) {
+	for service, c := range cs {
+		if strings.Contains(c.mounts, "bind") {
+			t.Errorf("%s mounts a host directory: %s", service, c.mounts)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/presence-im/presence/config"
+	"github.com/presence-im/presence/messages"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -37,8 +38,8 @@ func TestStaleFoundInTimeLiveNever(t *testing.T) {
 		synctest.Wait()
 		for i, s := range gone {
 			at := s.d.sock.closedAt()
-			if s.d.sock.closeCode() != CloseGoingAway || at.IsZero() {
-				t.Fatalf("silent%d: closed %d at %v, want %d", i, s.d.sock.closeCode(), at, CloseGoingAway)
+			if s.d.sock.closeCode() != messages.CloseGoingAway || at.IsZero() {
+				t.Fatalf("silent%d: closed %d at %v, want %d", i, s.d.sock.closeCode(), at, messages.CloseGoingAway)
 			}
 			// Its last heartbeat was at most a heartbeat before it left.
 			if lat := at.Sub(s.left); lat > timing.Stale+timing.Check || lat < timing.Stale-timing.Heartbeat {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
@@ -23,18 +23,11 @@ import (
 // (core.DeliveryBudget).
 func TestGracefulClosePublishesAtDebounce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, config.Seed())
-		e.policy("alice", core.Exact, "bob")
-		p := e.subscribe("alice", "bob")
+		e, p := watchedAlice(t, config.Seed())
 		d := e.connect(e.n.Gateway(), "alice", "phone", 1)
 		time.Sleep(300 * time.Second)
 		d.close()
-		time.Sleep(60 * time.Second)
-		synctest.Wait()
-		want := []string{"0s online", "5m19.95s offline"}
-		if got := e.statuses(p); !slices.Equal(got, want) {
-			t.Fatalf("events = %v, want %v", got, want)
-		}
+		e.expectStatuses(p, 60*time.Second, "0s online", "5m19.95s offline")
 	})
 }
 
@@ -42,15 +35,9 @@ func TestGracefulClosePublishesAtDebounce(t *testing.T) {
 // connection (stale 75 s > 2 x 30 s).
 func TestOneLostHeartbeatPublishesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, config.Seed())
-		e.policy("alice", core.Exact, "bob")
-		p := e.subscribe("alice", "bob")
+		e, p := watchedAlice(t, config.Seed())
 		d := e.connect(e.n.Gateway(), "alice", "phone", 1, 3)
-		time.Sleep(10 * time.Minute)
-		synctest.Wait()
-		if got := e.statuses(p); !slices.Equal(got, []string{"0s online"}) {
-			t.Fatalf("events = %v, want only the first online", got)
-		}
+		e.expectStatuses(p, 10*time.Minute, "0s online")
 		if d.sock.closeCode() != 0 {
 			t.Fatalf("connection closed with %d", d.sock.closeCode())
 		}
@@ -60,39 +47,27 @@ func TestOneLostHeartbeatPublishesNothing(t *testing.T) {
 // E01 6.1 "两台设备先后离开 | 只在最后一台离开 20 秒后发布离线".
 func TestTwoDevicesOfflineOnlyAfterLastLeaves(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, config.Seed())
-		e.policy("alice", core.Exact, "bob")
-		p := e.subscribe("alice", "bob")
+		e, p := watchedAlice(t, config.Seed())
 		phone := e.connect(e.n.Gateway(), "alice", "phone", 1)
 		laptop := e.connect(e.n.Gateway(), "alice", "laptop", 1)
 		time.Sleep(100 * time.Second)
 		phone.close()
 		time.Sleep(100 * time.Second)
 		laptop.close()
-		time.Sleep(100 * time.Second)
-		synctest.Wait()
-		if got, want := e.statuses(p), []string{"0s online", "3m39.95s offline"}; !slices.Equal(got, want) {
-			t.Fatalf("events = %v, want %v", got, want)
-		}
+		e.expectStatuses(p, 100*time.Second, "0s online", "3m39.95s offline")
 	})
 }
 
 // E01 6.1 "关闭后 10 秒内重连 | 订阅者没有看到任何变化".
 func TestReconnectWithinDebouncePublishesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, config.Seed())
-		e.policy("alice", core.Exact, "bob")
-		p := e.subscribe("alice", "bob")
+		e, p := watchedAlice(t, config.Seed())
 		d := e.connect(e.n.Gateway(), "alice", "phone", 1)
 		time.Sleep(100 * time.Second)
 		d.close()
 		time.Sleep(10 * time.Second)
 		e.connect(e.n.Gateway(), "alice", "phone", 2)
-		time.Sleep(5 * time.Minute)
-		synctest.Wait()
-		if got := e.statuses(p); !slices.Equal(got, []string{"0s online"}) {
-			t.Fatalf("events = %v, want only the first online", got)
-		}
+		e.expectStatuses(p, 5*time.Minute, "0s online")
 	})
 }
 
@@ -113,8 +88,8 @@ func TestLateCloseFromOldEpochIsRejected(t *testing.T) {
 		old.halt()
 		e.connect(g2, "alice", "phone", 2)
 		synctest.Wait()
-		if c := old.sock.closeCode(); c != CloseSuperseded {
-			t.Fatalf("old socket closed with %d, want %d", c, CloseSuperseded)
+		if c := old.sock.closeCode(); c != messages.CloseSuperseded {
+			t.Fatalf("old socket closed with %d, want %d", c, messages.CloseSuperseded)
 		}
 		time.Sleep(30 * time.Second)
 		e.n.dir.Send(KindLease, leaseID("alice", "phone"), &messages.LeaseRelease{
@@ -132,9 +107,7 @@ func TestLateCloseFromOldEpochIsRejected(t *testing.T) {
 		if len(st.Devices) != 1 || st.Devices[0].Node != "g2" || st.Devices[0].Epoch != 2 {
 			t.Fatalf("devices = %v, want phone on g2 with epoch 2", st.Devices)
 		}
-		if got := e.statuses(p); !slices.Equal(got, []string{"0s online"}) {
-			t.Fatalf("events = %v, want only the first online", got)
-		}
+		e.expectStatuses(p, 0, "0s online")
 	})
 }
 
@@ -144,19 +117,13 @@ func TestLateCloseFromOldEpochIsRejected(t *testing.T) {
 // fail.
 func TestReleaseWithCurrentEpochRemovesOwner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, config.Seed())
-		e.policy("alice", core.Exact, "bob")
-		p := e.subscribe("alice", "bob")
+		e, p := watchedAlice(t, config.Seed())
 		d := e.connect(e.n.Gateway(), "alice", "phone", 2)
 		time.Sleep(30 * time.Second)
 		e.n.dir.Send(KindLease, leaseID("alice", "phone"), &messages.LeaseRelease{
 			User: "alice", Device: "phone", ConnId: d.conn.ID, Epoch: 2, Reason: messages.EndReason_close, LastAliveMs: time.Now().UnixMilli(),
 		})
-		time.Sleep(time.Minute)
-		synctest.Wait()
-		if got, want := e.statuses(p), []string{"0s online", "49.95s offline"}; !slices.Equal(got, want) {
-			t.Fatalf("events = %v, want %v", got, want)
-		}
+		e.expectStatuses(p, time.Minute, "0s online", "49.95s offline")
 	})
 }
 
@@ -165,29 +132,20 @@ func TestReleaseWithCurrentEpochRemovesOwner(t *testing.T) {
 func TestHalfOpenDetectedWithinBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		timing := config.Seed()
-		e := newEnv(t, timing)
-		e.policy("alice", core.Exact, "bob")
-		p := e.subscribe("alice", "bob")
+		e, p := watchedAlice(t, timing)
 		d := e.connect(e.n.Gateway(), "alice", "phone", 1)
 		time.Sleep(300 * time.Second)
 		d.halt()
 		left := time.Now()
-		time.Sleep(5 * time.Minute)
-		synctest.Wait()
-		ev := p.all()
-		if len(ev) != 2 || ev[1].p.GetStatus() != messages.Status_offline {
-			t.Fatalf("events = %v, want online then offline", e.statuses(p))
-		}
-		lat, bound := ev[1].at.Sub(left), timing.Bounds().HalfOpen
+		off := e.expectOfflineSecond(p, 5*time.Minute)
+		lat, bound := off.at.Sub(left), timing.Bounds().HalfOpen
 		if lat > bound || lat < timing.Stale-timing.Heartbeat+timing.Debounce {
 			t.Fatalf("half-open detected after %v, want within (stale - heartbeat + debounce, %v]", lat, bound)
 		}
-		if c := d.sock.closeCode(); c != CloseGoingAway {
-			t.Fatalf("stale socket closed with %d, want %d", c, CloseGoingAway)
+		if c := d.sock.closeCode(); c != messages.CloseGoingAway {
+			t.Fatalf("stale socket closed with %d, want %d", c, messages.CloseGoingAway)
 		}
-		if n := testutil.ToFloat64(e.n.metrics.DeviceTransitions.WithLabelValues("down", "ping_timeout")); n != 1 {
-			t.Fatalf("ping_timeout downs = %v, want 1", n)
-		}
+		e.expectDowns("ping_timeout", 1)
 	})
 }
 
@@ -196,11 +154,7 @@ func TestHalfOpenDetectedWithinBound(t *testing.T) {
 func TestGatewayCrashDetectedByLeaseExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		timing := config.Seed()
-		e := newEnv(t, timing)
-		g2, _ := e.n.StartGateway("g2")
-		e.policy("alice", core.Exact, "bob")
-		p := e.subscribe("alice", "bob")
-		d := e.connect(g2, "alice", "phone", 1)
+		e, g2, p, d := aliceOnSecondGateway(t, timing)
 		time.Sleep(300 * time.Second)
 		renewals := testutil.ToFloat64(e.n.metrics.Renewals)
 		d.halt()
@@ -209,38 +163,28 @@ func TestGatewayCrashDetectedByLeaseExpiry(t *testing.T) {
 		if renewals < 3 {
 			t.Fatalf("%v renewals in 300 s, want >= 3", renewals)
 		}
-		time.Sleep(5 * time.Minute)
-		synctest.Wait()
-		ev := p.all()
-		if len(ev) != 2 || ev[1].p.GetStatus() != messages.Status_offline {
-			t.Fatalf("events = %v, want online then offline", e.statuses(p))
-		}
-		lat := ev[1].at.Sub(crashed)
+		lat := e.expectOfflineSecond(p, 5*time.Minute).at.Sub(crashed)
 		// The last renewal came at most renew x 1.1 before the crash.
 		lower := timing.TTL - time.Duration(float64(timing.Renew)*(1+timing.RenewJitter)) + timing.Debounce
 		if lat > timing.Bounds().GatewayCrash || lat < lower {
 			t.Fatalf("crash detected after %v, want within [%v, %v]", lat, lower, timing.Bounds().GatewayCrash)
 		}
-		if n := testutil.ToFloat64(e.n.metrics.DeviceTransitions.WithLabelValues("down", "lease_expired")); n != 1 {
-			t.Fatalf("lease_expired downs = %v, want 1", n)
-		}
+		e.expectDowns("lease_expired", 1)
 	})
 }
 
-// GatewayDown reclaims a dead node's leases at once, not after TTL.
+// A failed member's leases are reclaimed (GatewayDown) at once, not after
+// TTL.
 func TestGatewayDownReclaimsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		timing := config.Seed()
-		e := newEnv(t, timing)
-		g2, _ := e.n.StartGateway("g2")
-		e.policy("alice", core.Exact, "bob")
-		p := e.subscribe("alice", "bob")
-		d := e.connect(g2, "alice", "phone", 1)
+		e, g2, p, d := aliceOnSecondGateway(t, timing)
 		keep := e.connect(e.n.Gateway(), "alice", "laptop", 1) // on a live node: untouched
 		time.Sleep(100 * time.Second)
 		d.halt()
 		g2.Crash()
-		e.n.GatewayDown("g2", [][2]string{{"alice", "phone"}, {"alice", "laptop"}})
+		// As the gossip reports it: every lease and view here hears of it.
+		e.n.onMember(cluster.Event{Kind: cluster.EventFailed, Member: cluster.Member{ID: "g2", State: cluster.Dead}})
 		time.Sleep(time.Second)
 		synctest.Wait()
 		st, _ := e.n.Query(context.Background(), "alice")
@@ -248,11 +192,7 @@ func TestGatewayDownReclaimsAtOnce(t *testing.T) {
 			t.Fatalf("devices = %v, want only the laptop", st.Devices)
 		}
 		keep.close()
-		time.Sleep(time.Minute)
-		synctest.Wait()
-		if got, want := e.statuses(p), []string{"0s online", "2m0.95s offline"}; !slices.Equal(got, want) {
-			t.Fatalf("events = %v, want %v", got, want)
-		}
+		e.expectStatuses(p, time.Minute, "0s online", "2m0.95s offline")
 	})
 }
 
@@ -288,4 +228,12 @@ func TestInvalidTimingRefused(t *testing.T) {
 	if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "ttl") {
 		t.Fatalf("err = %v, want config.ErrInvalid naming ttl", err)
 	}
+}
+
+// aliceOnSecondGateway is a node with a second gateway g2, alice's phone
+// connected to g2, and bob subscribed to alice (who lets him see her).
+func aliceOnSecondGateway(t *testing.T, timing config.Timing) (*env, *Gateway, *probe, *device) {
+	e, p := watchedAlice(t, timing)
+	g2, _ := e.n.StartGateway("g2")
+	return e, g2, p, e.connect(g2, "alice", "phone", 1)
 }

@@ -13,29 +13,23 @@ import (
 	"github.com/presence-im/presence/messages"
 )
 
-// Close codes of the device WebSocket (CONTRACT.md).
-const (
-	CloseGoingAway  uint16 = 1001 // draining, fenced, lease lost: reconnect elsewhere
-	CloseSuperseded uint16 = 4001 // a newer connection of the device took over
-	CloseOverflow   uint16 = 4008 // outbox overflow: reconnect and resubscribe
-)
-
 // Socket is the connection actor's view of its device's WebSocket. Send
 // must not block: it queues the frame and returns false when the outbox is
 // full. Close may be called more than once.
 type Socket interface {
 	Send(f *messages.Frame) bool
-	Close(code uint16, reason string)
+	Close(code messages.CloseCode, reason string)
 }
 
 // ErrRefused wraps the lease's refusal of a handshake (HTTP 409).
 var ErrRefused = errors.New("actors: handshake refused")
 
-// gatewayActor is one node's gateway: the parent of its ConnectionActors.
-// Every check period it tells those that are due to check their staleness,
-// and it routes ConnLost to them by conn id.
+// gatewayActor is one node's gateway: the parent of its connection actors
+// (connActor). Every check period it tells those that are due to check their
+// staleness, and it routes ConnLost to them by conn id.
 type gatewayActor struct {
 	g      *Gateway
+	n      *Node
 	conns  map[string]*liveConn
 	due    deadlines // conns by when to look at them next
 	tick   timer
@@ -61,7 +55,7 @@ const maxRecent = 10000
 // failure is declared at most FailureDetection after it, and the
 // re-created lease must have time to exist.
 func (a *gatewayActor) replayWindow() time.Duration {
-	t := a.g.n.deps.Timing
+	t := a.n.deps.Timing
 	return t.FailureDetection + t.Settle
 }
 
@@ -82,7 +76,7 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.conns = map[string]*liveConn{}
-		a.tick.arm(a.g.n.sched, a.g.n.deps.Timing.Check, ctx.Self(), checkTick{})
+		a.tick.arm(a.n.sched, a.n.deps.Timing.Check, ctx.Self(), checkTick{})
 	case *actor.Stopping:
 		a.tick.stop()
 		a.replay.stop()
@@ -90,12 +84,8 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 		// Re-armed each round rather than SendRepeatedly: proto.actor's
 		// repeating timer reads its state without an atomic (a data race
 		// under -race when cancelled while firing).
-		a.tick.arm(a.g.n.sched, a.g.n.deps.Timing.Check, ctx.Self(), checkTick{})
-		t := a.g.n.deps.Timing
-		a.due.due(time.Now(), t.Stale, t.Check, func(pid *actor.PID) {
-			a.g.n.metrics.StaleChecks.Inc()
-			ctx.Send(pid, checkTick{})
-		})
+		a.tick.arm(a.n.sched, a.n.deps.Timing.Check, ctx.Self(), checkTick{})
+		a.checkDue(ctx)
 	case spawnConn:
 		a.spawn(ctx, m.req)
 	case *messages.ConnLost:
@@ -103,15 +93,9 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 			ctx.Send(c.pid, m)
 		}
 	case topologyChanged:
-		for _, c := range a.conns {
-			ctx.Send(c.pid, reregister{})
-		}
-		if len(a.recent) > 0 {
-			var wait time.Duration // after the change reached every member
-			if co := a.g.n.deps.Cluster; co != nil {
-				wait = co.Propagation
-			}
-			a.replay.arm(a.g.n.sched, wait, ctx.Self(), replayReleases{})
+		a.tell(ctx, reregister{})
+		if len(a.recent) > 0 { // after the change reached every member
+			a.replay.arm(a.n.sched, a.n.propagation(), ctx.Self(), replayReleases{})
 		}
 	case released:
 		a.recent = append(a.recent, m)
@@ -119,19 +103,40 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 	case replayReleases:
 		a.prune(time.Now())
 		for _, r := range a.recent {
-			a.g.n.dir.Send(KindLease, leaseID(r.rel.GetUser(), r.rel.GetDevice()), r.rel)
+			a.n.dir.Send(KindLease, leaseID(r.rel.GetUser(), r.rel.GetDevice()), r.rel)
 		}
 	case *actor.Terminated:
-		// A child's PID id is the gateway's id, "/", its conn id (SpawnNamed
-		// above): an index lookup, not a scan of every connection, so
-		// stopping N connections costs O(N), not O(N^2).
-		id := strings.TrimPrefix(m.GetWho().GetId(), ctx.Self().GetId()+"/")
-		if c := a.conns[id]; c != nil && c.pid.Equal(m.GetWho()) {
-			c.gone = true // leaves the deadlines when it comes due
-			delete(a.conns, id)
-			a.g.conns.Add(-1)
-		}
+		a.forget(ctx, m.GetWho())
+	}
+}
 
+// tell sends msg to every connection.
+func (a *gatewayActor) tell(ctx actor.Context, msg any) {
+	for _, c := range a.conns {
+		ctx.Send(c.pid, msg)
+	}
+}
+
+// checkDue tells the connections that are due to check their staleness:
+// only those silent for stale, not every connection every check.
+func (a *gatewayActor) checkDue(ctx actor.Context) {
+	t := a.n.deps.Timing
+	a.due.due(time.Now(), t.Stale, t.Check, func(pid *actor.PID) {
+		a.n.metrics.StaleChecks.Inc()
+		ctx.Send(pid, checkTick{})
+	})
+}
+
+// forget drops a connection actor that stopped. A child's PID id is the
+// gateway's id, "/", its conn id (SpawnNamed in spawn): an index lookup, not
+// a scan of every connection, so stopping N connections costs O(N), not
+// O(N^2).
+func (a *gatewayActor) forget(ctx actor.Context, who *actor.PID) {
+	id := strings.TrimPrefix(who.GetId(), ctx.Self().GetId()+"/")
+	if c := a.conns[id]; c != nil && c.pid.Equal(who) {
+		c.gone = true // leaves the deadlines when it comes due
+		delete(a.conns, id)
+		a.g.conns.Add(-1)
 	}
 }
 
@@ -146,7 +151,7 @@ func (a *gatewayActor) spawn(ctx actor.Context, r OpenRequest) {
 		ctx.Respond(fmt.Errorf("actors: spawn connection %s: %w", r.ConnID, err))
 		return
 	}
-	r.live.pid, r.live.due = pid, r.since.Add(a.g.n.deps.Timing.Stale)
+	r.live.pid, r.live.due = pid, r.since.Add(a.n.deps.Timing.Stale)
 	a.conns[r.ConnID] = r.live
 	heap.Push(&a.due, r.live)
 	a.g.conns.Add(1)
@@ -165,7 +170,7 @@ type OpenRequest struct {
 }
 
 // Open claims the device's lease for a new connection and starts its
-// ConnectionActor. A refused attempt (not above the device's floor) returns
+// connActor. A refused attempt (not above the device's floor) returns
 // an error wrapping ErrRefused and core.ErrStaleAttempt and leaves nothing
 // behind: no lease, no floor moved, no actor.
 func (g *Gateway) Open(ctx context.Context, r OpenRequest) (*Conn, error) {
@@ -218,7 +223,7 @@ func requestTimeout(ctx context.Context) time.Duration {
 	return 5 * time.Second
 }
 
-// Conn is the handle the socket layer uses to feed its ConnectionActor.
+// Conn is the handle the socket layer uses to feed its connActor.
 // Its methods only enqueue messages and never block.
 type Conn struct {
 	n     *Node

@@ -14,6 +14,7 @@ import (
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/gateway"
+	"github.com/presence-im/presence/internal/poll"
 	"github.com/presence-im/presence/messages"
 	"github.com/presence-im/presence/store"
 	"go.uber.org/goleak"
@@ -61,12 +62,20 @@ func token(t *testing.T, user, device string) string {
 
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
+	poll.Until(t, within, 10*time.Millisecond, what, cond)
+}
+
+// expectEnded fails unless s ends within the time given, with want and
+// after its first connection (it did not retry).
+func expectEnded(t *testing.T, s *client.Session, within time.Duration, want error) {
+	t.Helper()
+	select {
+	case <-s.Done():
+	case <-time.After(within):
+		t.Fatalf("session still running after %v, want it ended with %v", within, want)
+	}
+	if !errors.Is(s.Err(), want) || s.Connections() != 1 {
+		t.Fatalf("err %v after %d connections, want %v after 1", s.Err(), s.Connections(), want)
 	}
 }
 
@@ -125,21 +134,14 @@ func TestSessionStopsWhenSuperseded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.CloseNow()
-	select {
-	case <-s.Done():
-	case <-time.After(3 * time.Second):
-		t.Fatal("session still running after 4001")
-	}
-	if !errors.Is(s.Err(), client.ErrSuperseded) || s.Connections() != 1 {
-		t.Fatalf("err %v after %d connections, want ErrSuperseded after 1", s.Err(), s.Connections())
-	}
+	expectEnded(t, s, 3*time.Second, client.ErrSuperseded)
 }
 
 // A consumer that stops reading events makes the server cut the
 // connection (4008); the session reconnects, resubscribes and ends with the
 // newest state.
 func TestSessionRecoversFromOverflow(t *testing.T) {
-	nd := startNode(t, "n1", gateway.Options{Outbox: 8, SendBuffer: 4096, CloseGrace: 100 * time.Millisecond})
+	nd := startNode(t, "n1", gateway.Options{Gateway: config.Gateway{Outbox: 8, SendBuffer: 4096}, CloseGrace: 100 * time.Millisecond})
 	_ = nd.policies.Put(context.Background(), "dave", store.PolicyDoc{Granularity: core.Exact, Contacts: []string{"alice"}})
 	ctx, cancel := context.WithCancel(context.Background())
 	// A small receive buffer, so that the frames a consumer does not take
@@ -196,14 +198,7 @@ func TestSessionTokenExpiry(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	plain := client.Start(ctx, client.Config{URLs: []string{nd.url()}, Token: short()})
-	select {
-	case <-plain.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("session without Refresh still running after its token expired")
-	}
-	if !errors.Is(plain.Err(), client.ErrTokenExpired) || plain.Connections() != 1 {
-		t.Fatalf("err %v after %d connections, want ErrTokenExpired after 1", plain.Err(), plain.Connections())
-	}
+	expectEnded(t, plain, 5*time.Second, client.ErrTokenExpired)
 	refreshed := client.Start(ctx, client.Config{URLs: []string{nd.url()}, Token: short(), Refresh: func(context.Context) (string, error) {
 		return token(t, "alice", "phone"), nil
 	}})

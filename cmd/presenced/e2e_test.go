@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -14,21 +11,12 @@ import (
 	"github.com/presence-im/presence/messages"
 )
 
-func freePort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // The real binary: devices connect, subscribe and get trimmed events; the
 // policy is set through the admin API; SIGTERM closes devices with 1001,
 // releases their leases and exits 0.
 func TestBinaryEndToEnd(t *testing.T) {
-	p := startProc(t, "e2e", "--policy-dsn", "sqlite:"+filepath.Join(t.TempDir(), "p.db"))
-	p.put("/api/users/dave/policy", `{"granularity":"exact","contacts":["alice"]}`)
+	p := startProc(t, "e2e", "--policy-dsn", sqliteDSN(t))
+	p.allow("dave", "alice")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	alice := p.dial(ctx, "alice", "phone", 1)
@@ -46,25 +34,23 @@ func TestBinaryEndToEnd(t *testing.T) {
 	}
 	res.Body.Close()
 
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.node.Terminate()
 	for {
 		if _, err := alice.Next(ctx); err != nil {
-			if code := client.CloseCode(err); code != 1001 {
+			if code := client.CloseCode(err); code != int(messages.CloseGoingAway) {
 				t.Fatalf("close on SIGTERM: %d (%v), want 1001", code, err)
 			}
 			break
 		}
 	}
-	select {
-	case err := <-p.done:
-		p.exited = true
-		if err != nil {
-			t.Fatalf("exit: %v\n%s", err, p.logs.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("still running 10 s after SIGTERM\n%s", p.logs.String())
+	ended, err := p.node.Wait(10 * time.Second)
+	if !ended {
+		t.Fatalf("still running 10 s after SIGTERM\n%s", p.log())
 	}
-	if !strings.Contains(p.logs.String(), "draining") {
-		t.Fatalf("no drain in the log:\n%s", p.logs.String())
+	if err != nil {
+		t.Fatalf("exit: %v\n%s", err, p.log())
+	}
+	if !strings.Contains(p.log(), "draining") {
+		t.Fatalf("no drain in the log:\n%s", p.log())
 	}
 }

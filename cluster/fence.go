@@ -34,6 +34,7 @@ type FenceReason string
 const (
 	FencePaused   FenceReason = "paused"
 	FenceMinority FenceReason = "minority"
+	FenceLease    FenceReason = "lease" // the lease strategy (lease.go): the other side holds it
 )
 
 // MinDetection is the earliest the others can declare a silent member dead,
@@ -89,6 +90,9 @@ type FenceWatch struct {
 	Stable time.Duration
 	// Log, when set, gets one line each time the quorum base changes size.
 	Log *slog.Logger
+	// Lease, when set, is the lease strategy (lease.go): the store's lease
+	// decides once members are unreachable, the majority rule otherwise.
+	Lease *LeaseArbiter
 }
 
 // Run calls fence once, at the first sign, with the quorum base it decided
@@ -134,7 +138,14 @@ func (w FenceWatch) check(now, last time.Time) (FenceReason, string, []Voter) {
 	if gap := now.Sub(last); len(base) > 1 && gap > pause {
 		return FencePaused, fmt.Sprintf("did not run for %v (the others may declare a member dead after %v)", gap.Round(time.Millisecond), pause), base
 	}
-	if v := Decide(base); !v.Serve {
+	v := Decide(base)
+	if w.Lease != nil {
+		if call, why := w.Lease.Decide(now, v, base); call == LeaseFence {
+			return FenceLease, why, base
+		}
+		return "", "", base
+	}
+	if !v.Serve {
 		return FenceMinority, v.String(), base
 	}
 	return "", "", base

@@ -266,6 +266,9 @@ func (a *connActor) snapshotPart(ctx actor.Context, m *messages.SnapshotPart) {
 // device has, or holds it while a snapshot of its target is being put
 // together.
 func (a *connActor) event(ctx actor.Context, p *messages.Presence) {
+	if a.g.n.dropStale(ctx, p.GetUser()) {
+		return
+	}
 	last, ok := a.subs[p.GetUser()]
 	if !ok || p.GetVersion() <= last.GetVersion() {
 		return

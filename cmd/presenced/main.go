@@ -37,28 +37,28 @@ import (
 func main() { os.Exit(run(os.Args[1:])) }
 
 // openStore opens the store a DSN names (validated by config).
-func openStore(dsn string) (store.PolicyStore, store.HistoryStore, func(), error) {
+func openStore(dsn string) (store.PolicyStore, store.HistoryStore, store.LeaseStore, func(), error) {
 	switch {
 	case dsn == "memory":
-		return store.NewMemoryPolicies(), store.NewMemoryHistory(), func() {}, nil
+		return store.NewMemoryPolicies(), store.NewMemoryHistory(), store.NewMemoryLeases(), func() {}, nil
 	case strings.HasPrefix(dsn, "postgres"):
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		s, err := postgres.Open(ctx, dsn)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
-		return s, s, s.Close, nil
+		return s, s, s, s.Close, nil
 	}
 	path := strings.TrimPrefix(dsn, "sqlite:")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, nil, nil, fmt.Errorf("store: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("store: %w", err)
 	}
 	s, err := sqlite.Open(path)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	return s, s, func() { s.Close() }, nil
+	return s, s, s, func() { s.Close() }, nil
 }
 
 func run(args []string) int {
@@ -79,7 +79,7 @@ func run(args []string) int {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	policies, history, closeStore, err := openStore(cfg.PolicyDSN)
+	policies, history, leases, closeStore, err := openStore(cfg.PolicyDSN)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced:", err)
 		return 1
@@ -154,7 +154,7 @@ func run(args []string) int {
 	}
 	fenced := make(chan fenceCause, 1)
 	if g := node.Membership(); g != nil {
-		go cluster.FenceWatch{Gossip: g, Preset: cfg.Preset, Log: log}.Run(ctx, func(r cluster.FenceReason, detail string, base []cluster.Voter) {
+		go fenceWatch(cfg, g, leases, log).Run(ctx, func(r cluster.FenceReason, detail string, base []cluster.Voter) {
 			fenced <- fenceCause{string(r) + ": " + detail, base}
 		})
 	}
@@ -173,6 +173,15 @@ func run(args []string) int {
 	_ = srv.Shutdown(shutdown)
 	log.Info("stopped")
 	return 0
+}
+
+// fenceWatch is the node's FenceWatch with the strategy --split-brain names.
+func fenceWatch(cfg config.Config, g *cluster.Gossip, leases store.LeaseStore, log *slog.Logger) cluster.FenceWatch {
+	w := cluster.FenceWatch{Gossip: g, Preset: cfg.Preset, Log: log}
+	if cfg.SplitBrain == cluster.StrategyLease {
+		w.Lease = cluster.NewLeaseArbiter(leases, cfg.NodeID, cfg.Preset, len(g.Members()), log)
+	}
+	return w
 }
 
 // clusterOptions are the gossip's and the actor remote's addresses: bound

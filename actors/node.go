@@ -77,8 +77,8 @@ type Node struct {
 	cluster  *pcluster.Cluster // nil alone
 	provider *cluster.Provider
 	// gone overrides the membership's Gone (tests of a node alone).
-	gone func(addr string) bool
-	stall    *stallClock
+	gone  func(addr string) bool
+	stall *stallClock
 	// events is this node's events actor; eventSinks the local ends of
 	// Events streams (guarded by mu), to subscribe to members that join.
 	events     atomic.Pointer[actor.PID]

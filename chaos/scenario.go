@@ -168,7 +168,7 @@ func (e *Env) checkStayed(r *Round, ws []*Watcher, ds []*Device, since time.Time
 			}
 			for _, d := range ds {
 				if d.User == ev.Target {
-					r.find("false_offline", d.User, w.User, fmt.Sprintf("%v at version %d, still connected to %s", ev.Status, ev.Version, d.Node.ID))
+					r.find("false_offline", d.User, w.User, fmt.Sprintf("%v at version %d, still connected to %s (%s)", ev.Status, ev.Version, d.Node.ID, d.health()))
 				}
 			}
 		}

@@ -19,14 +19,17 @@ import (
 //   - minority: the split-brain resolver (resolver.go) says its side does
 //     not serve: it reaches less than half of its quorum base, or exactly
 //     half without the oldest member (a network partition, or the others'
-//     crash; the deciding side goes on and reclaims).
+//     crash; the deciding side goes on and reclaims);
+//   - lease: with the lease strategy (lease.go), the lease in the store is
+//     held and renewed by a member this side does not reach.
 //
 // A fenced node stops taking devices, closes them with 1001 so they
 // reconnect to a healthy node, and restarts as a new member (presenced
 // re-executes itself), which rejoins (rejoin.go). A majority rule cannot
 // tell a partition from the others' crash: the last survivor of two
 // simultaneous crashes in a cluster of three fences too, and a cluster of
-// two survives only the death of its younger member.
+// two survives only the death of its younger member; the lease strategy
+// lets either survive, as long as the survivor reaches the store.
 
 // FenceReason says why a node fenced itself.
 type FenceReason string

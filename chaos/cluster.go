@@ -29,6 +29,8 @@ type Cluster struct {
 	// and a group id of its own, so that a firewall can partition them
 	// (partition.go).
 	Isolate bool
+	// SplitBrain, when set, is every node's --split-brain.
+	SplitBrain string
 
 	seq int
 	fw  *firewall // with Isolate
@@ -151,6 +153,9 @@ func (c *Cluster) args(nd *Node) []string {
 		preset = "fast"
 	}
 	args := []string{"--timing", preset, "--node-id", nd.ID, "--secret", c.Secret, "--drain-spread", DrainSpread.String()}
+	if c.SplitBrain != "" {
+		args = append(args, "--split-brain", c.SplitBrain)
+	}
 	for _, o := range c.Nodes {
 		if o != nd && o.Alive() {
 			return append(args, "--join", o.Gossip)

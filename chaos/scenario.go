@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
@@ -33,6 +34,7 @@ var Scenarios = []Scenario{
 	{"soak", "random kills, pauses, partitions and restarts for --duration, SDK devices, checked after each", runSoak},
 	{"kill-two", "kill -9 the youngest node, a stable period, then the next: the oldest serves on alone", runKillTwo},
 	{"kill-two-at-once", "kill -9 the two youngest nodes together: the survivor fences and waits (majority rule)", runKillTwoAtOnce},
+	{"kill-two-at-once-lease", "--split-brain lease: kill -9 the two oldest nodes together: the youngest takes the lease and serves on", runKillTwoAtOnceLease},
 }
 
 // Find returns the scenario called name.
@@ -417,6 +419,9 @@ func setup(ctx context.Context, o Options, dir string) (*Env, error) {
 	c := &Cluster{Bin: o.Bin, Dir: dir, Secret: "chaos", Isolate: o.Scenario == "partition" || o.Scenario == "soak" && os.Geteuid() == 0}
 	if o.Backend == "docker" {
 		c.Docker = &Docker{Image: o.Image}
+	}
+	if strings.HasSuffix(o.Scenario, "-lease") {
+		c.SplitBrain = "lease"
 	}
 	e := &Env{Cluster: c, Fleet: &Fleet{Secret: c.Secret}, Slack: 2 * time.Second, Duration: o.Duration}
 	if err := c.Start(ctx, nodes); err != nil {

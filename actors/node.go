@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -235,7 +234,11 @@ func (n *Node) join() error {
 	if co.RemoteAdvertise != "" {
 		ropts = append(ropts, remote.WithAdvertisedHost(co.RemoteAdvertise))
 	}
-	cfg := pcluster.Configure("presence", n.provider, disthash.New(), remote.Configure(co.RemoteHost, co.RemotePort, ropts...),
+	rcfg, err := cluster.RemoteConfig(co.RemoteHost, co.RemotePort, co.Gossip.Key, ropts...)
+	if err != nil {
+		return err
+	}
+	cfg := pcluster.Configure("presence", n.provider, disthash.New(), rcfg,
 		pcluster.WithKinds(kinds...), pcluster.WithRequestTimeout(5*time.Second))
 	n.cluster = pcluster.New(n.sys, cfg)
 	// Before StartMember: other members may activate actors here at once,

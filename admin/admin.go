@@ -6,9 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/presence-im/presence/actors"
@@ -39,7 +43,19 @@ type Server struct {
 	Ready func() error
 	// Timeout bounds each lookup through the actors.
 	Timeout time.Duration
+	// Addr is the admin listen address; a request's Host must name it, an
+	// IP address, localhost or one of AllowedHosts (see checkHost).
+	Addr         string
+	AllowedHosts []string
+	// MaxEventStreams bounds the open GET /api/events streams; 0:
+	// DefaultMaxEventStreams. One more answers 503.
+	MaxEventStreams int
+	streams         atomic.Int64
 }
+
+// DefaultMaxEventStreams is the default cap on open event streams: each
+// holds a subscription on every member.
+const DefaultMaxEventStreams = 32
 
 // Handler returns the API's routes.
 func (s *Server) Handler() http.Handler {
@@ -66,6 +82,34 @@ func (s *Server) Handler() http.Handler {
 	dash := dashboard.Handler()
 	mux.Handle("GET /{$}", dash)
 	mux.Handle("GET /static/", dash)
+	return s.checkHost(s.authorize(mux))
+}
+
+// checkHost refuses (421) a request whose Host header is a name the
+// operator did not list: a page on another site that rebinds its DNS name
+// to this address would send its own name. An IP address cannot be
+// rebound, so IP hosts pass, as do localhost and the listen address.
+func (s *Server) checkHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+		ok := net.ParseIP(host) != nil || strings.EqualFold(host, "localhost") || r.Host == s.Addr ||
+			slices.ContainsFunc(s.AllowedHosts, func(a string) bool { return strings.EqualFold(a, host) || strings.EqualFold(a, r.Host) })
+		if !ok {
+			writeErr(w, http.StatusMisdirectedRequest, fmt.Errorf("admin: Host %q is not this node's: add it to --admin-allowed-hosts", r.Host))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authorize requires the bearer token, when one is set, on all but the
+// public paths. A refused request closes its connection, so that a
+// client without the token pays a new connection for each try.
+func (s *Server) authorize(mux http.Handler) http.Handler {
 	if s.Token == "" {
 		return mux
 	}
@@ -81,6 +125,7 @@ func (s *Server) Handler() http.Handler {
 		}
 		if subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+s.Token)) != 1 && !public {
 			w.Header().Set("WWW-Authenticate", "Bearer")
+			w.Header().Set("Connection", "close")
 			writeErr(w, http.StatusUnauthorized, errors.New("admin: bearer token required"))
 			return
 		}
@@ -219,7 +264,7 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Users []string `json:"users"`
 	}
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
+	if err := decodeBody(w, r, 1<<20, &req); err != nil {
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("admin: body: %w", err))
 		return
 	}
@@ -263,9 +308,7 @@ func (s *Server) putPolicy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var doc store.PolicyDoc
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil {
+	if err := decodeBody(w, r, 4<<20, &doc); err != nil {
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("admin: policy body: %w", err))
 		return
 	}
@@ -279,6 +322,24 @@ func (s *Server) putPolicy(w http.ResponseWriter, r *http.Request) {
 	}
 	s.Node.PolicyChanged(user)
 	writeJSON(w, http.StatusOK, withLists(doc))
+}
+
+// errTrailing: a body is one JSON value; what follows it would be read by
+// nobody, and a proxy or a log could read it differently.
+var errTrailing = errors.New("more than one JSON value")
+
+// decodeBody reads exactly one JSON value of at most limit bytes, with no
+// field v does not have.
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errTrailing
+	}
+	return nil
 }
 
 // withLists renders omitted lists as [] rather than null.
@@ -309,6 +370,17 @@ type Event struct {
 // events streams what every node sees as server-sent events, with a
 // comment line every 15 s (and how many events a slow reader lost).
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	limit := int64(s.MaxEventStreams)
+	if limit <= 0 {
+		limit = DefaultMaxEventStreams
+	}
+	if n := s.streams.Add(1); n > limit {
+		s.streams.Add(-1)
+		w.Header().Set("Retry-After", "5")
+		writeErr(w, http.StatusServiceUnavailable, fmt.Errorf("admin: %d event streams open, the most this node serves: retry later", limit))
+		return
+	}
+	defer s.streams.Add(-1)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)

@@ -28,7 +28,7 @@ type fixture struct {
 	srv      *httptest.Server
 }
 
-func newFixture(t *testing.T, token string) *fixture {
+func newFixture(t *testing.T, token string, opts ...func(*Server)) *fixture {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	f := &fixture{policies: store.NewMemoryPolicies()}
@@ -38,6 +38,9 @@ func newFixture(t *testing.T, token string) *fixture {
 	}
 	f.node = n
 	api := &Server{Node: n, Members: cluster.Single{Member: cluster.Member{ID: "n1", State: cluster.Alive}}, Timing: config.Fast(), Policies: f.policies, Gatherer: reg, Token: token}
+	for _, o := range opts {
+		o(api)
+	}
 	f.srv = httptest.NewServer(api.Handler())
 	t.Cleanup(func() {
 		f.srv.Close()

@@ -2,6 +2,8 @@ package chaos
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -24,6 +26,7 @@ type Cluster struct {
 	Dir    string  // store and node logs
 	Preset string  // timing preset, "fast" unless set
 	Secret string  // device-token key
+	Key    string  // cluster key; "": a random one, made by the first AddNode
 	Nodes  []*Node
 	// Isolate (process backend, root): each node on a loopback address
 	// and a group id of its own, so that a firewall can partition them
@@ -97,6 +100,12 @@ func Build(ctx context.Context, dir string) (string, error) {
 	return bin, nil
 }
 
+func randomKey() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b) // 32 bytes
+}
+
 func freePort(host string) (string, error) {
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
@@ -152,7 +161,12 @@ func (c *Cluster) args(nd *Node) []string {
 	if preset == "" {
 		preset = "fast"
 	}
-	args := []string{"--timing", preset, "--node-id", nd.ID, "--secret", c.Secret, "--drain-spread", DrainSpread.String()}
+	if c.Key == "" {
+		// Every cluster runs as production does: gossip encrypted and the
+		// actor transport on mutual TLS, under every fault.
+		c.Key = randomKey()
+	}
+	args := []string{"--timing", preset, "--node-id", nd.ID, "--secret", c.Secret, "--cluster-key", c.Key, "--drain-spread", DrainSpread.String()}
 	if c.SplitBrain != "" {
 		args = append(args, "--split-brain", c.SplitBrain)
 	}

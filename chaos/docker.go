@@ -84,7 +84,10 @@ func (d *Docker) start(ctx context.Context, nd *Node, dir string, args []string)
 	d.names = append(d.names, c.name)
 	run := []string{"run", "-d", "--name", c.name, "--label", chaosLabel, "--network", d.network, "--ip", ip, "-v", abs + ":/data", d.Image}
 	run = append(run, args...)
-	run = append(run, "--listen", "0.0.0.0:7600", "--admin", "0.0.0.0:7700", "--gossip", nd.Gossip, "--policy-dsn", "sqlite:/data/presence.db")
+	// --insecure: the containers listen on a private bridge network that
+	// only this harness reaches, and the harness is the client it must not
+	// lock out (it has no admin token or cluster key to give).
+	run = append(run, "--listen", "0.0.0.0:7600", "--admin", "0.0.0.0:7700", "--gossip", nd.Gossip, "--policy-dsn", "sqlite:/data/presence.db", "--insecure")
 	if _, err := docker(context.WithoutCancel(ctx), run...); err != nil {
 		return nil, err
 	}

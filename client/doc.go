@@ -13,8 +13,10 @@
 // attempt number that only grows (also across restarts: it starts from the
 // clock in milliseconds), and obeys the close codes: 4001 stops (a newer
 // connection of this device took over), 1001 moves to the next URL, 4008
-// and resync reconnect and resubscribe, replacing state from the snapshot.
-// A connection that hears nothing, not even a heartbeat ack, for
-// Config.Silence, or that is cut without a close frame, moves to the next
-// URL too: its node may have died without closing.
+// and resync reconnect and resubscribe, replacing state from the snapshot;
+// 4401 (the token expired) reconnects with a token from Config.Refresh, or
+// stops with ErrTokenExpired without one. A connection that hears nothing,
+// not even a heartbeat ack, for Config.Silence, or that is cut without a
+// close frame, moves to the next URL too: its node may have died without
+// closing.
 package client

@@ -18,10 +18,18 @@ import (
 // (close 4001): this one must stay away.
 var ErrSuperseded = errors.New("client: superseded by a newer connection of this device")
 
+// ErrTokenExpired ends a Session whose token expired (close 4401) when it
+// has no Refresh to get another.
+var ErrTokenExpired = errors.New("client: the token expired")
+
 // Config configures a Session.
 type Config struct {
-	URLs        []string // node /ws URLs; 1001 and 503 move to the next
-	Token       string
+	URLs  []string // node /ws URLs; 1001 and 503 move to the next
+	Token string
+	// Refresh, when set, gives a new token when the node closes the
+	// connection because the token expired (4401); the session reconnects
+	// with it at once. nil: the session ends with ErrTokenExpired.
+	Refresh     func(context.Context) (string, error)
 	Subprotocol string  // ProtoJSON (default) or ProtoBinary
 	Jitter      float64 // heartbeats are shortened at random by up to this; default 0.1
 	BackoffMin  time.Duration
@@ -261,6 +269,11 @@ func (s *Session) run(ctx context.Context) {
 			}
 		case 4008:
 			// reconnect and resubscribe at once
+		case 4401:
+			if err := s.refresh(ctx); err != nil {
+				s.finish(err)
+				return
+			}
 		default:
 			if !wait(s.draw(backoff)) {
 				break
@@ -268,6 +281,19 @@ func (s *Session) run(ctx context.Context) {
 		}
 	}
 	s.finish(ctx.Err())
+}
+
+// refresh replaces the expired token (Config.Refresh).
+func (s *Session) refresh(ctx context.Context) error {
+	if s.cfg.Refresh == nil {
+		return ErrTokenExpired
+	}
+	tok, err := s.cfg.Refresh(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: refreshing it: %w", ErrTokenExpired, err)
+	}
+	s.cfg.Token = tok // read by run's goroutine only, which is here
+	return nil
 }
 
 // nextBackoff doubles the backoff up to max; each wait is drawn uniformly

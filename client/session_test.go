@@ -180,3 +180,37 @@ func TestSessionRecoversFromOverflow(t *testing.T) {
 		return ok && p.GetShow() == messages.Show_available
 	})
 }
+
+// 4401: the token expired during the connection. With Refresh the session
+// reconnects at once with a new token; without, it ends with
+// ErrTokenExpired instead of retrying a token that can only get 401.
+func TestSessionTokenExpiry(t *testing.T) {
+	nd := startNode(t, "n1", gateway.Options{})
+	short := func() string {
+		tok, err := gateway.Tokens{Key: secret}.Mint("alice", "phone", 2*time.Second) // whole seconds: 1 to 2 s
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	plain := client.Start(ctx, client.Config{URLs: []string{nd.url()}, Token: short()})
+	select {
+	case <-plain.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("session without Refresh still running after its token expired")
+	}
+	if !errors.Is(plain.Err(), client.ErrTokenExpired) || plain.Connections() != 1 {
+		t.Fatalf("err %v after %d connections, want ErrTokenExpired after 1", plain.Err(), plain.Connections())
+	}
+	refreshed := client.Start(ctx, client.Config{URLs: []string{nd.url()}, Token: short(), Refresh: func(context.Context) (string, error) {
+		return token(t, "alice", "phone"), nil
+	}})
+	waitFor(t, 5*time.Second, "reconnected with a fresh token", func() bool { return refreshed.Connections() == 2 })
+	select {
+	case <-refreshed.Done():
+		t.Fatalf("session with Refresh ended: %v", refreshed.Err())
+	default:
+	}
+}

@@ -15,4 +15,9 @@
 // try until one other than itself answers or GossipConfig.JoinRetry ends.
 //
 // Single is the membership of a node running alone.
+//
+// RemoteConfig is a member's proto.actor remote: with the cluster key, on
+// mutual TLS whose CA is derived from the key (RemoteTLS), so the key that
+// admits a process to the gossip is also the only way into the actor
+// transport.
 package cluster

@@ -183,7 +183,7 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 	}
 	c.Delegate, c.Events = g, g
 	c.SecretKey = cfg.Key
-	c.Logger = log.New(memberlistLog{g.log}, "", 0)
+	c.Logger = log.New(&memberlistLog{l: g.log}, "", 0)
 	g.conf = c
 	go g.deliver()
 	ml, err := memberlist.Create(c)
@@ -509,12 +509,26 @@ func (g *Gossip) alive() int {
 	return n
 }
 
+// LogBurst is how long after a logged memberlist warning or error the next
+// ones are only counted: anyone who can send to the gossip port can make
+// memberlist log one ERROR per garbage packet, and a log must not be a
+// way to fill a disk. The first line after the window says how many were
+// left out.
+const LogBurst = 10 * time.Second
+
 // memberlistLog turns memberlist's "[LEVEL] memberlist: text" lines into
 // slog records at that level, lowered by quietlog.Memberlist, with node
-// metadata as text.
-type memberlistLog struct{ l *slog.Logger }
+// metadata as text; warnings and errors one per LogBurst.
+type memberlistLog struct {
+	l *slog.Logger
 
-func (w memberlistLog) Write(p []byte) (int, error) {
+	mu         sync.Mutex
+	now        func() time.Time // nil: time.Now
+	last       time.Time        // when the last warning or error was logged
+	suppressed int              // warnings and errors left out since
+}
+
+func (w *memberlistLog) Write(p []byte) (int, error) {
 	line := strings.TrimSpace(string(p))
 	level := slog.LevelInfo
 	for prefix, l := range map[string]slog.Level{"[DEBUG] ": slog.LevelDebug, "[INFO] ": slog.LevelInfo, "[WARN] ": slog.LevelWarn, "[ERR] ": slog.LevelError} {
@@ -524,6 +538,35 @@ func (w memberlistLog) Write(p []byte) (int, error) {
 		}
 	}
 	line = strings.TrimPrefix(line, "memberlist: ")
-	w.l.Log(context.Background(), quietlog.Memberlist.Level(level, line), quietlog.BytesAsText(line), "lib", "memberlist")
+	level = quietlog.Memberlist.Level(level, line)
+	attrs := []any{"lib", "memberlist"}
+	if level >= slog.LevelWarn {
+		n, ok := w.admit()
+		if !ok {
+			return len(p), nil
+		}
+		if n > 0 {
+			attrs = append(attrs, "suppressed", n)
+		}
+	}
+	w.l.Log(context.Background(), level, quietlog.BytesAsText(line), attrs...)
 	return len(p), nil
+}
+
+// admit says whether a warning or error may be logged now, and how many
+// were left out since the last one that was.
+func (w *memberlistLog) admit() (suppressed int, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t := time.Now()
+	if w.now != nil {
+		t = w.now()
+	}
+	if !w.last.IsZero() && t.Sub(w.last) < LogBurst {
+		w.suppressed++
+		return 0, false
+	}
+	n := w.suppressed
+	w.last, w.suppressed = t, 0
+	return n, true
 }

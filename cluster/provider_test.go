@@ -16,7 +16,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
-	"github.com/asynkron/protoactor-go/remote"
 	"github.com/presence-im/presence/messages"
 )
 
@@ -36,13 +35,17 @@ type member struct {
 	p    *Provider
 }
 
-func startMember(t *testing.T, name string, join ...string) *member {
+func startMember(t testing.TB, name string, key []byte, join ...string) *member {
 	t.Helper()
 	quiet := actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) })
 	sys := actor.NewActorSystem(quiet)
-	p := NewProvider(GossipConfig{Name: name, Bind: "127.0.0.1:0", Join: join, Preset: "fast"})
+	p := NewProvider(GossipConfig{Name: name, Bind: "127.0.0.1:0", Join: join, Preset: "fast", Key: key})
 	kind := pcluster.NewKind("view", actor.PropsFromProducer(func() actor.Actor { return whoami{name} }))
-	cfg := pcluster.Configure("presence-test", p, disthash.New(), remote.Configure("127.0.0.1", 0),
+	rcfg, err := RemoteConfig("127.0.0.1", 0, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := pcluster.Configure("presence-test", p, disthash.New(), rcfg,
 		pcluster.WithKinds(kind), pcluster.WithRequestTimeout(2*time.Second))
 	c := pcluster.New(sys, cfg)
 	c.StartMember()
@@ -63,8 +66,8 @@ func TestProviderGrainsMoveOnCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two cluster members")
 	}
-	a := startMember(t, "n1")
-	b := startMember(t, "n2", a.p.Gossip().Addr())
+	a := startMember(t, "n1", nil)
+	b := startMember(t, "n2", nil, a.p.Gossip().Addr())
 	waitUntil(t, 5*time.Second, "both in each gossip", func() bool {
 		return len(a.p.Gossip().Members()) == 2 && len(b.p.Gossip().Members()) == 2
 	})

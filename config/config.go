@@ -94,6 +94,18 @@ type Config struct {
 	SplitBrain string
 	Timing     Timing
 	Gateway    Gateway
+
+	// SecretPrevious are older device-token keys still accepted while
+	// tokens signed with them live out their expiry (rotation); tokens are
+	// signed with Secret only.
+	SecretPrevious []string
+	// Insecure lets a node listen off loopback without a cluster key, an
+	// admin token or its own device secret (see RequireSecrets).
+	Insecure bool
+	// AdminAllowedHosts are Host header values the admin API answers
+	// besides its listen address and loopback names.
+	AdminAllowedHosts []string
+	files             struct{ secret, adminToken, clusterKey string } // *-file parameters, read by Load
 }
 
 // Gateway tunes the device WebSocket endpoint. Zero values take the
@@ -199,7 +211,54 @@ func (c Config) Validate() error {
 	if c.Secret == "" {
 		errs = append(errs, fmt.Errorf("%w: secret is empty: must be set", ErrInvalid))
 	}
+	errs = append(errs, c.RequireSecrets())
 	return errors.Join(errs...)
+}
+
+// RequireSecrets is the secure-by-default rule: a node reachable from
+// other hosts (its listen, admin or gossip address is not loopback) needs
+// a cluster key, an admin token and a device secret of its own, unless
+// Insecure says the operator means it. One error per missing item.
+func (c Config) RequireSecrets() error {
+	if c.Insecure {
+		return nil
+	}
+	var exposed []string
+	for _, a := range []struct{ name, addr string }{{"listen", c.Listen}, {"admin", c.Admin}, {"gossip", c.Gossip}} {
+		if !Loopback(a.addr) {
+			exposed = append(exposed, fmt.Sprintf("%s %s", a.name, a.addr))
+		}
+	}
+	if len(exposed) == 0 {
+		return nil
+	}
+	why := strings.Join(exposed, ", ") + " is not loopback"
+	var errs []error
+	for _, m := range []struct {
+		missing bool
+		what    string
+	}{{c.ClusterKey == "", "cluster-key (or cluster-key-file) is required"}, {c.AdminToken == "", "admin-token (or admin-token-file) is required"},
+		{c.Secret == DevSecret, "secret (or secret-file) must be set: the default is public"}} {
+		if m.missing {
+			errs = append(errs, fmt.Errorf("%w: %s: %s (--insecure to start anyway)", ErrInvalid, m.what, why))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Loopback reports whether a host:port listens on loopback only: a
+// loopback IP or "localhost". An empty host or 0.0.0.0 listens everywhere,
+// and any other name may resolve anywhere.
+func Loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Validate checks the rules between the timings.

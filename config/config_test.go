@@ -307,7 +307,7 @@ func TestLoadDefaults(t *testing.T) {
 
 // Load precedence: preset < YAML file (--config) < env < flags.
 func TestLoadPrecedence(t *testing.T) {
-	file := writeYAML(t, "ttl: 160s\nlisten: file:1\nrenew: 61s\n")
+	file := writeYAML(t, "ttl: 160s\nlisten: 127.0.0.11:1\nrenew: 61s\n")
 	tests := []struct {
 		name       string
 		args       []string
@@ -317,16 +317,16 @@ func TestLoadPrecedence(t *testing.T) {
 		wantRenew  time.Duration
 	}{
 		{"preset only", nil, nil, 150 * time.Second, "127.0.0.1:7600", 60 * time.Second},
-		{"file over preset", []string{"--config", file}, nil, 160 * time.Second, "file:1", 61 * time.Second},
-		{"env over file", []string{"--config", file}, []string{"PRESENCE_TTL", "170s", "PRESENCE_LISTEN", "env:1"}, 170 * time.Second, "env:1", 61 * time.Second},
-		{"flag over env over file", []string{"--config", file, "--ttl", "180s"}, []string{"PRESENCE_TTL", "170s", "PRESENCE_LISTEN", "env:1"}, 180 * time.Second, "env:1", 61 * time.Second},
-		{"flag over file", []string{"--config=" + file, "--listen=flag:1"}, nil, 160 * time.Second, "flag:1", 61 * time.Second},
+		{"file over preset", []string{"--config", file}, nil, 160 * time.Second, "127.0.0.11:1", 61 * time.Second},
+		{"env over file", []string{"--config", file}, []string{"PRESENCE_TTL", "170s", "PRESENCE_LISTEN", "127.0.0.12:1"}, 170 * time.Second, "127.0.0.12:1", 61 * time.Second},
+		{"flag over env over file", []string{"--config", file, "--ttl", "180s"}, []string{"PRESENCE_TTL", "170s", "PRESENCE_LISTEN", "127.0.0.12:1"}, 180 * time.Second, "127.0.0.12:1", 61 * time.Second},
+		{"flag over file", []string{"--config=" + file, "--listen=127.0.0.13:1"}, nil, 160 * time.Second, "127.0.0.13:1", 61 * time.Second},
 		{"flag over env", []string{"-ttl", "180s"}, []string{"PRESENCE_TTL", "170s"}, 180 * time.Second, "127.0.0.1:7600", 60 * time.Second},
 		{"env over preset", nil, []string{"PRESENCE_RENEW", "62s"}, 150 * time.Second, "127.0.0.1:7600", 62 * time.Second},
-		{"config file named by the environment", nil, []string{"PRESENCE_CONFIG", file}, 160 * time.Second, "file:1", 61 * time.Second},
-		{"--config over PRESENCE_CONFIG", []string{"--config", file}, []string{"PRESENCE_CONFIG", "/nonexistent.yaml"}, 160 * time.Second, "file:1", 61 * time.Second},
-		{"empty env value is unset", []string{"--config", file}, []string{"PRESENCE_TTL", ""}, 160 * time.Second, "file:1", 61 * time.Second},
-		{"flag set to the preset value still wins", []string{"--config", file, "--ttl", "150s"}, nil, 150 * time.Second, "file:1", 61 * time.Second},
+		{"config file named by the environment", nil, []string{"PRESENCE_CONFIG", file}, 160 * time.Second, "127.0.0.11:1", 61 * time.Second},
+		{"--config over PRESENCE_CONFIG", []string{"--config", file}, []string{"PRESENCE_CONFIG", "/nonexistent.yaml"}, 160 * time.Second, "127.0.0.11:1", 61 * time.Second},
+		{"empty env value is unset", []string{"--config", file}, []string{"PRESENCE_TTL", ""}, 160 * time.Second, "127.0.0.11:1", 61 * time.Second},
+		{"flag set to the preset value still wins", []string{"--config", file, "--ttl", "150s"}, nil, 150 * time.Second, "127.0.0.11:1", 61 * time.Second},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -579,6 +579,98 @@ func TestLoadYAMLNullIsNotTheStringNil(t *testing.T) {
 	}
 }
 
+// Off loopback, a node needs a cluster key, an admin token and its own
+// device secret, one error line per missing item, unless --insecure.
+func TestLoadSecureByDefault(t *testing.T) {
+	secrets := []string{"--cluster-key", "0123456789abcdef", "--admin-token", "tok", "--secret", "s3cret"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  []string
+		want []string // parameters named by the errors, one line each
+	}{
+		{"loopback needs nothing", nil, nil, nil},
+		{"localhost is loopback", []string{"--admin", "localhost:7700"}, nil, nil},
+		{"admin on every interface", []string{"--admin", "0.0.0.0:7700"}, nil, []string{"cluster-key", "admin-token", "secret"}},
+		{"listen with no host", []string{"--listen", ":7600"}, nil, []string{"cluster-key", "admin-token", "secret"}},
+		{"gossip on a name", []string{"--gossip", "node1.internal:7946"}, nil, []string{"cluster-key", "admin-token", "secret"}},
+		{"all three given", append([]string{"--gossip", "10.0.0.1:7946"}, secrets...), nil, nil},
+		{"only the dev secret", []string{"--gossip", "10.0.0.1:7946", "--cluster-key", "0123456789abcdef", "--admin-token", "t"}, nil, []string{"secret"}},
+		{"--insecure", []string{"--admin", "0.0.0.0:7700", "--insecure"}, nil, nil},
+		{"PRESENCE_INSECURE", []string{"--admin", "0.0.0.0:7700"}, []string{"PRESENCE_INSECURE", "true"}, nil},
+		{"--insecure=false", []string{"--admin", "0.0.0.0:7700", "--insecure=false", "--cluster-key", "0123456789abcdef"}, nil, []string{"admin-token", "secret"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Load(append([]string{"--node-id", "n1"}, tc.args...), env(tc.env...), io.Discard)
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, config.ErrInvalid) {
+				t.Fatalf("err = %v, want invalid", err)
+			}
+			lines := strings.Split(err.Error(), "\n")
+			if len(lines) != len(tc.want) {
+				t.Fatalf("%d lines, want %d (%v):\n%v", len(lines), len(tc.want), tc.want, err)
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(lines[i], ": "+w+" (or "+w+"-file)") || !strings.Contains(lines[i], "--insecure") {
+					t.Errorf("line %d = %q, want it to name %s and --insecure", i, lines[i], w)
+				}
+			}
+		})
+	}
+}
+
+// insecure is a YAML boolean too.
+func TestLoadInsecureFromYAML(t *testing.T) {
+	file := writeYAML(t, "admin: 0.0.0.0:7700\ninsecure: true\n")
+	if _, err := config.Load([]string{"--node-id", "n1", "--config", file}, env(), io.Discard); err != nil {
+		t.Fatalf("insecure: true in the file: %v", err)
+	}
+	file = writeYAML(t, "admin: 0.0.0.0:7700\ninsecure: false\n")
+	if _, err := config.Load([]string{"--node-id", "n1", "--config", file}, env(), io.Discard); !errors.Is(err, config.ErrInvalid) {
+		t.Fatalf("insecure: false in the file: %v, want refused", err)
+	}
+}
+
+// Secrets come from files too: the secret file's first line signs, the
+// others still verify (rotation); a file and a value both given, or a
+// missing file, are refused.
+func TestLoadSecretFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	sec := write("secret", "new-key\nold-key\r\n\nolder-key\n")
+	tok := write("token", "admin-tok\n")
+	key := write("key", "0123456789abcdef0123456789abcdef")
+	c, err := config.Load([]string{"--node-id", "n1", "--secret-file", sec, "--admin-token-file", tok, "--admin", "0.0.0.0:1"},
+		env("PRESENCE_CLUSTER_KEY_FILE", key, "PRESENCE_SECRET_PREVIOUS", "prev-env"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Secret != "new-key" || !reflect.DeepEqual(c.SecretPrevious, []string{"prev-env", "old-key", "older-key"}) ||
+		c.AdminToken != "admin-tok" || c.ClusterKey != "0123456789abcdef0123456789abcdef" {
+		t.Fatalf("secret %q previous %q token %q key %q", c.Secret, c.SecretPrevious, c.AdminToken, c.ClusterKey)
+	}
+	for _, args := range [][]string{
+		{"--secret", "x", "--secret-file", sec},
+		{"--admin-token", "x", "--admin-token-file", tok},
+		{"--cluster-key-file", filepath.Join(dir, "missing")},
+	} {
+		if _, err := config.Load(append([]string{"--node-id", "n1"}, args...), env(), io.Discard); !errors.Is(err, config.ErrInvalid) {
+			t.Errorf("%v: err = %v, want invalid", args, err)
+		}
+	}
+}
+
 // The others learn the actor remote's address before it is bound: a
 // remote advertised elsewhere than it binds needs a fixed port.
 func TestValidateRemotePort(t *testing.T) {
@@ -594,7 +686,8 @@ func TestValidateRemotePort(t *testing.T) {
 		{[]string{"--remote-port", "70000"}, false},
 		{[]string{"--join-retry", "-1s"}, false},
 	} {
-		_, err := config.Load(tc.args, env(), io.Discard)
+		// insecure: the secrets an address off loopback needs are another rule
+		_, err := config.Load(tc.args, env("PRESENCE_INSECURE", "true"), io.Discard)
 		if (err == nil) != tc.ok || err != nil && !errors.Is(err, config.ErrInvalid) {
 			t.Errorf("%v: %v", tc.args, err)
 		}

@@ -3,6 +3,7 @@ package config
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -21,6 +22,9 @@ type field struct {
 	usage string
 	set   func(c *Config, v string) error
 }
+
+// switches are the boolean fields: --name alone means true.
+var switches = map[string]bool{"insecure": true}
 
 func str(p func(*Config) *string) func(*Config, string) error {
 	return func(c *Config, v string) error { *p(c) = v; return nil }
@@ -65,19 +69,30 @@ var fields = []field{
 	{"admin-token", "bearer token required by the admin API (empty: none)", str(func(c *Config) *string { return &c.AdminToken })},
 	{"gossip", "memberlist bind address", str(func(c *Config) *string { return &c.Gossip })},
 	{"join", "comma-separated gossip seeds (empty: start a new cluster)", func(c *Config, v string) error {
-		c.Join = nil
-		for _, s := range strings.Split(v, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				c.Join = append(c.Join, s)
-			}
-		}
+		c.Join = splitList(v)
 		return nil
 	}},
 	{"advertise", "host[:port] the other members reach this one's gossip and actor remote at (default: the gossip address; a private IP when it binds 0.0.0.0)", str(func(c *Config) *string { return &c.Advertise })},
 	{"remote-port", "port of the actor remote, bound on the gossip host (0: any free one; set it with --advertise or a 0.0.0.0 gossip)", intField(func(c *Config) *int { return &c.RemotePort })},
 	{"join-retry", "keep trying the seeds this long, resolving their names anew each second (0: one try)", dur(func(c *Config) *time.Duration { return &c.JoinRetry })},
 	{"secret", "device-token HMAC key (default: a public dev key)", str(func(c *Config) *string { return &c.Secret })},
-	{"cluster-key", "memberlist encryption key, 16, 24 or 32 bytes (empty: none)", str(func(c *Config) *string { return &c.ClusterKey })},
+	{"cluster-key", "memberlist encryption key, 16, 24 or 32 bytes (empty: none); also the root of the actor transport's mutual TLS", str(func(c *Config) *string { return &c.ClusterKey })},
+	{"secret-file", "file whose first line is the device-token key; further lines are older keys still accepted", str(func(c *Config) *string { return &c.files.secret })},
+	{"secret-previous", "comma-separated older device-token keys still accepted (rotation)", func(c *Config, v string) error {
+		c.SecretPrevious = splitList(v)
+		return nil
+	}},
+	{"admin-token-file", "file holding the admin token", str(func(c *Config) *string { return &c.files.adminToken })},
+	{"cluster-key-file", "file holding the cluster key", str(func(c *Config) *string { return &c.files.clusterKey })},
+	{"insecure", "start off loopback without cluster key, admin token or device secret", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		c.Insecure = b
+		return err
+	}},
+	{"admin-allowed-hosts", "comma-separated Host header values the admin API answers besides its own address", func(c *Config, v string) error {
+		c.AdminAllowedHosts = splitList(v)
+		return nil
+	}},
 	{"policy-dsn", "store of policies, attempt floors and last seen: sqlite:PATH, postgres://... or memory", str(func(c *Config) *string { return &c.PolicyDSN })},
 	{"split-brain", "split-brain strategy: majority (keep-majority, ties to the oldest member) or lease (a lease in the policy-dsn store decides once members are unreachable)", str(func(c *Config) *string { return &c.SplitBrain })},
 	{"seed", "seed of the node's random source (0: random)", func(c *Config, v string) error {
@@ -131,7 +146,7 @@ func Load(args []string, getenv func(string) string, out io.Writer) (Config, err
 	configPath := fs.String("config", "", "YAML file of parameters (keys are the flag names)")
 	timing := fs.String("timing", "", "timing preset: seed or fast (default seed)")
 	for _, f := range fields {
-		flagVals[f.name] = fs.String(f.name, "", f.usage)
+		flagVals[f.name] = register(fs, f)
 	}
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -199,7 +214,62 @@ func Load(args []string, getenv func(string) string, out io.Writer) (Config, err
 	if c.NodeID == "" {
 		c.NodeID = defaultNodeID()
 	}
-	return c, c.Validate()
+	return c, errors.Join(c.readFiles(), c.Validate())
+}
+
+// register defines f's flag; switches take no value.
+func register(fs *flag.FlagSet, f field) *string {
+	p := new(string)
+	if switches[f.name] {
+		fs.BoolFunc(f.name, f.usage, func(v string) error { *p = v; return nil })
+	} else {
+		fs.StringVar(p, f.name, "", f.usage)
+	}
+	return p
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// readFiles takes the secrets named by the *-file parameters, so that they
+// need not appear in a process listing or the environment. A file and its
+// value both given is refused: which one wins would be a guess.
+func (c *Config) readFiles() error {
+	for _, f := range []struct {
+		name, path string
+		into       *string
+		isDefault  bool
+	}{{"secret", c.files.secret, &c.Secret, c.Secret == DevSecret}, {"admin-token", c.files.adminToken, &c.AdminToken, c.AdminToken == ""},
+		{"cluster-key", c.files.clusterKey, &c.ClusterKey, c.ClusterKey == ""}} {
+		if f.path == "" {
+			continue
+		}
+		if !f.isDefault {
+			return fmt.Errorf("%w: %s and %s-file are both set: give one", ErrInvalid, f.name, f.name)
+		}
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			return fmt.Errorf("%w: %s-file: %v", ErrInvalid, f.name, err)
+		}
+		lines := strings.Split(strings.TrimRight(string(b), "\r\n"), "\n")
+		*f.into = strings.TrimRight(lines[0], "\r")
+		if f.name != "secret" {
+			continue
+		}
+		for _, l := range lines[1:] {
+			if l = strings.TrimSpace(l); l != "" {
+				c.SecretPrevious = append(c.SecretPrevious, l)
+			}
+		}
+	}
+	return nil
 }
 
 func names() []string {

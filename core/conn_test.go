@@ -147,6 +147,12 @@ func TestValidID(t *testing.T) {
 		{"NUL", "a\x00", false},
 		{"newline", "alice\n", false},
 		{"plus", "a+b", false},
+		{"dot-dot", "..", false},
+		{"dot-dot inside", "a..b", false},
+		{"one dot", ".", true},
+		{"right-to-left override", "bob\u202eexe.txt", false},
+		{"escape", "a\x1b[31m", false},
+		{"DEL", "a\x7f", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

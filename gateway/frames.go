@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"time"
+	"unicode/utf8"
 
 	"github.com/lesismal/nbio/nbhttp/websocket"
 	"github.com/presence-im/presence/actors"
@@ -12,6 +13,10 @@ import (
 const (
 	CloseProtocolError uint16 = 1002
 	CloseWrongType     uint16 = 1003
+	CloseInvalidData   uint16 = 1007 // a text frame that is not UTF-8
+	// CloseTokenExpired ends a connection when its token expires: the
+	// device gets a new token before it reconnects (the old one is 401).
+	CloseTokenExpired uint16 = 4401
 )
 
 func (s *socket) beat(seq uint64) {
@@ -34,6 +39,10 @@ func (s *Server) onMessage(c *websocket.Conn, kind websocket.MessageType, data [
 	}
 	if kind != sock.codec.kind {
 		sock.Close(CloseWrongType, "wrong frame type for "+sock.codec.name)
+		return
+	}
+	if kind == websocket.TextMessage && !utf8.Valid(data) { // RFC 6455 §8.1 (nbio's own check answers 1002)
+		sock.Close(CloseInvalidData, "text frame is not UTF-8")
 		return
 	}
 	f := &messages.Frame{}
@@ -59,7 +68,7 @@ func (s *Server) onMessage(c *websocket.Conn, kind websocket.MessageType, data [
 	case *messages.Frame_Unsubscribe:
 		conn.Unsubscribe(k.Unsubscribe.GetTargets())
 	case *messages.Frame_SetStatus:
-		if sh := k.SetStatus.GetShow(); sh == messages.Show_show_unspecified {
+		if sh := k.SetStatus.GetShow(); sh == messages.Show_show_unspecified || messages.Show_name[int32(sh)] == "" {
 			sock.errorFrame(400, "", "set_status: show must be available, away, dnd or invisible")
 		} else {
 			conn.SetShow(sh)
@@ -82,6 +91,9 @@ func (s *Server) onClose(c *websocket.Conn, _ error) {
 	s.mu.Unlock()
 	sock.mu.Lock()
 	sock.closed = true
+	if sock.expiry != nil {
+		sock.expiry.Stop()
+	}
 	sock.mu.Unlock()
 	if conn := sock.conn.Load(); conn != nil {
 		conn.Closed()

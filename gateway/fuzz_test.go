@@ -50,8 +50,12 @@ func FuzzDecodeFrame(f *testing.F) {
 }
 
 // maskedFrame builds one masked client frame (test-only framing).
-func maskedFrame(op byte, payload []byte) []byte {
-	h := []byte{0x80 | op}
+func maskedFrame(op byte, payload []byte) []byte { return rawFrame(0x80|op, payload) }
+
+// rawFrame builds a masked client frame with any first byte (FIN, RSV,
+// opcode), for probes that break the protocol.
+func rawFrame(b0 byte, payload []byte) []byte {
+	h := []byte{b0}
 	switch n := len(payload); {
 	case n < 126:
 		h = append(h, 0x80|byte(n))
@@ -69,8 +73,9 @@ func maskedFrame(op byte, payload []byte) []byte {
 	return h
 }
 
-// FuzzMaskGuard: arbitrary bytes never panic the guard; a stream of masked
-// frames, cut anywhere, always passes and ends on a frame boundary.
+// FuzzMaskGuard: arbitrary bytes never panic the guard; a stream of legal
+// masked frames (fragments with a ping between them too), cut anywhere,
+// always passes and ends on a frame boundary.
 func FuzzMaskGuard(f *testing.F) {
 	f.Add([]byte("hello"), uint8(3), uint16(200))
 	f.Add([]byte{0x81, 0x05, 'h', 'e', 'l', 'l', 'o'}, uint8(1), uint16(0))
@@ -85,6 +90,12 @@ func FuzzMaskGuard(f *testing.F) {
 			stream = append(stream, maskedFrame(1, raw[i:min(len(raw), i+7)])...)
 		}
 		stream = append(stream, maskedFrame(2, make([]byte, int(big)))...)
+		// A fragmented message with a ping between its fragments is legal.
+		half := len(raw) / 2
+		stream = append(stream, rawFrame(0x01, raw[:half])...)
+		stream = append(stream, maskedFrame(9, raw[:min(half, 125)])...)
+		stream = append(stream, rawFrame(0x00, nil)...)
+		stream = append(stream, rawFrame(0x80, raw[half:])...)
 		step := int(cut%32) + 1
 		for i := 0; i < len(stream); i += step {
 			if err := g.check(stream[i:min(len(stream), i+step)]); err != nil {

@@ -7,27 +7,64 @@ import (
 	"github.com/lesismal/nbio/nbhttp/websocket"
 )
 
-// errUnmasked: RFC 6455 §5.1, a server must close the connection when a
-// client frame is not masked. nbio's parser does not check the mask bit, so
-// maskGuard watches the frame headers of the byte stream on their way to it
-// (it reads only headers and skips payloads; nbio still does all parsing).
-var errUnmasked = errors.New("gateway: unmasked client frame")
+// Protocol violations in client frame headers (RFC 6455 §5). nbio's parser
+// does not check the mask bit, and drops the connection without a close
+// frame on the others, so maskGuard watches the frame headers of the byte
+// stream on their way to it (it reads only headers and skips payloads; nbio
+// still does all parsing) and answers each with a 1002 close frame naming
+// it.
+var (
+	errUnmasked           = errors.New("unmasked frame")
+	errReservedBits       = errors.New("reserved bits set (no extension was negotiated)")
+	errReservedOpcode     = errors.New("reserved opcode")
+	errFragmentedControl  = errors.New("fragmented control frame")
+	errLongControl        = errors.New("control frame over 125 bytes")
+	errOrphanContinuation = errors.New("continuation frame outside a fragmented message")
+	errInterleaved        = errors.New("new data frame inside a fragmented message")
+)
 
 // maskGuard stands in for the websocket.Conn as the nbio connection's parser.
 type maskGuard struct {
 	*websocket.Conn
-	sock *socket
-	hdr  [14]byte
-	n    int    // header bytes collected
-	skip uint64 // payload bytes still to pass
+	sock      *socket
+	hdr       [14]byte
+	n         int    // header bytes collected
+	skip      uint64 // payload bytes still to pass
+	fragments bool   // inside a fragmented data message
 }
 
 func (g *maskGuard) Parse(data []byte) error {
 	if err := g.check(data); err != nil {
-		_ = g.Conn.WriteClose(1002, "unmasked frame")
+		_ = g.Conn.WriteClose(int(CloseProtocolError), err.Error())
 		return err
 	}
 	return g.Conn.Parse(data)
+}
+
+// header checks a frame's first two bytes.
+func (g *maskGuard) header() error {
+	b0, b1 := g.hdr[0], g.hdr[1]
+	fin, op := b0&0x80 != 0, b0&0x0f
+	switch {
+	case b1&0x80 == 0:
+		return errUnmasked
+	case b0&0x70 != 0:
+		return errReservedBits
+	case op >= 3 && op <= 7 || op >= 0xb:
+		return errReservedOpcode
+	case op >= 8 && !fin:
+		return errFragmentedControl
+	case op >= 8 && b1&0x7f > 125:
+		return errLongControl
+	case op == 0 && !g.fragments:
+		return errOrphanContinuation
+	case op != 0 && op < 8 && g.fragments:
+		return errInterleaved
+	}
+	if op < 8 {
+		g.fragments = !fin
+	}
+	return nil
 }
 
 // check advances over data, which continues the stream of earlier calls.
@@ -45,8 +82,10 @@ func (g *maskGuard) check(data []byte) error {
 		if g.n < 2 {
 			continue
 		}
-		if g.hdr[1]&0x80 == 0 {
-			return errUnmasked
+		if g.n == 2 {
+			if err := g.header(); err != nil {
+				return err
+			}
 		}
 		need := 2 + 4
 		switch g.hdr[1] & 0x7f {

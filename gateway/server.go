@@ -40,6 +40,9 @@ type Options struct {
 	DrainSpread  time.Duration // SIGTERM closes devices over this long; default 2 s
 	MaxErrors    int           // consecutive undecodable frames before 1002; default 3
 	SendBuffer   int           // SO_SNDBUF of device sockets in bytes; 0: the kernel's default
+	// PreviousSecrets are older token keys still accepted (rotation);
+	// tokens are signed with the current one only.
+	PreviousSecrets [][]byte
 	// Registerer takes the endpoint's metrics; nil: not registered.
 	Registerer prometheus.Registerer
 }
@@ -100,7 +103,7 @@ func New(opt Options, gw *actors.Gateway, timing config.Timing, secret []byte, l
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	logging.SetLevel(logging.LevelError) // nbio logs to stdout; errors only
-	s := &Server{opt: opt, node: gw.Node(), timing: timing, gw: gw, tokens: Tokens{Key: secret}, log: log,
+	s := &Server{opt: opt, node: gw.Node(), timing: timing, gw: gw, tokens: Tokens{Key: secret, Previous: opt.PreviousSecrets}, log: log,
 		admit: rate.NewLimiter(rate.Limit(opt.AdmitRate), opt.AdmitBurst), live: map[*socket]struct{}{}}
 	s.metrics = newMetrics(opt.Registerer, s.Live)
 	mux := http.NewServeMux()
@@ -129,6 +132,7 @@ func New(opt Options, gw *actors.Gateway, timing config.Timing, secret []byte, l
 		c.DataHandler()(c, data)
 	})
 	s.maxPayload = s.engine.MaxWebsocketFramePayloadSize
+	s.engine.CheckUtf8 = func([]byte) bool { return true } // nbio says 1002; onMessage checks and says 1007
 	s.engine.OnWrittenSize(func(c *nbio.Conn, _ []byte, n int) {
 		if g, ok := c.Session().(*maskGuard); ok {
 			g.sock.written.Add(uint64(n))
@@ -199,6 +203,15 @@ func (s *Server) refuse(w http.ResponseWriter, code int, retryAfter bool, format
 	http.Error(w, fmt.Sprintf(format, args...), code)
 }
 
+// unauthorized answers 401 and closes the connection: a client without a
+// token pays a new TCP connection per try instead of pipelining handshakes
+// on one.
+func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, err error) {
+	r.Close = true
+	w.Header().Set("Connection", "close")
+	s.refuse(w, http.StatusUnauthorized, false, "%v", err)
+}
+
 func hasToken(h http.Header, name, token string) bool {
 	for _, v := range h.Values(name) {
 		for _, t := range strings.Split(v, ",") {
@@ -233,12 +246,12 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	claims, err := s.tokens.Verify(bearer(r))
 	if err != nil {
-		s.refuse(w, http.StatusUnauthorized, false, "%v", err)
+		s.unauthorized(w, r, err)
 		return
 	}
 	attempt, err := strconv.ParseUint(r.URL.Query().Get("attempt"), 10, 64)
-	if err != nil || attempt == 0 {
-		s.refuse(w, http.StatusBadRequest, false, "attempt must be a positive integer")
+	if err != nil || attempt == 0 || attempt > MaxAttempt {
+		s.refuse(w, http.StatusBadRequest, false, "attempt must be an integer in [1, %d]", uint64(MaxAttempt))
 		return
 	}
 	c := pickCodec(h)
@@ -289,11 +302,17 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		conn.Closed()
 		return
 	}
+	sock.expireAt(claims.Expires)
 	sock.Send(&messages.Frame{Kind: &messages.Frame_Hello{Hello: &messages.Hello{
 		ConnId: connID, Node: s.node, User: claims.User, Device: claims.Device, Epoch: attempt,
 		HeartbeatIntervalMs: uint32(s.timing.Heartbeat.Milliseconds()),
 	}}})
 }
+
+// MaxAttempt is the largest ?attempt= accepted: 2^53 - 1, the largest
+// integer every JSON client reads exactly (the attempt is the hello's
+// epoch) and far below the store's int64.
+const MaxAttempt = 1<<53 - 1
 
 // accepted counts opened sockets; see the OnData hook in New.
 var accepted atomic.Uint64

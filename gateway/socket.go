@@ -29,6 +29,7 @@ type socket struct {
 	closed  bool
 	code    uint16 // close code and reason, kept when closed before the upgrade
 	reason  string
+	expiry  *time.Timer // closes with CloseTokenExpired when the token does
 
 	written atomic.Uint64               // bytes the kernel took (engine hook)
 	conn    atomic.Pointer[actors.Conn] // set once upgraded
@@ -132,6 +133,16 @@ func (s *socket) closeLocked(code uint16, reason string) {
 	ws := s.ws
 	_ = ws.WriteClose(int(code), reason)
 	time.AfterFunc(s.s.opt.CloseGrace, func() { _ = ws.Close() })
+}
+
+// expireAt closes the connection with CloseTokenExpired when its token
+// expires: a connection outlives no credential.
+func (s *socket) expireAt(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.expiry = time.AfterFunc(time.Until(t), func() { s.Close(CloseTokenExpired, "token expired: reconnect with a new token") })
+	}
 }
 
 // attach binds the upgraded connection and flushes what came before. It

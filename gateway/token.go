@@ -22,7 +22,10 @@ var ErrBadToken = errors.New("gateway: bad token")
 //	token = base64url(user "\n" device "\n" expiry-unix) "." base64url(hmac)
 type Tokens struct {
 	Key []byte
-	Now func() time.Time // nil: time.Now
+	// Previous are older keys whose tokens still verify while they live
+	// out their expiry (secret rotation); Mint signs with Key only.
+	Previous [][]byte
+	Now      func() time.Time // nil: time.Now
 }
 
 // Claims are what a valid token says.
@@ -38,8 +41,20 @@ func (t Tokens) now() time.Time {
 	return time.Now()
 }
 
-func (t Tokens) mac(payload []byte) []byte {
-	m := hmac.New(sha256.New, t.Key)
+func (t Tokens) mac(payload []byte) []byte { return mac(t.Key, payload) }
+
+// signedBy reports whether sig is payload's MAC under the current key or
+// a previous one; each comparison is constant-time.
+func (t Tokens) signedBy(payload, sig []byte) bool {
+	ok := hmac.Equal(sig, t.mac(payload))
+	for _, k := range t.Previous {
+		ok = hmac.Equal(sig, mac(k, payload)) || ok
+	}
+	return ok
+}
+
+func mac(key, payload []byte) []byte {
+	m := hmac.New(sha256.New, key)
 	m.Write(payload)
 	return m.Sum(nil)
 }
@@ -65,11 +80,11 @@ func (t Tokens) Verify(token string) (Claims, error) {
 		return Claims{}, fmt.Errorf("%w: malformed", ErrBadToken)
 	}
 	payload, err1 := enc.DecodeString(p64)
-	mac, err2 := enc.DecodeString(m64)
+	sig, err2 := enc.DecodeString(m64)
 	if err1 != nil || err2 != nil {
 		return Claims{}, fmt.Errorf("%w: malformed", ErrBadToken)
 	}
-	if !hmac.Equal(mac, t.mac(payload)) {
+	if !t.signedBy(payload, sig) {
 		return Claims{}, fmt.Errorf("%w: signature", ErrBadToken)
 	}
 	parts := strings.Split(string(payload), "\n")

@@ -37,8 +37,10 @@ func (d PolicyDoc) Validate(user string) error {
 		if len(l.v) > MaxListLen {
 			return fmt.Errorf("%w: %s has %d entries: at most %d", ErrBadPolicy, l.name, len(l.v), MaxListLen)
 		}
-		if slices.Contains(l.v, "") {
-			return fmt.Errorf("%w: %s has an empty user id", ErrBadPolicy, l.name)
+		for _, u := range l.v {
+			if err := core.ValidID("user", u); err != nil {
+				return fmt.Errorf("%w: %s: %v", ErrBadPolicy, l.name, err)
+			}
 		}
 		if slices.Contains(l.v, user) {
 			return fmt.Errorf("%w: %s names the user %q itself", ErrBadPolicy, l.name, user)

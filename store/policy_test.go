@@ -46,9 +46,12 @@ func TestPolicyDocValidate(t *testing.T) {
 		{"itself in blocked", store.PolicyDoc{Granularity: core.Exact, Blocked: []string{"alice"}}, []string{"blocked", "itself"}},
 		{"itself in hidden_from", store.PolicyDoc{Granularity: core.Coarse, HiddenFrom: []string{"alice"}}, []string{"hidden_from", "itself"}},
 
-		{"empty id in contacts", store.PolicyDoc{Granularity: core.Exact, Contacts: []string{"bob", ""}}, []string{"contacts", "empty"}},
-		{"empty id in blocked", store.PolicyDoc{Granularity: core.Exact, Blocked: []string{""}}, []string{"blocked", "empty"}},
-		{"empty id in hidden_from", store.PolicyDoc{Granularity: core.Exact, HiddenFrom: []string{""}}, []string{"hidden_from", "empty"}},
+		{"empty id in contacts", store.PolicyDoc{Granularity: core.Exact, Contacts: []string{"bob", ""}}, []string{"contacts", "1 to 128 bytes"}},
+		{"empty id in blocked", store.PolicyDoc{Granularity: core.Exact, Blocked: []string{""}}, []string{"blocked", "1 to 128 bytes"}},
+		{"empty id in hidden_from", store.PolicyDoc{Granularity: core.Exact, HiddenFrom: []string{""}}, []string{"hidden_from", "1 to 128 bytes"}},
+		{"dot-dot in contacts", store.PolicyDoc{Granularity: core.Exact, Contacts: []string{".."}}, []string{"contacts", `".."`}},
+		{"bidi override in blocked", store.PolicyDoc{Granularity: core.Exact, Blocked: []string{"bob\u202e"}}, []string{"blocked", "only letters"}},
+		{"a 3.9 MB id in hidden_from", store.PolicyDoc{Granularity: core.Exact, HiddenFrom: []string{strings.Repeat("a", 3900000)}}, []string{"hidden_from", "3900000"}},
 
 		{"contacts over the limit", store.PolicyDoc{Granularity: core.Exact, Contacts: ids(store.MaxListLen + 1)}, []string{"contacts", "5001", "5000"}},
 		{"blocked over the limit", store.PolicyDoc{Granularity: core.Exact, Blocked: ids(store.MaxListLen + 1)}, []string{"blocked", "5001"}},

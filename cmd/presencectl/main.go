@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/presence-im/presence/config"
@@ -24,7 +25,7 @@ const usage = `usage:
   presencectl ready [--admin URL]                        exit 0 if the node is ready (GET /readyz)
   presencectl watch [--admin URL] [--every 1s] USER...   print each change of the users' statuses
   presencectl serve-alone [--admin URL]                 a fenced node serves as a new cluster (admin token)
-  presencectl token --user U --device D [--ttl 24h] [--secret S]   (secret also PRESENCE_SECRET)
+  presencectl token --user U --device D [--ttl 24h] [--secret S]   (secret also PRESENCE_SECRET, or --secret-file / PRESENCE_SECRET_FILE)
   presencectl sim e01 [--json] [--seed N] [--timing seed|fast]
   presencectl demo [--devices 20] [--ws URL,...] [--admin URL,...] [--life 30s] [--status 5s]   reconnecting demo devices spread over the nodes
   presencectl load --conns N --pid PID [--url ws://127.0.0.1:7600/ws] [--admin http://127.0.0.1:7700]
@@ -66,12 +67,22 @@ func tokenCmd(args []string, out, errOut io.Writer) int {
 	device := fs.String("device", "", "device id")
 	ttl := fs.Duration("ttl", 24*time.Hour, "validity")
 	secret := fs.String("secret", "", "HMAC key (default PRESENCE_SECRET, else the dev key)")
+	secretFile := fs.String("secret-file", os.Getenv(config.EnvName("secret-file")), "file whose first line is the HMAC key, as presenced's --secret-file")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	key := *secret
 	if key == "" {
 		key = os.Getenv(config.EnvName("secret"))
+	}
+	if key == "" && *secretFile != "" {
+		b, err := os.ReadFile(*secretFile)
+		if err != nil {
+			fmt.Fprintln(errOut, "presencectl token:", err)
+			return 2
+		}
+		key, _, _ = strings.Cut(strings.TrimRight(string(b), "\r\n"), "\n")
+		key = strings.TrimRight(key, "\r")
 	}
 	if key == "" {
 		key = config.DevSecret

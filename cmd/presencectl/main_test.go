@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -22,6 +24,19 @@ func TestTokenVerifies(t *testing.T) {
 	}
 	if code := run([]string{"token", "--user", "a/b", "--device", "d"}, &out, &errOut); code != 2 {
 		t.Fatalf("bad user: exit %d, want 2", code)
+	}
+	// The secret file of a rotation: the first line signs.
+	file := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(file, []byte("new\nold\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if code := run([]string{"token", "--user", "alice", "--device", "phone", "--secret-file", file}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	lines = strings.Split(strings.TrimSpace(out.String()), "\n")
+	if _, err := (gateway.Tokens{Key: []byte("new")}).Verify(lines[len(lines)-1]); err != nil {
+		t.Fatalf("token from --secret-file: %v", err)
 	}
 }
 

@@ -19,9 +19,12 @@ func TestAdvertisedAddresses(t *testing.T) {
 	_, gossip1, _ := net.SplitHostPort(freePort(t))
 	// n1 binds every interface and is reached at 127.0.0.9 (loopback too):
 	// what the others see of it can only come from --advertise.
-	n1 := startProc(t, "n1", "--policy-dsn", "memory", "--gossip", "0.0.0.0:"+gossip1, "--advertise", "127.0.0.9", "--remote-port", port1)
-	n2 := startProc(t, "n2", "--policy-dsn", "memory", "--advertise", "127.0.0.1", "--remote-port", port2,
-		"--join", "localhost:"+gossip1, "--join-retry", "10s")
+	// Off loopback, it needs its secrets: the remote runs mutual TLS at the
+	// advertised addresses.
+	secrets := []string{"--cluster-key", "0123456789abcdef", "--admin-token", "adm"}
+	n1 := startProc(t, "n1", append([]string{"--policy-dsn", "memory", "--gossip", "0.0.0.0:" + gossip1, "--advertise", "127.0.0.9", "--remote-port", port1}, secrets...)...)
+	n2 := startProc(t, "n2", append([]string{"--policy-dsn", "memory", "--advertise", "127.0.0.1", "--remote-port", port2,
+		"--join", "localhost:" + gossip1, "--join-retry", "10s"}, secrets...)...)
 	converged(t, n1, n2)
 	var c struct {
 		Members []struct {

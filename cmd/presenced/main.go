@@ -71,9 +71,7 @@ func run(args []string) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel})).With("node", cfg.NodeID)
-	if cfg.Secret == config.DevSecret {
-		log.Warn("using the public development token secret: set --secret or PRESENCE_SECRET")
-	}
+	warnInsecure(log, cfg)
 	if cfg.Seed == 0 {
 		cfg.Seed = time.Now().UnixNano()
 	}
@@ -122,10 +120,11 @@ func run(args []string) int {
 	ws := gateway.New(gateway.Options{
 		Listen: cfg.Listen, Outbox: g.Outbox, WriteTimeout: g.WriteTimeout, AdmitRate: g.AdmitRate,
 		AdmitBurst: g.AdmitBurst, DrainSpread: g.DrainSpread, SendBuffer: g.SendBuffer, Registerer: reg,
+		PreviousSecrets: bytesOf(cfg.SecretPrevious),
 	}, node.Gateway(), cfg.Timing, []byte(cfg.Secret), log)
 	// /readyz says ready once the gateway listens, and not while draining.
 	api := &admin.Server{Node: node, Members: node.Membership(), Timing: cfg.Timing, Policies: policies, Gatherer: reg,
-		Token: cfg.AdminToken, Log: log, Ready: ws.Ready}
+		Token: cfg.AdminToken, Log: log, Ready: ws.Ready, Addr: cfg.Admin, AllowedHosts: adminHosts(cfg)}
 	ln, err := net.Listen("tcp", cfg.Admin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced: admin:", err)
@@ -182,6 +181,41 @@ func fenceWatch(cfg config.Config, g *cluster.Gossip, leases store.LeaseStore, l
 		w.Lease = cluster.NewLeaseArbiter(leases, cfg.NodeID, cfg.Preset, len(g.Members()), log)
 	}
 	return w
+}
+
+// warnInsecure says what a node started without its secrets (on loopback,
+// or with --insecure) leaves open.
+func warnInsecure(log *slog.Logger, cfg config.Config) {
+	if cfg.Secret == config.DevSecret {
+		log.Warn("using the public development token secret: set --secret or PRESENCE_SECRET")
+	}
+	if cfg.ClusterKey == "" {
+		log.Warn("no cluster key: any process that reaches the gossip or actor port can join, read and write presence (docs/security.md)")
+	}
+}
+
+// adminHosts are the Host names the admin API answers besides IP
+// addresses, localhost and its address: --admin-allowed-hosts and the name
+// the node advertises (a compose service name: the other containers call
+// it so).
+func adminHosts(cfg config.Config) []string {
+	hosts := slices.Clone(cfg.AdminAllowedHosts)
+	if cfg.Advertise != "" {
+		host, _, err := net.SplitHostPort(cfg.Advertise)
+		if err != nil {
+			host = cfg.Advertise // no port
+		}
+		hosts = append(hosts, host)
+	}
+	return hosts
+}
+
+func bytesOf(ss []string) [][]byte {
+	out := make([][]byte, len(ss))
+	for i, s := range ss {
+		out[i] = []byte(s)
+	}
+	return out
 }
 
 // clusterOptions are the gossip's and the actor remote's addresses: bound

@@ -123,6 +123,7 @@ func (p *proc) kill() {
 func (p *proc) put(path, body string) {
 	p.t.Helper()
 	req, _ := http.NewRequest("PUT", "http://"+p.admin+path, strings.NewReader(body))
+	p.authorize(req)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil || res.StatusCode != 200 {
 		p.t.Fatalf("PUT %s: %v %v", path, res, err)
@@ -139,6 +140,13 @@ func (p *proc) dial(ctx context.Context, user, device string, attempt uint64) *c
 	}
 	p.t.Cleanup(func() { _ = c.CloseNow() })
 	return c
+}
+
+// authorize adds the node's admin token, if it has one.
+func (p *proc) authorize(req *http.Request) {
+	if p.token != "" {
+		req.Header.Set("Authorization", "Bearer "+p.token)
+	}
 }
 
 func filepathTemp() (string, error) { return os.MkdirTemp("", "presenced-bin-") }
@@ -181,9 +189,7 @@ func (p *proc) bounds() map[string]int64 {
 // code, or 0 if the node did not answer.
 func (p *proc) getJSON(path string, v any) int {
 	req, _ := http.NewRequest("GET", "http://"+p.admin+path, nil)
-	if p.token != "" {
-		req.Header.Set("Authorization", "Bearer "+p.token)
-	}
+	p.authorize(req)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0

@@ -175,11 +175,18 @@ func TestClusterFencedOldestServesAsNewCluster(t *testing.T) {
 	n1 := startProc(t, "n1", "--policy-dsn", db)
 	n2 := startProc(t, "n2", "--policy-dsn", db, "--join", n1.gossip)
 	converged(t, n1, n2)
+	// n1 stays stopped for twice the failure detection at least, so its
+	// pause is past what anyone needs to declare it dead: resumed sooner
+	// (n2 can fence in about a second), it would rightly keep serving as
+	// the tie's winner without fencing, which is not this test's path.
+	hold := 2 * time.Duration(n1.bounds().Timing.FailureDetectionMs) * time.Millisecond
+	pausedAt := time.Now()
 	if err := n1.node.Pause(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 15*time.Second, "n2 fences (it lost the tie)", func() bool { return strings.Contains(n2.log(), "fenced: restarting") })
 	n2.kill()
+	<-time.After(time.Until(pausedAt.Add(hold)))
 	if err := n1.node.Resume(); err != nil {
 		t.Fatal(err)
 	}

@@ -38,30 +38,30 @@ func main() { os.Exit(run(os.Args[1:])) }
 
 // openStore opens the store a DSN names (validated by config).
 // Its writer's metrics go to reg.
-func openStore(dsn string, reg prometheus.Registerer) (store.PolicyStore, store.HistoryStore, func(), error) {
+func openStore(dsn string, reg prometheus.Registerer) (store.PolicyStore, store.HistoryStore, store.LeaseStore, func(), error) {
 	switch {
 	case dsn == "memory":
-		return store.NewMemoryPolicies(), store.NewMemoryHistory(), func() {}, nil
+		return store.NewMemoryPolicies(), store.NewMemoryHistory(), store.NewMemoryLeases(), func() {}, nil
 	case strings.HasPrefix(dsn, "postgres"):
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		s, err := postgres.Open(ctx, dsn)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		reg.MustRegister(s.Collectors()...)
-		return s, s, s.Close, nil
+		return s, s, s, s.Close, nil
 	}
 	path := strings.TrimPrefix(dsn, "sqlite:")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, nil, nil, fmt.Errorf("store: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("store: %w", err)
 	}
 	s, err := sqlite.Open(path)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	reg.MustRegister(s.Collectors()...)
-	return s, s, func() { s.Close() }, nil
+	return s, s, s, func() { s.Close() }, nil
 }
 
 // loadConfig loads and validates the configuration and makes the node's
@@ -90,7 +90,7 @@ func run(args []string) int {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	policies, history, closeStore, err := openStore(cfg.PolicyDSN, reg)
+	policies, history, leases, closeStore, err := openStore(cfg.PolicyDSN, reg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced:", err)
 		return 1
@@ -133,7 +133,7 @@ func run(args []string) int {
 	}
 	select {
 	case <-ctx.Done():
-	case why := <-watchFence(ctx, node, cfg.Preset, log):
+	case why := <-watchFence(ctx, node, fenceWatch(cfg, leases, log)):
 		node.Fence() // no more verdicts by time from here
 		return fence(log, why, ws, node.Membership(), cfg, args)
 	}
@@ -143,10 +143,11 @@ func run(args []string) int {
 
 // watchFence tells, once, why the node must fence itself (see
 // cluster.FenceWatch); never with no gossip membership.
-func watchFence(ctx context.Context, node *actors.Node, preset string, log *slog.Logger) <-chan fenceCause {
+func watchFence(ctx context.Context, node *actors.Node, w cluster.FenceWatch) <-chan fenceCause {
 	fenced := make(chan fenceCause, 1)
 	if g := node.Membership(); g != nil {
-		go cluster.FenceWatch{Gossip: g, Preset: preset, Log: log}.Run(ctx, func(r cluster.FenceReason, detail string, base []cluster.Voter) {
+		w.Gossip = g
+		go w.Run(ctx, func(r cluster.FenceReason, detail string, base []cluster.Voter) {
 			fenced <- fenceCause{string(r) + ": " + detail, base}
 		})
 	}
@@ -200,6 +201,17 @@ func drain(log *slog.Logger, ws *gateway.Server, node *actors.Node, srv *http.Se
 	ws.Stop()
 	_ = srv.Shutdown(shutdown)
 	log.Info("stopped")
+}
+
+// fenceWatch is the node's FenceWatch (its Gossip set by watchFence) with
+// the strategy --split-brain names.
+func fenceWatch(cfg config.Config, leases store.LeaseStore, log *slog.Logger) cluster.FenceWatch {
+	w := cluster.FenceWatch{Preset: cfg.Preset, Log: log}
+	if cfg.SplitBrain == cluster.StrategyLease {
+		// the TTL is the same for any cluster of up to ten members
+		w.Lease = cluster.NewLeaseArbiter(leases, cfg.NodeID, cfg.Preset, 3, log)
+	}
+	return w
 }
 
 // warnInsecure says what a node started without its secrets (on loopback,

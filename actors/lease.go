@@ -26,6 +26,8 @@ type leaseActor struct {
 
 func (a *leaseActor) Receive(ctx actor.Context) {
 	now := time.Now()
+	held, stopping := a.l.Live(), false
+	defer func() { a.n.heldDelta(held, a.l.Live() && !stopping) }()
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		if a.user == "" { // a virtual actor: its identity is "user/device"
@@ -41,6 +43,7 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		a.l.Floor = floor
 		a.armIdle(ctx)
 	case *actor.Stopping:
+		stopping = true // its holder no longer counts
 		a.n.live[0].Add(-1)
 		a.n.leases.Delete(ctx.Self().GetId())
 		a.expiry.stop()

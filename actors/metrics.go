@@ -21,6 +21,7 @@ type Metrics struct {
 	Passivations      *prometheus.CounterVec // kind
 	Activations       *prometheus.CounterVec // kind
 	DeadLetters       *prometheus.CounterVec // message type
+	stateMetrics
 }
 
 // NewMetrics makes the collectors and registers them with reg (nil: not
@@ -67,9 +68,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "presence_dead_letters_total",
 			Help: "Messages sent to an actor that had stopped (a passivated or moved lease or view, a closed connection), by message type; logged only at debug.",
 		}, []string{"message"}),
+		stateMetrics: newStateMetrics(),
 	}
+	m.preset()
 	if reg != nil {
 		reg.MustRegister(m.DeviceTransitions, m.Published, m.Delivered, m.EventMessages, m.Renewals, m.ClientRestarts, m.RejectedStale, m.Passivations, m.Activations, m.DeadLetters)
+		reg.MustRegister(m.collectors()...)
 	}
 	return m
 }

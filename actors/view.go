@@ -26,10 +26,13 @@ type viewActor struct {
 	debounce, age, idle, settle timer
 	idleGen                     uint64
 	started                     time.Time // activation
+	mode                        string    // leave mode of the last departure (presence_offline_detection_seconds)
 }
 
 func (a *viewActor) Receive(ctx actor.Context) {
 	now := time.Now()
+	before, stopping := viewCounts(a.v, false), false
+	defer func() { a.n.viewDelta(before, viewCounts(a.v, stopping)) }()
 	switch ctx.Message().(type) {
 	case *actor.Started:
 		if a.user == "" { // a virtual actor: its identity is the user
@@ -50,6 +53,7 @@ func (a *viewActor) Receive(ctx actor.Context) {
 			a.unsettle(ctx, now)
 		}
 	case *actor.Stopping:
+		stopping = true
 		a.n.live[1].Add(-1)
 		a.n.views.Delete(ctx.Self().GetId())
 		a.settle.stop()
@@ -72,8 +76,10 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		if _, known := a.v.Devices[m.GetDevice()]; !known {
 			a.evidence(ctx, now) // the device was up at an earlier incarnation
 		}
+		a.mode = leaveMode(m.GetReason())
 		a.apply(ctx, a.v.DeviceDown(m.GetDevice(), m.GetEpoch(), time.UnixMilli(m.GetLastAliveMs()), now))
 	case *messages.GatewayDown:
+		a.mode = ModeGatewayCrash
 		a.apply(ctx, a.v.GatewayDown(m.GetNode(), now))
 	case *messages.DeviceShow:
 		a.received++
@@ -123,6 +129,9 @@ func (a *viewActor) Receive(ctx actor.Context) {
 			return
 		}
 		a.n.log.Debug("view: settled", "user", a.user, "devices", len(a.v.Devices), "online", a.v.Online, "subscribers", len(a.v.Subs))
+		if a.v.Unsettled {
+			a.mode = ModeOwnerCrash // re-created: its departures happened with the old view
+		}
 		a.apply(ctx, a.v.Settle(now))
 	case idleCheck:
 		if m.gen == a.idleGen && a.v.Idle() && a.n.dir.Passivate(KindView, a.user, ctx.Self(), a.received) {
@@ -244,6 +253,10 @@ func (a *viewActor) apply(ctx actor.Context, res core.ViewResult) {
 		ev := &messages.ObsEvent{Kind: "published", User: a.user, Status: status}
 		if !a.v.Online && !a.v.LastSeen.IsZero() {
 			ev.LatencyMs = now.Sub(a.v.LastSeen).Milliseconds() // from the departure
+			ev.Reason = a.mode
+			if a.mode != "" {
+				a.n.metrics.Detection.WithLabelValues(a.mode).Observe(now.Sub(a.v.LastSeen).Seconds())
+			}
 		}
 		a.n.emit(ev)
 		a.n.log.Debug("view: published", "user", a.user, "status", status, "devices", len(a.v.Devices), "unsettled", a.v.Unsettled)

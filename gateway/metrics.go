@@ -3,6 +3,7 @@ package gateway
 import (
 	"strconv"
 
+	"github.com/presence-im/presence/actors"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -22,6 +23,14 @@ func newMetrics(reg prometheus.Registerer, live func() int) *metrics {
 			Name: "presence_ws_server_closes_total",
 			Help: "Device connections the node closed, by close code (4008: outbox overflow).",
 		}, []string{"code"}),
+	}
+	// Every series from the start, so that rate() and increase() see their
+	// zero and an alert on 429 or 4008 fires on the first one.
+	for _, st := range []int{101, 400, 401, 409, 426, 429, 503} {
+		m.handshakes.WithLabelValues(strconv.Itoa(st))
+	}
+	for _, code := range []uint16{actors.CloseGoingAway, CloseProtocolError, CloseWrongType, CloseInvalidData, actors.CloseSuperseded, actors.CloseOverflow, CloseTokenExpired} {
+		m.closes.WithLabelValues(strconv.Itoa(int(code)))
 	}
 	if reg != nil {
 		reg.MustRegister(m.handshakes, m.closes, prometheus.NewGaugeFunc(prometheus.GaugeOpts{

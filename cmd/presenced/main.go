@@ -83,6 +83,8 @@ func run(args []string) int {
 		return 1
 	}
 	defer closeStore()
+	sm := store.NewStoreMetrics(reg)
+	policies, history = sm.InstrumentPolicies(policies), sm.InstrumentHistory(history)
 	// Every node is a gossip cluster member (a cluster of one without
 	// --join); the bounds use the gossip's failure detection for up to 100
 	// members.
@@ -116,6 +118,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "presenced:", err)
 		return 2
 	}
+	reg.MustRegister(node.Collector(), fenceGauge(rejoin))
 	g := cfg.Gateway
 	ws := gateway.New(gateway.Options{
 		Listen: cfg.Listen, Outbox: g.Outbox, WriteTimeout: g.WriteTimeout, AdmitRate: g.AdmitRate,

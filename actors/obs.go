@@ -156,7 +156,7 @@ func (n *Node) viewDelta(before, after viewGauge) {
 // first one).
 func (m *Metrics) preset() {
 	m.DeviceTransitions.WithLabelValues("up", "")
-	for _, r := range []messages.EndReason{messages.EndReason_close, messages.EndReason_ping_timeout, messages.EndReason_lease_expired, messages.EndReason_gateway_down, messages.EndReason_superseded} {
+	for _, r := range []messages.EndReason{messages.EndReason_close, messages.EndReason_ping_timeout, messages.EndReason_lease_expired, messages.EndReason_gateway_down} {
 		m.DeviceTransitions.WithLabelValues("down", r.String())
 	}
 	for _, s := range []string{"online", "offline"} {

@@ -1,7 +1,10 @@
 package actors
 
 import (
+	"time"
+
 	"github.com/presence-im/presence/cluster"
+	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
 	"github.com/prometheus/client_golang/prometheus"
@@ -77,8 +80,8 @@ func (m stateMetrics) collectors() []prometheus.Collector {
 // nodeCollector reads what a node holds when scraped: connections on every
 // path (WebSocket and in-process), actors by kind, members by state.
 type nodeCollector struct {
-	n                      *Node
-	conns, actors, members *prometheus.Desc
+	n                             *Node
+	conns, actors, members, bound *prometheus.Desc
 }
 
 // Collector returns the node's scrape-time gauges; register it once.
@@ -87,6 +90,7 @@ func (n *Node) Collector() prometheus.Collector {
 		conns:   prometheus.NewDesc("presence_connections", "Live device connections on this node, every path (WebSocket and in-process demo devices).", nil, nil),
 		actors:  prometheus.NewDesc("presence_actors", "Live actors on this node by kind (gateway, connection, lease, view).", []string{"kind"}, nil),
 		members: prometheus.NewDesc("presence_members", "Cluster members by state as this node's gossip sees them.", []string{"state"}, nil),
+		bound:   prometheus.NewDesc("presence_offline_bound_seconds", "The bound on presence_offline_detection_seconds for each leave mode, from this node's timing.", []string{"mode"}, nil),
 	}
 }
 
@@ -113,6 +117,14 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	for s, v := range states {
 		ch <- prometheus.MustNewConstMetric(c.members, prometheus.GaugeValue, float64(v), string(s))
 	}
+	for mode, d := range ModeBounds(c.n.deps.Timing.Bounds()) {
+		ch <- prometheus.MustNewConstMetric(c.bound, prometheus.GaugeValue, d.Seconds(), mode)
+	}
+}
+
+// ModeBounds is each leave mode's bound.
+func ModeBounds(b config.Bounds) map[string]time.Duration {
+	return map[string]time.Duration{ModeClose: b.GracefulClose, ModeHalfOpen: b.HalfOpen, ModeGatewayCrash: b.GatewayCrash, ModeOwnerCrash: b.OwnerCrash}
 }
 
 // heldDelta moves presence_leases_held by a lease actor's change.

@@ -68,7 +68,7 @@ func documentedMetrics(t *testing.T) (names, lazy []string) {
 // running node exports, and presence_connections counts the in-process
 // demo devices that presence_ws_connections cannot see.
 func TestMetricsTableMatchesNode(t *testing.T) {
-	p := startProc(t, "n1", "--demo", "4")
+	p := startProc(t, "n1", "--demo", "4", "--policy-dsn", "memory")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c := p.dial(ctx, "alice", "phone", 1)

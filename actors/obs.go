@@ -185,3 +185,10 @@ func (m *Metrics) preset() {
 		m.Passivations.WithLabelValues(string(k))
 	}
 }
+
+// Note sends an event about this node itself (kind fence or drain) to every
+// subscribed sink, as member changes are: a history on another member keeps
+// it after this node is gone.
+func (n *Node) Note(kind, reason string) {
+	n.emit(&messages.ObsEvent{Kind: kind, Member: n.deps.NodeID, Reason: reason})
+}

@@ -127,7 +127,8 @@ func run(args []string) int {
 	}, node.Gateway(), cfg.Timing, []byte(cfg.Secret), log)
 	// /readyz says ready once the gateway listens, and not while draining.
 	api := &admin.Server{Node: node, Members: node.Membership(), Timing: cfg.Timing, Policies: policies, Gatherer: reg,
-		Token: cfg.AdminToken, Log: log, Ready: ws.Ready, Addr: cfg.Admin, AllowedHosts: adminHosts(cfg)}
+		Token: cfg.AdminToken, Log: log, Ready: ws.Ready, Addr: cfg.Admin, AllowedHosts: adminHosts(cfg), History: admin.NewHistory(0)}
+	go api.History.Run(ctx, node)
 	ln, err := net.Listen("tcp", cfg.Admin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced: admin:", err)
@@ -164,9 +165,11 @@ func run(args []string) int {
 	case <-ctx.Done():
 	case why := <-fenced:
 		node.Fence() // no more verdicts by time from here
+		node.Note("fence", why.detail)
 		return fence(log, why, ws, node.Membership(), cfg, args)
 	}
 	log.Info("draining: new handshakes get 503, devices are closed with 1001", "devices", ws.Live())
+	node.Note("drain", "shutdown")
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ws.Drain(shutdown.Done())

@@ -192,3 +192,30 @@ func (m *Metrics) preset() {
 func (n *Node) Note(kind, reason string) {
 	n.emit(&messages.ObsEvent{Kind: kind, Member: n.deps.NodeID, Reason: reason})
 }
+
+// ViewOwner is the member whose view actor serves user (this node alone;
+// "" when the owner's address is no member's).
+func (n *Node) ViewOwner(user string) string { return n.ownerNode(KindView, user) }
+
+// LeaseOwner is the member whose lease actor serves a device.
+func (n *Node) LeaseOwner(user, device string) string {
+	return n.ownerNode(KindLease, leaseID(user, device))
+}
+
+func (n *Node) ownerNode(kind Kind, identity string) string {
+	if n.provider == nil {
+		return n.deps.NodeID
+	}
+	addr := n.provider.Owner(string(kind), identity)
+	if addr == "" || addr == n.sys.Address() {
+		return n.deps.NodeID
+	}
+	if g := n.Membership(); g != nil {
+		for _, m := range g.Members() {
+			if meta, ok := g.Meta(m.ID); ok && meta.Actor == addr {
+				return m.ID
+			}
+		}
+	}
+	return ""
+}

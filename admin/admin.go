@@ -82,6 +82,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PUT /api/users/{user}/policy", s.putPolicy)
 	mux.HandleFunc("GET /api/events", s.events)
 	mux.HandleFunc("GET /api/history", s.history)
+	mux.HandleFunc("GET /api/users/{user}/graph", s.graph)
 	dash := dashboard.Handler()
 	mux.Handle("GET /{$}", dash)
 	mux.Handle("GET /static/", dash)

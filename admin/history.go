@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"sync"
@@ -175,4 +176,53 @@ func (s *Server) history(w http.ResponseWriter, _ *http.Request) {
 func toEvent(ev *messages.ObsEvent) Event {
 	return Event{Kind: ev.GetKind(), Node: ev.GetNode(), AtMs: ev.GetAtMs(), User: ev.GetUser(), Device: ev.GetDevice(),
 		Gateway: ev.GetGateway(), Reason: ev.GetReason(), Status: ev.GetStatus(), LatencyMs: ev.GetLatencyMs(), Member: ev.GetMember()}
+}
+
+// Graph is a user's actors across the cluster (GET /api/users/{user}/graph):
+// each device's connection and lease, and the view.
+type Graph struct {
+	User    string      `json:"user"`
+	View    GraphView   `json:"view"`
+	Devices []GraphEdge `json:"devices"`
+}
+
+// GraphView is the user's view actor.
+type GraphView struct {
+	Node        string `json:"node"`
+	Status      string `json:"status"` // online, offline, or settling (unknown)
+	Version     uint64 `json:"version"`
+	Subscribers uint32 `json:"subscribers"`
+}
+
+// GraphEdge is one device: its connection's node and its lease's.
+type GraphEdge struct {
+	Device    string `json:"device"`
+	ConnNode  string `json:"conn_node"`
+	ConnID    string `json:"conn_id"`
+	LeaseNode string `json:"lease_node"`
+	Epoch     uint64 `json:"epoch"`
+	Since     string `json:"since"`
+}
+
+func (s *Server) graph(w http.ResponseWriter, r *http.Request) {
+	user := r.PathValue("user")
+	ctx, cancel := context.WithTimeout(r.Context(), s.timeout())
+	defer cancel()
+	st, err := s.Node.Query(ctx, user)
+	if err != nil && !errors.Is(err, actors.ErrSettling) {
+		writeErr(w, status(err), err)
+		return
+	}
+	g := Graph{User: user, Devices: []GraphEdge{}, View: GraphView{Node: s.Node.ViewOwner(user), Status: "offline", Version: st.GetVersion(), Subscribers: st.GetSubscribers()}}
+	switch {
+	case err != nil:
+		g.View.Status = "settling"
+	case st.GetOnline():
+		g.View.Status = "online"
+	}
+	for _, d := range st.GetDevices() {
+		g.Devices = append(g.Devices, GraphEdge{Device: d.GetDevice(), ConnNode: d.GetNode(), ConnID: d.GetConnId(), LeaseNode: s.Node.LeaseOwner(user, d.GetDevice()),
+			Epoch: d.GetEpoch(), Since: time.UnixMilli(d.GetSinceMs()).UTC().Format(time.RFC3339Nano)})
+	}
+	writeJSON(w, http.StatusOK, g)
 }

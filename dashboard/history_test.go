@@ -97,6 +97,29 @@ func TestDashboardShowsHistory(t *testing.T) {
 		t.Fatalf("%d latency dots (%v), want alice's one", dots, err)
 	}
 	shoot(t, ctx, "dashboard-history.png")
+
+	// The user's graph, live: a device on, then gone.
+	c2, err := n.Gateway().Open(context.Background(), actors.OpenRequest{User: "alice", Device: "laptop", Attempt: 1, ConnID: "c2", Socket: nopSocket{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(chromedp.SendKeys(`#user`, "alice"))
+	run(chromedp.Click(`#lookup button`))
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector("#graph").dataset.devices === "1"`)); err != nil {
+		t.Fatalf("graph with alice's laptop: %v", err)
+	}
+	graph, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#graph").textContent`))
+	if err != nil || !strings.Contains(graph, "connection laptop on n1") || !strings.Contains(graph, "lease on n1") || !strings.Contains(graph, "view on n1: online") {
+		t.Fatalf("graph %q (%v)", graph, err)
+	}
+	shoot(t, ctx, "dashboard-user.png")
+	c2.Closed()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector("#graph").textContent.includes("view on n1: offline")`)); err != nil {
+		t.Fatalf("graph after the laptop left: %v", err)
+	}
+	if d, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#graph").dataset.devices`)); d != "0" {
+		t.Fatalf("graph lists %s devices after the laptop left, want 0", d)
+	}
 }
 
 func hasOffline(s admin.Snapshot) bool {

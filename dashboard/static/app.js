@@ -131,6 +131,7 @@ function addEvent(ev) {
     if (latencies.length > 2000) latencies.shift();
     drawLatency(document.querySelector("#latency"), latencies, bounds);
   }
+ if (!replaying && ev.user && ev.user === shownUser) showGraph(shownUser);
   if (!replaying && (ev.kind === "member" || ev.kind === "fence" || ev.kind === "drain")) refreshTimeline();
   const tbody = document.querySelector("#events tbody");
   const tr = el("tr");
@@ -163,10 +164,24 @@ function streamEvents() {
   }
 }
 
+let shownUser = "";
+
+async function showGraph(user) {
+  const { status, body } = await getJSON("/api/users/" + encodeURIComponent(user) + "/graph");
+  const svg = document.querySelector("#graph");
+  svg.dataset.user = user;
+  if (status === 200) {
+    drawGraph(svg, body);
+    svg.dataset.devices = body.devices.length;
+  }
+}
+
 document.querySelector("#lookup").addEventListener("submit", async (e) => {
   e.preventDefault();
   const user = document.querySelector("#user").value.trim();
   if (!user) return;
+  shownUser = user;
+  showGraph(user);
   const [p, r] = await Promise.all([
     getJSON("/api/presence/" + encodeURIComponent(user)),
     getJSON("/api/route/" + encodeURIComponent(user)),

@@ -68,3 +68,30 @@ function drawSeries(svg, samples, names, colors) {
     svg.append(svgEl("text", { x: w - right + 8, y: top + 14 + i * 16, style: "fill:" + colors[i] }, name + " " + last + " (max " + max + ")"));
   });
 }
+
+// drawGraph: a user's actors across the nodes, left to right: each
+// device's connection (its node) -> its lease (node, epoch) -> the view
+// (node, status, version, subscribers).
+function drawGraph(svg, g) {
+  const rows = Math.max(1, g.devices.length), rowH = 54, boxW = 230, boxH = 42, gap = 60;
+  svg.setAttribute("height", rows * rowH + 20);
+  svg.replaceChildren();
+  const box = (x, y, lines, cls) => {
+    const grp = svgEl("g", { class: "node " + (cls || "") });
+    grp.append(svgEl("rect", { x, y, width: boxW, height: boxH, rx: 5, fill: "#f4f8fc", stroke: "#2266aa" }));
+    lines.forEach((l, i) => grp.append(svgEl("text", { x: x + 8, y: y + 16 + i * 15 }, l)));
+    svg.append(grp);
+  };
+  const viewY = 10 + ((rows - 1) * rowH) / 2, vx = 10 + 2 * (boxW + gap);
+  box(vx, viewY, ["view on " + (g.view.node || "?") + ": " + g.view.status, "version " + g.view.version + ", " + g.view.subscribers + " subscriber(s)"], "view " + g.view.status);
+  g.devices.forEach((d, i) => {
+    const y = 10 + i * rowH;
+    box(10, y, ["connection " + d.device + " on " + d.conn_node, d.conn_id], "conn");
+    box(10 + boxW + gap, y, ["lease on " + (d.lease_node || "?"), "epoch " + d.epoch], "lease");
+    svg.append(svgEl("line", { x1: 10 + boxW, y1: y + boxH / 2, x2: 10 + boxW + gap, y2: y + boxH / 2, stroke: "#888" }));
+    svg.append(svgEl("line", { x1: 10 + 2 * boxW + gap, y1: y + boxH / 2, x2: vx, y2: viewY + boxH / 2, stroke: "#888" }));
+  });
+  if (g.devices.length === 0) {
+    svg.append(svgEl("text", { x: 10, y: viewY + 26 }, "no device connected"));
+  }
+}

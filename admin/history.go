@@ -60,7 +60,9 @@ func NewHistory(capacity int) *History {
 }
 
 // Run subscribes to every member's events (as a GET /api/events stream
-// does) and samples the cluster's actors every SampleEvery, until ctx ends.
+// does; again every SampleEvery, since a subscription sent as a member
+// joins can arrive before its events actor exists) and samples the
+// cluster's actors every SampleEvery, until ctx ends.
 func (h *History) Run(ctx context.Context, n *actors.Node) {
 	ch, _ := n.Events(ctx)
 	tick := time.NewTicker(SampleEvery)
@@ -72,6 +74,7 @@ func (h *History) Run(ctx context.Context, n *actors.Node) {
 		case ev := <-ch:
 			h.Add(toEvent(ev))
 		case <-tick.C:
+			n.Resubscribe()
 			sctx, cancel := context.WithTimeout(ctx, SampleEvery/2)
 			counts, _ := n.ClusterCounts(sctx)
 			cancel()

@@ -97,3 +97,50 @@ func TestMetricsTableMatchesNode(t *testing.T) {
 		}
 	}
 }
+
+// A node killed before anyone looks is in the survivors' histories: its
+// death in the membership timeline and its devices' offlines with their
+// leave mode and latency, and the offline detection histogram counts them.
+func TestHistoryKeepsANodeDeath(t *testing.T) {
+	nodes, _ := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := nodes[2].dial(ctx, "carol", "phone", 1)
+	keepAlive(ctx, c)
+	nodes[0].waitOnline("carol")
+	nodes[2].kill()
+	type snapshot struct {
+		Events []struct {
+			Kind, Member, Reason, Status, User string
+			LatencyMs                          int64 `json:"latency_ms"`
+		} `json:"events"`
+		Members map[string][]struct{ State string } `json:"members"`
+	}
+	var h snapshot
+	waitFor(t, 20*time.Second, "n1's history shows n3 dead and carol offline", func() bool {
+		h = snapshot{}
+		nodes[0].getJSON("/api/history", &h)
+		dead, offline := false, false
+		for _, tr := range h.Members["n3"] {
+			dead = dead || tr.State == "dead"
+		}
+		for _, ev := range h.Events {
+			offline = offline || ev.Kind == "published" && ev.User == "carol" && ev.Status == "offline" && (ev.Reason == "gateway_crash" || ev.Reason == "owner_crash") && ev.LatencyMs > 0
+		}
+		if !dead || !offline {
+			t.Logf("history: %+v", h)
+		}
+		return dead && offline
+	})
+	var observed uint64
+	for _, p := range nodes[:2] {
+		for _, m := range p.scrape()["presence_offline_detection_seconds"].GetMetric() {
+			if m.GetLabel()[0].GetValue() == "gateway_crash" {
+				observed += m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	if observed != 1 {
+		t.Fatalf("gateway_crash detections observed on the survivors: %d, want carol's 1", observed)
+	}
+}

@@ -102,7 +102,7 @@ func print(w io.Writer, rep *chaos.Report, dir string) {
 func runFlags(stderr io.Writer) (*flag.FlagSet, *chaos.Options) {
 	fs := flag.NewFlagSet("chaos run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	o := &chaos.Options{}
+	o := &chaos.Options{Progress: stderr} // a line per round and phase while it runs
 	fs.StringVar(&o.Scenario, "scenario", "", "fault to inject (chaos list); all: every one in turn")
 	fs.IntVar(&o.Nodes, "nodes", 3, "presenced processes")
 	fs.IntVar(&o.Devices, "devices", 30, "simulated devices, spread over the nodes")

@@ -1,21 +1,13 @@
 package actors
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
-)
-
-// MaxTargets bounds one subscribe request.
-const MaxTargets = 1000
-
-// Error codes of error frames (HTTP-like, as the contract's statuses).
-const (
-	ErrCodeBadRequest = 400
 )
 
 // Connection messages from the socket layer and the gateway (local).
@@ -32,15 +24,19 @@ type (
 )
 
 // connActor is one live connection: its liveness (core.Conn), its lease
-// renewals and the sink of its subscriptions. It is a child of its gateway.
+// renewals and the sink of its subscriptions (core.Sink). It is a child of
+// its gateway.
 type connActor struct {
 	g            *Gateway
+	n            *Node
+	t            config.Timing
 	user, device string
 	id           string
 	epoch        uint64
 	since        time.Time // when it opened
 	sock         Socket
 	c            core.Conn
+	sink         *core.Sink
 	rng          *rand.Rand
 
 	active bool // the lease was acquired
@@ -48,109 +44,127 @@ type connActor struct {
 	renew  timer
 	rereg  timer
 	show   messages.Show // last set_status, told again after a re-register
-
-	subs    map[string]*messages.Presence // target -> presence last sent to the device (nil: none yet)
-	pending map[string]*pendingSnap
-}
-
-// pendingSnap collects a subscribe's SnapshotParts; events for its targets
-// wait until the snapshot frame is out.
-type pendingSnap struct {
-	want map[string]bool
-	got  []*messages.Presence
-	held []*messages.Presence
 }
 
 func newConnActor(g *Gateway, r OpenRequest) *connActor {
 	return &connActor{
-		g: g, user: r.User, device: r.Device, id: r.ConnID, epoch: r.Attempt, sock: r.Socket, since: r.since,
-		rng:  core.Rand(g.n.deps.Seed, r.ConnID),
-		subs: map[string]*messages.Presence{}, pending: map[string]*pendingSnap{},
+		g: g, n: g.n, t: g.n.deps.Timing,
+		user: r.User, device: r.Device, id: r.ConnID, epoch: r.Attempt, sock: r.Socket, since: r.since,
+		rng: core.Rand(g.n.deps.Seed, r.ConnID), sink: core.NewSink(),
 	}
 }
 
 func (a *connActor) Receive(ctx actor.Context) {
 	now := time.Now()
-	t := a.g.n.deps.Timing
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.c = core.NewConn(now)
 	case connActivate:
 		a.active = true
-		a.renew.arm(a.g.n.sched, core.RenewDelay(a.rng, t.Renew, t.RenewJitter, true), ctx.Self(), renewDue{})
+		a.armRenew(ctx, true)
 	case connBeat:
 		if a.c.Beat(now, m.seq) {
-			a.g.n.metrics.ClientRestarts.Inc()
+			a.n.metrics.ClientRestarts.Inc()
 		}
 	case checkTick:
-		// After a stall of this node the next check decides: the
-		// heartbeats of the stall are still being read.
-		if hold, fenced := a.g.n.stall.hold(); hold > 0 || fenced {
-			return
-		}
-		if a.active && a.c.Stale(now, t.Stale) {
-			a.end(ctx, messages.EndReason_ping_timeout, a.c.LastAlive, CloseGoingAway, "ping timeout")
-		}
+		a.onCheck(ctx, now)
 	case renewDue:
-		if a.ended {
-			return
-		}
-		a.g.n.dir.Send(KindLease, leaseID(a.user, a.device), &messages.LeaseRenew{User: a.user, Device: a.device, Holder: a.holder()})
-		a.renew.arm(a.g.n.sched, core.RenewDelay(a.rng, t.Renew, t.RenewJitter, false), ctx.Self(), renewDue{})
+		a.onRenewDue(ctx)
 	case reregister:
-		// After the change has reached every member (so all route alike),
-		// spread over half a renewal so a topology change is not a storm.
-		var wait time.Duration
-		if co := a.g.n.deps.Cluster; co != nil {
-			wait = co.Propagation
-		}
-		a.rereg.arm(a.g.n.sched, wait+time.Duration(a.rng.Float64()*float64(t.Renew/2)), ctx.Self(), reregisterDue{})
+		a.onReregister(ctx)
 	case reregisterDue:
 		a.reregisterNow(ctx)
 	case connClosed:
 		a.end(ctx, messages.EndReason_close, now, 0, "")
 	case *messages.ConnLost:
-		if m.GetEpoch() != a.epoch || a.ended {
-			return
-		}
-		if a.g.n.deps.Unfenced {
-			// Negative control: a naive gateway cleans up after its socket
-			// whatever happened; only fencing stops that from hurting.
-			a.release(messages.EndReason_close, now)
-		}
-		a.ended = true // the lease is someone else's: release nothing
-		code := CloseGoingAway
-		if m.GetReason() == messages.EndReason_superseded {
-			code = CloseSuperseded
-		}
-		a.sock.Close(code, m.GetReason().String())
-		ctx.Stop(ctx.Self())
+		a.onLost(ctx, m, now)
 	case connSubscribe:
 		a.subscribe(ctx, m)
 	case connUnsubscribe:
-		for _, target := range m.targets {
-			if _, ok := a.subs[target]; ok {
-				delete(a.subs, target)
-				a.g.n.dir.Send(KindView, target, &messages.ViewUnsubscribe{Target: target, Sink: refOf(ctx.Self())})
-			}
-		}
+		a.unsubscribe(ctx, a.sink.Unsubscribe(m.targets))
 	case connShow:
 		a.show = m.show
-		a.g.n.dir.Send(KindView, a.user, &messages.DeviceShow{User: a.user, Device: a.device, Show: m.show})
+		a.n.dir.Send(KindView, a.user, &messages.DeviceShow{User: a.user, Device: a.device, Show: m.show})
 	case *messages.SnapshotPart:
-		a.snapshotPart(ctx, m)
+		a.sendAll(ctx, a.sink.SnapshotPart(m.GetRequestId(), m.GetTarget(), m.GetVisible(), m.GetPresence()))
 	case *messages.PresenceEvent:
-		a.event(ctx, m.GetPresence())
+		a.sendAll(ctx, a.sink.Event(m.GetPresence()))
 	case *actor.Stopping:
-		a.renew.stop()
-		a.rereg.stop()
-		for target := range a.subs {
-			a.g.n.dir.Send(KindView, target, &messages.ViewUnsubscribe{Target: target, Sink: refOf(ctx.Self())})
-		}
-		if a.active && !a.ended && !a.g.crashed.Load() {
-			a.release(messages.EndReason_close, now)
-			a.sock.Close(CloseGoingAway, "node stopping")
-		}
+		a.onStopping(ctx, now)
+	}
+}
+
+// onCheck ends a connection whose device went silent for longer than stale.
+func (a *connActor) onCheck(ctx actor.Context, now time.Time) {
+	// After a stall of this node the next check decides: the heartbeats of
+	// the stall are still being read.
+	if !a.n.gate(ctx, gate{}) {
+		return
+	}
+	if a.active && a.c.Stale(now, a.t.Stale) {
+		a.end(ctx, messages.EndReason_ping_timeout, a.c.LastAlive, messages.CloseGoingAway, "ping timeout")
+	}
+}
+
+func (a *connActor) onRenewDue(ctx actor.Context) {
+	if a.ended {
+		return
+	}
+	a.n.dir.Send(KindLease, leaseID(a.user, a.device), &messages.LeaseRenew{User: a.user, Device: a.device, Holder: a.holder()})
+	a.armRenew(ctx, false)
+}
+
+func (a *connActor) armRenew(ctx actor.Context, first bool) {
+	a.renew.arm(a.n.sched, core.RenewDelay(a.rng, a.t.Renew, a.t.RenewJitter, first), ctx.Self(), renewDue{})
+}
+
+// onReregister waits until the change has reached every member (so all
+// route alike), spread over half a renewal so a topology change is not a
+// storm.
+func (a *connActor) onReregister(ctx actor.Context) {
+	spread := time.Duration(a.rng.Float64() * float64(a.t.Renew/2))
+	a.rereg.arm(a.n.sched, a.n.propagation()+spread, ctx.Self(), reregisterDue{})
+}
+
+// onLost closes a connection whose lease went to another one (or was
+// reclaimed): it releases nothing, the lease is someone else's.
+func (a *connActor) onLost(ctx actor.Context, m *messages.ConnLost, now time.Time) {
+	if m.GetEpoch() != a.epoch || a.ended {
+		return
+	}
+	if a.n.deps.Unfenced {
+		// Negative control: a naive gateway cleans up after its socket
+		// whatever happened; only fencing stops that from hurting.
+		a.release(messages.EndReason_close, now)
+	}
+	a.ended = true
+	code := messages.CloseGoingAway
+	if m.GetReason() == messages.EndReason_superseded {
+		code = messages.CloseSuperseded
+	}
+	a.sock.Close(code, m.GetReason().String())
+	ctx.Stop(ctx.Self())
+}
+
+// onStopping unsubscribes everywhere and, on a graceful stop (not a
+// crash), releases the lease and closes the socket.
+func (a *connActor) onStopping(ctx actor.Context, now time.Time) {
+	a.renew.stop()
+	a.rereg.stop()
+	targets := make([]string, 0, len(a.sink.Targets()))
+	for target := range a.sink.Targets() {
+		targets = append(targets, target)
+	}
+	a.unsubscribe(ctx, targets)
+	if a.active && !a.ended && !a.g.crashed.Load() {
+		a.release(messages.EndReason_close, now)
+		a.sock.Close(messages.CloseGoingAway, "node stopping")
+	}
+}
+
+func (a *connActor) unsubscribe(ctx actor.Context, targets []string) {
+	for _, target := range targets {
+		a.n.dir.Send(KindView, target, &messages.ViewUnsubscribe{Target: target, Sink: refOf(ctx.Self())})
 	}
 }
 
@@ -161,10 +175,10 @@ func (a *connActor) reregisterNow(ctx actor.Context) {
 	if !a.active || a.ended {
 		return
 	}
-	dir := a.g.n.dir
+	dir := a.n.dir
 	dir.Send(KindLease, leaseID(a.user, a.device), &messages.LeaseAcquire{User: a.user, Device: a.device, Holder: a.holder()})
-	for target := range a.subs {
-		dir.Send(KindView, target, &messages.ViewSubscribe{Target: target, Viewer: a.user, Sink: refOf(ctx.Self()), Reattach: true, Last: a.subs[target]})
+	for target, last := range a.sink.Targets() {
+		dir.Send(KindView, target, &messages.ViewSubscribe{Target: target, Viewer: a.user, Sink: refOf(ctx.Self()), Reattach: true, Last: last})
 	}
 	if a.show != messages.Show_show_unspecified {
 		dir.Send(KindView, a.user, &messages.DeviceShow{User: a.user, Device: a.device, Show: a.show})
@@ -180,15 +194,15 @@ func (a *connActor) release(reason messages.EndReason, lastAlive time.Time) {
 	rel := &messages.LeaseRelease{
 		User: a.user, Device: a.device, ConnId: a.id, Epoch: a.epoch, Reason: reason, LastAliveMs: lastAlive.UnixMilli(),
 	}
-	a.g.n.dir.Send(KindLease, leaseID(a.user, a.device), rel)
-	if a.g.n.deps.Timing.FailureDetection > 0 { // members can die: keep it for a replay
-		a.g.n.root.Send(a.g.pid, released{rel: rel, at: time.Now()})
+	a.n.dir.Send(KindLease, leaseID(a.user, a.device), rel)
+	if a.t.FailureDetection > 0 { // members can die: keep it for a replay
+		a.n.root.Send(a.g.pid, released{rel: rel, at: time.Now()})
 	}
 }
 
 // end releases the lease with reason, closes the socket (code 0: it is
 // closed already) and stops the actor.
-func (a *connActor) end(ctx actor.Context, reason messages.EndReason, lastAlive time.Time, code uint16, why string) {
+func (a *connActor) end(ctx actor.Context, reason messages.EndReason, lastAlive time.Time, code messages.CloseCode, why string) {
 	if a.ended {
 		return
 	}
@@ -202,6 +216,13 @@ func (a *connActor) end(ctx actor.Context, reason messages.EndReason, lastAlive 
 	ctx.Stop(ctx.Self())
 }
 
+// sendAll sends the frames core.Sink returned, in order.
+func (a *connActor) sendAll(ctx actor.Context, frames []*messages.Frame) {
+	for _, f := range frames {
+		a.send(ctx, f)
+	}
+}
+
 func (a *connActor) send(ctx actor.Context, f *messages.Frame) {
 	if a.ended {
 		return
@@ -209,82 +230,21 @@ func (a *connActor) send(ctx actor.Context, f *messages.Frame) {
 	if !a.sock.Send(f) {
 		// The device stopped reading: drop its queue and let it reconnect and
 		// resubscribe; no sender waits for it.
-		a.end(ctx, messages.EndReason_close, time.Now(), CloseOverflow, "outbox overflow")
+		a.end(ctx, messages.EndReason_close, time.Now(), messages.CloseOverflow, "outbox overflow")
 	}
 }
 
+// subscribe asks each target's view for its part of the snapshot, or
+// answers a bad request with an error frame.
 func (a *connActor) subscribe(ctx actor.Context, m connSubscribe) {
-	bad := func(format string, args ...any) {
+	targets, err := a.sink.Subscribe(m.requestID, m.targets)
+	if err != nil {
 		a.send(ctx, &messages.Frame{Kind: &messages.Frame_Error{Error: &messages.Error{
-			Code: ErrCodeBadRequest, RequestId: m.requestID, Message: fmt.Sprintf(format, args...),
+			Code: uint32(messages.ErrBadRequest), RequestId: m.requestID, Message: err.Error(),
 		}}})
-	}
-	if len(m.targets) == 0 || len(m.targets) > MaxTargets {
-		bad("subscribe: %d targets: must be 1 to %d", len(m.targets), MaxTargets)
 		return
 	}
-	if _, dup := a.pending[m.requestID]; dup {
-		bad("subscribe: request_id %q is already pending", m.requestID)
-		return
+	for _, target := range targets {
+		a.n.dir.Send(KindView, target, &messages.ViewSubscribe{Target: target, Viewer: a.user, Sink: refOf(ctx.Self()), RequestId: m.requestID})
 	}
-	ps := &pendingSnap{want: map[string]bool{}}
-	for _, target := range m.targets {
-		if err := core.ValidID("target", target); err != nil {
-			bad("subscribe: %v", err)
-			return
-		}
-		ps.want[target] = true
-	}
-	a.pending[m.requestID] = ps
-	for target := range ps.want {
-		a.subs[target] = nil
-		a.g.n.dir.Send(KindView, target, &messages.ViewSubscribe{Target: target, Viewer: a.user, Sink: refOf(ctx.Self()), RequestId: m.requestID})
-	}
-}
-
-func (a *connActor) snapshotPart(ctx actor.Context, m *messages.SnapshotPart) {
-	ps := a.pending[m.GetRequestId()]
-	if ps == nil || !ps.want[m.GetTarget()] {
-		return
-	}
-	delete(ps.want, m.GetTarget())
-	if p := m.GetPresence(); m.GetVisible() && p != nil {
-		ps.got = append(ps.got, p)
-		a.subs[p.GetUser()] = p
-	}
-	if len(ps.want) > 0 {
-		return
-	}
-	delete(a.pending, m.GetRequestId())
-	a.send(ctx, &messages.Frame{Kind: &messages.Frame_Snapshot{Snapshot: &messages.Snapshot{RequestId: m.GetRequestId(), Presences: ps.got}}})
-	for _, p := range ps.held {
-		a.event(ctx, p)
-	}
-}
-
-// event forwards a change unless its version is not newer than what the
-// device has, or holds it while a snapshot of its target is being put
-// together.
-func (a *connActor) event(ctx actor.Context, p *messages.Presence) {
-	last, ok := a.subs[p.GetUser()]
-	if !ok || p.GetVersion() <= last.GetVersion() {
-		return
-	}
-	for _, ps := range a.pending {
-		if ps.want[p.GetUser()] || containsUser(ps.got, p.GetUser()) {
-			ps.held = append(ps.held, p)
-			return
-		}
-	}
-	a.subs[p.GetUser()] = p
-	a.send(ctx, &messages.Frame{Kind: &messages.Frame_Presence{Presence: p}})
-}
-
-func containsUser(ps []*messages.Presence, user string) bool {
-	for _, p := range ps {
-		if p.GetUser() == user {
-			return true
-		}
-	}
-	return false
 }

@@ -1,19 +1,24 @@
 // Package actors runs the core state machines as proto.actor actors. On
 // every node:
 //
-//	GatewayActor (one per node)            LeaseActor (one per user/device)
-//	  └─ ConnectionActor (one per socket)  UserViewActor (one per user)
+//	gatewayActor (one per node)           leaseActor (one per user/device)
+//	  └─ connActor (one per socket)       viewActor (one per user)
 //
 // The gateway ticks its connections every check period; a connection with
 // no heartbeat for longer than stale releases its lease (ping_timeout). Each
 // connection renews its own lease on a jittered schedule. A lease expires by
 // a self-message scheduled at renewal+TTL and tells the user's view of every
 // device up and down; the view debounces the offline and fans trimmed
-// events out to subscriber sinks (ConnectionActors, anywhere).
+// events out to subscriber sinks (connection actors, anywhere).
 //
 // Lease and view actors are reached by identity through a Directory, which
 // activates them on first use and lets idle ones passivate without losing a
-// message. Each actor's state machine lives in package core; these types
-// only carry out what it returns: send, arm timers, write through to the
-// stores. Time is time.Now, so tests drive them in testing/synctest bubbles.
+// message.
+//
+// Each actor is a thin adapter over package core: its Receive dispatches
+// each message to core.Conn, core.Sink, core.Lease or core.View (or a named
+// method that does) and carries out what the core returned: send, arm
+// timers, write through to the stores. A verdict by time passes one guard
+// first, Node.gate (stall, fence, ownership). Time is time.Now, so tests
+// drive the actors in testing/synctest bubbles.
 package actors

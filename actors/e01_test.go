@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
@@ -113,8 +114,8 @@ func TestLateCloseFromOldEpochIsRejected(t *testing.T) {
 		old.halt()
 		e.connect(g2, "alice", "phone", 2)
 		synctest.Wait()
-		if c := old.sock.closeCode(); c != CloseSuperseded {
-			t.Fatalf("old socket closed with %d, want %d", c, CloseSuperseded)
+		if c := old.sock.closeCode(); c != messages.CloseSuperseded {
+			t.Fatalf("old socket closed with %d, want %d", c, messages.CloseSuperseded)
 		}
 		time.Sleep(30 * time.Second)
 		e.n.dir.Send(KindLease, leaseID("alice", "phone"), &messages.LeaseRelease{
@@ -182,8 +183,8 @@ func TestHalfOpenDetectedWithinBound(t *testing.T) {
 		if lat > bound || lat < timing.Stale-timing.Heartbeat+timing.Debounce {
 			t.Fatalf("half-open detected after %v, want within (stale - heartbeat + debounce, %v]", lat, bound)
 		}
-		if c := d.sock.closeCode(); c != CloseGoingAway {
-			t.Fatalf("stale socket closed with %d, want %d", c, CloseGoingAway)
+		if c := d.sock.closeCode(); c != messages.CloseGoingAway {
+			t.Fatalf("stale socket closed with %d, want %d", c, messages.CloseGoingAway)
 		}
 		if n := testutil.ToFloat64(e.n.metrics.DeviceTransitions.WithLabelValues("down", "ping_timeout")); n != 1 {
 			t.Fatalf("ping_timeout downs = %v, want 1", n)
@@ -196,11 +197,7 @@ func TestHalfOpenDetectedWithinBound(t *testing.T) {
 func TestGatewayCrashDetectedByLeaseExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		timing := config.Seed()
-		e := newEnv(t, timing)
-		g2, _ := e.n.StartGateway("g2")
-		e.policy("alice", core.Exact, "bob")
-		p := e.subscribe("alice", "bob")
-		d := e.connect(g2, "alice", "phone", 1)
+		e, g2, p, d := aliceOnSecondGateway(t, timing)
 		time.Sleep(300 * time.Second)
 		renewals := testutil.ToFloat64(e.n.metrics.Renewals)
 		d.halt()
@@ -227,20 +224,18 @@ func TestGatewayCrashDetectedByLeaseExpiry(t *testing.T) {
 	})
 }
 
-// GatewayDown reclaims a dead node's leases at once, not after TTL.
+// A failed member's leases are reclaimed (GatewayDown) at once, not after
+// TTL.
 func TestGatewayDownReclaimsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		timing := config.Seed()
-		e := newEnv(t, timing)
-		g2, _ := e.n.StartGateway("g2")
-		e.policy("alice", core.Exact, "bob")
-		p := e.subscribe("alice", "bob")
-		d := e.connect(g2, "alice", "phone", 1)
+		e, g2, p, d := aliceOnSecondGateway(t, timing)
 		keep := e.connect(e.n.Gateway(), "alice", "laptop", 1) // on a live node: untouched
 		time.Sleep(100 * time.Second)
 		d.halt()
 		g2.Crash()
-		e.n.GatewayDown("g2", [][2]string{{"alice", "phone"}, {"alice", "laptop"}})
+		// As the gossip reports it: every lease and view here hears of it.
+		e.n.onMember(cluster.Event{Kind: cluster.EventFailed, Member: cluster.Member{ID: "g2", State: cluster.Dead}})
 		time.Sleep(time.Second)
 		synctest.Wait()
 		st, _ := e.n.Query(context.Background(), "alice")
@@ -288,4 +283,14 @@ func TestInvalidTimingRefused(t *testing.T) {
 	if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "ttl") {
 		t.Fatalf("err = %v, want config.ErrInvalid naming ttl", err)
 	}
+}
+
+// aliceOnSecondGateway is a node with a second gateway g2, alice's phone
+// connected to g2, and bob subscribed to alice (who lets him see her).
+func aliceOnSecondGateway(t *testing.T, timing config.Timing) (*env, *Gateway, *probe, *device) {
+	e := newEnv(t, timing)
+	g2, _ := e.n.StartGateway("g2")
+	e.policy("alice", core.Exact, "bob")
+	p := e.subscribe("alice", "bob")
+	return e, g2, p, e.connect(g2, "alice", "phone", 1)
 }

@@ -11,28 +11,22 @@ import (
 	"github.com/presence-im/presence/messages"
 )
 
-// Close codes of the device WebSocket (CONTRACT.md).
-const (
-	CloseGoingAway  uint16 = 1001 // draining, fenced, lease lost: reconnect elsewhere
-	CloseSuperseded uint16 = 4001 // a newer connection of the device took over
-	CloseOverflow   uint16 = 4008 // outbox overflow: reconnect and resubscribe
-)
-
 // Socket is the connection actor's view of its device's WebSocket. Send
 // must not block: it queues the frame and returns false when the outbox is
 // full. Close may be called more than once.
 type Socket interface {
 	Send(f *messages.Frame) bool
-	Close(code uint16, reason string)
+	Close(code messages.CloseCode, reason string)
 }
 
 // ErrRefused wraps the lease's refusal of a handshake (HTTP 409).
 var ErrRefused = errors.New("actors: handshake refused")
 
-// gatewayActor is one node's gateway: the parent of its ConnectionActors. It
+// gatewayActor is one node's gateway: the parent of its connection actors (connActor). It
 // ticks them every check period and routes ConnLost to them by conn id.
 type gatewayActor struct {
 	g      *Gateway
+	n      *Node
 	conns  map[string]*actor.PID
 	tick   timer
 	recent []released // releases of the last replayWindow, oldest first
@@ -57,7 +51,7 @@ const maxRecent = 10000
 // failure is declared at most FailureDetection after it, and the
 // re-created lease must have time to exist.
 func (a *gatewayActor) replayWindow() time.Duration {
-	t := a.g.n.deps.Timing
+	t := a.n.deps.Timing
 	return t.FailureDetection + t.Settle
 }
 
@@ -78,7 +72,7 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.conns = map[string]*actor.PID{}
-		a.tick.arm(a.g.n.sched, a.g.n.deps.Timing.Check, ctx.Self(), checkTick{})
+		a.tick.arm(a.n.sched, a.n.deps.Timing.Check, ctx.Self(), checkTick{})
 	case *actor.Stopping:
 		a.tick.stop()
 		a.replay.stop()
@@ -86,34 +80,18 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 		// Re-armed each round rather than SendRepeatedly: proto.actor's
 		// repeating timer reads its state without an atomic (a data race
 		// under -race when cancelled while firing).
-		a.tick.arm(a.g.n.sched, a.g.n.deps.Timing.Check, ctx.Self(), checkTick{})
-		for _, pid := range a.conns {
-			ctx.Send(pid, checkTick{})
-		}
+		a.tick.arm(a.n.sched, a.n.deps.Timing.Check, ctx.Self(), checkTick{})
+		a.tell(ctx, checkTick{})
 	case spawnConn:
-		props := actor.PropsFromProducer(func() actor.Actor { return newConnActor(a.g, m.req) })
-		pid, err := ctx.SpawnNamed(props, m.req.ConnID)
-		if err != nil {
-			ctx.Respond(fmt.Errorf("actors: spawn connection %s: %w", m.req.ConnID, err))
-			return
-		}
-		a.conns[m.req.ConnID] = pid
-		a.g.conns.Add(1)
-		ctx.Respond(pid)
+		a.spawn(ctx, m.req)
 	case *messages.ConnLost:
 		if pid := a.conns[m.GetConnId()]; pid != nil {
 			ctx.Send(pid, m)
 		}
 	case topologyChanged:
-		for _, pid := range a.conns {
-			ctx.Send(pid, reregister{})
-		}
-		if len(a.recent) > 0 {
-			var wait time.Duration // after the change reached every member
-			if co := a.g.n.deps.Cluster; co != nil {
-				wait = co.Propagation
-			}
-			a.replay.arm(a.g.n.sched, wait, ctx.Self(), replayReleases{})
+		a.tell(ctx, reregister{})
+		if len(a.recent) > 0 { // after the change reached every member
+			a.replay.arm(a.n.sched, a.n.propagation(), ctx.Self(), replayReleases{})
 		}
 	case released:
 		a.recent = append(a.recent, m)
@@ -121,16 +99,40 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 	case replayReleases:
 		a.prune(time.Now())
 		for _, r := range a.recent {
-			a.g.n.dir.Send(KindLease, leaseID(r.rel.GetUser(), r.rel.GetDevice()), r.rel)
+			a.n.dir.Send(KindLease, leaseID(r.rel.GetUser(), r.rel.GetDevice()), r.rel)
 		}
 	case *actor.Terminated:
-		for id, pid := range a.conns {
-			if pid.Equal(m.GetWho()) {
-				delete(a.conns, id)
-				a.g.conns.Add(-1)
-			}
-		}
+		a.forget(m.GetWho())
+	}
+}
 
+// tell sends msg to every connection.
+func (a *gatewayActor) tell(ctx actor.Context, msg any) {
+	for _, pid := range a.conns {
+		ctx.Send(pid, msg)
+	}
+}
+
+// spawn starts a connection actor and answers its pid (or the error).
+func (a *gatewayActor) spawn(ctx actor.Context, r OpenRequest) {
+	props := actor.PropsFromProducer(func() actor.Actor { return newConnActor(a.g, r) })
+	pid, err := ctx.SpawnNamed(props, r.ConnID)
+	if err != nil {
+		ctx.Respond(fmt.Errorf("actors: spawn connection %s: %w", r.ConnID, err))
+		return
+	}
+	a.conns[r.ConnID] = pid
+	a.g.conns.Add(1)
+	ctx.Respond(pid)
+}
+
+// forget drops a connection actor that stopped.
+func (a *gatewayActor) forget(who *actor.PID) {
+	for id, pid := range a.conns {
+		if pid.Equal(who) {
+			delete(a.conns, id)
+			a.g.conns.Add(-1)
+		}
 	}
 }
 
@@ -145,7 +147,7 @@ type OpenRequest struct {
 }
 
 // Open claims the device's lease for a new connection and starts its
-// ConnectionActor. A refused attempt (not above the device's floor) returns
+// connActor. A refused attempt (not above the device's floor) returns
 // an error wrapping ErrRefused and core.ErrStaleAttempt and leaves nothing
 // behind: no lease, no floor moved, no actor.
 func (g *Gateway) Open(ctx context.Context, r OpenRequest) (*Conn, error) {
@@ -198,7 +200,7 @@ func requestTimeout(ctx context.Context) time.Duration {
 	return 5 * time.Second
 }
 
-// Conn is the handle the socket layer uses to feed its ConnectionActor.
+// Conn is the handle the socket layer uses to feed its connActor.
 // Its methods only enqueue messages and never block.
 type Conn struct {
 	n     *Node

@@ -56,7 +56,7 @@ func (e *env) policy(user string, g core.Granularity, contacts ...string) {
 type fakeSocket struct {
 	mu     sync.Mutex
 	frames []*messages.Frame
-	code   uint16
+	code   messages.CloseCode
 	limit  int // 0: unbounded
 }
 
@@ -70,7 +70,7 @@ func (s *fakeSocket) Send(f *messages.Frame) bool {
 	return true
 }
 
-func (s *fakeSocket) Close(code uint16, _ string) {
+func (s *fakeSocket) Close(code messages.CloseCode, _ string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.code == 0 {
@@ -78,7 +78,7 @@ func (s *fakeSocket) Close(code uint16, _ string) {
 	}
 }
 
-func (s *fakeSocket) closeCode() uint16 {
+func (s *fakeSocket) closeCode() messages.CloseCode {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.code

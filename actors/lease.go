@@ -30,22 +30,10 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 	defer func() { a.n.heldDelta(held, a.l.Live() && !stopping) }()
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		if a.user == "" { // a virtual actor: its identity is "user/device"
-			a.user, a.device, _ = cutID(pcluster.GetClusterIdentity(ctx).GetIdentity())
-		}
-		a.n.live[0].Add(1)
-		a.n.leases.Store(ctx.Self().GetId(), ctx.Self())
-		a.n.metrics.Activations.WithLabelValues(string(KindLease)).Inc()
-		floor, err := a.n.deps.History.Floor(context.Background(), a.user, a.device)
-		if err != nil {
-			a.n.log.Error("lease: reading attempt floor", "user", a.user, "device", a.device, "err", err)
-		}
-		a.l.Floor = floor
-		a.armIdle(ctx)
+		a.onStarted(ctx)
 	case *actor.Stopping:
 		stopping = true // its holder no longer counts
-		a.n.live[0].Add(-1)
-		a.n.leases.Delete(ctx.Self().GetId())
+		a.n.deactivated(KindLease, ctx.Self())
 		a.expiry.stop()
 		a.idle.stop()
 	case *messages.LeaseAcquire:
@@ -56,15 +44,7 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		}
 	case *messages.LeaseRenew:
 		a.received++
-		floor := a.l.Floor
-		res := a.l.Renew(m.GetHolder(), now, a.n.deps.Timing.TTL)
-		if res.Err != nil {
-			a.lost(ctx, m.GetHolder())
-		} else {
-			a.n.metrics.Renewals.Inc()
-		}
-		a.saveFloor(floor)
-		a.apply(ctx, res, "renew", now)
+		a.renew(ctx, m, now)
 	case *messages.LeaseRelease:
 		a.received++
 		res := a.l.Release(m.GetConnId(), m.GetEpoch(), m.GetReason(), time.UnixMilli(m.GetLastAliveMs()))
@@ -73,29 +53,47 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		a.received++
 		a.apply(ctx, a.l.GatewayDown(m.GetNode()), "gateway_down", now)
 	case leaseExpire:
-		if m.gen != a.l.Gen {
-			return // stale: a renewal re-armed it (the cancel raced the firing)
+		// A stale generation: a renewal re-armed it (the cancel raced the
+		// firing). The gate stops a leftover of an earlier topology: the
+		// owner's lease is the one that counts; expiring here would report a
+		// live device gone.
+		if m.gen == a.l.Gen && a.n.gate(ctx, gate{&a.expiry, m, KindLease, leaseID(a.user, a.device)}) {
+			a.apply(ctx, a.l.Expire(m.gen, now), "expire", now)
 		}
-		if hold, fenced := a.n.stall.hold(); fenced {
-			return
-		} else if hold > 0 { // the node stalled: read what came meanwhile first
-			a.expiry.arm(a.n.sched, hold, ctx.Self(), m)
-			return
-		}
-		if !a.n.owns(KindLease, leaseID(a.user, a.device)) {
-			// A leftover of an earlier topology (its identity moved, or a
-			// stale route activated it here): the owner's lease is the one
-			// that counts; expiring here would report a live device gone.
-			ctx.Stop(ctx.Self())
-			return
-		}
-		a.apply(ctx, a.l.Expire(m.gen, now), "expire", now)
 	case idleCheck:
-		if m.gen == a.idleGen && !a.l.Live() && a.n.dir.Passivate(KindLease, leaseID(a.user, a.device), ctx.Self(), a.received) {
-			a.n.metrics.Passivations.WithLabelValues(string(KindLease)).Inc()
-			ctx.Stop(ctx.Self())
+		if m.gen == a.idleGen && !a.l.Live() {
+			a.n.passivate(ctx, KindLease, leaseID(a.user, a.device), a.received)
 		}
 	}
+}
+
+// onStarted loads the device's attempt floor: a lease re-created empty
+// never accepts an attempt it refused before.
+func (a *leaseActor) onStarted(ctx actor.Context) {
+	if a.user == "" { // a virtual actor: its identity is "user/device"
+		a.user, a.device, _ = cutID(pcluster.GetClusterIdentity(ctx).GetIdentity())
+	}
+	a.n.activated(KindLease, ctx.Self())
+	floor, err := a.n.deps.History.Floor(context.Background(), a.user, a.device)
+	if err != nil {
+		a.n.log.Error("lease: reading attempt floor", "user", a.user, "device", a.device, "err", err)
+	}
+	a.l.Floor = floor
+	a.armIdle(ctx)
+}
+
+// renew tells a connection whose renewal was refused that it lost the
+// lease, and writes a floor the renewal raised.
+func (a *leaseActor) renew(ctx actor.Context, m *messages.LeaseRenew, now time.Time) {
+	floor := a.l.Floor
+	res := a.l.Renew(m.GetHolder(), now, a.n.deps.Timing.TTL)
+	if res.Err != nil {
+		a.lost(ctx, m.GetHolder())
+	} else {
+		a.n.metrics.Renewals.Inc()
+	}
+	a.saveFloor(floor)
+	a.apply(ctx, res, "renew", now)
 }
 
 // acquire writes a raised attempt floor through to the history store before

@@ -14,11 +14,11 @@ import (
 
 type nopSocket struct{}
 
-func (nopSocket) Send(*messages.Frame) bool { return true }
-func (nopSocket) Close(uint16, string)      {}
+func (nopSocket) Send(*messages.Frame) bool        { return true }
+func (nopSocket) Close(messages.CloseCode, string) {}
 
 // BenchmarkHeapPerDevice reports the heap one online device costs a node's
-// actors (its ConnectionActor, LeaseActor and UserViewActor, timers and
+// actors (its connActor, leaseActor and viewActor, timers and
 // directory entries), without any socket: b.N devices of b.N users.
 func BenchmarkHeapPerDevice(b *testing.B) {
 	n, err := Start(Deps{NodeID: "n1", Timing: config.Seed(), Seed: 1, Policies: store.NewMemoryPolicies(), History: store.NewMemoryHistory()})

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/presence-im/presence/internal/metric"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -28,47 +29,17 @@ type Metrics struct {
 // registered, for tests that read them directly).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		DeviceTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "presence_device_transitions_total",
-			Help: "Device-level lease ups and downs, by direction and end reason.",
-		}, []string{"direction", "reason"}),
-		Published: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "presence_published_changes_total",
-			Help: "User-level online/offline changes published after the debounce.",
-		}, []string{"status"}),
-		Delivered: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "presence_events_delivered_total",
-			Help: "Trimmed presence events sent to subscriber sinks.",
-		}),
-		EventMessages: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "presence_event_messages_total",
-			Help: "Messages views sent to carry events: direct (to one sink) or fanout (one per subscriber node, for several sinks there).",
-		}, []string{"path"}),
-		Renewals: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "presence_lease_renewals_total",
-			Help: "Lease renewals accepted.",
-		}),
-		ClientRestarts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "presence_client_restarts_total",
-			Help: "Heartbeat seqs that started again on a live connection (the client restarted its counter).",
-		}),
-		RejectedStale: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "presence_lease_rejected_stale_total",
-			Help: "Lease requests refused for a stale attempt or epoch.",
-		}, []string{"op"}),
-		Passivations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "presence_actor_passivations_total",
-			Help: "Idle lease and view actors stopped.",
-		}, []string{"kind"}),
-		Activations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "presence_actor_activations_total",
-			Help: "Lease and view actors started.",
-		}, []string{"kind"}),
-		DeadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "presence_dead_letters_total",
-			Help: "Messages sent to an actor that had stopped (a passivated or moved lease or view, a closed connection), by message type; logged only at debug.",
-		}, []string{"message"}),
-		stateMetrics: newStateMetrics(),
+		DeviceTransitions: metric.CounterVec("presence_device_transitions_total", "Device-level lease ups and downs, by direction and end reason.", "direction", "reason"),
+		Published:         metric.CounterVec("presence_published_changes_total", "User-level online/offline changes published after the debounce.", "status"),
+		Delivered:         metric.Counter("presence_events_delivered_total", "Trimmed presence events sent to subscriber sinks."),
+		EventMessages:     metric.CounterVec("presence_event_messages_total", "Messages views sent to carry events: direct (to one sink) or fanout (one per subscriber node, for several sinks there).", "path"),
+		Renewals:          metric.Counter("presence_lease_renewals_total", "Lease renewals accepted."),
+		ClientRestarts:    metric.Counter("presence_client_restarts_total", "Heartbeat seqs that started again on a live connection (the client restarted its counter)."),
+		RejectedStale:     metric.CounterVec("presence_lease_rejected_stale_total", "Lease requests refused for a stale attempt or epoch.", "op"),
+		Passivations:      metric.CounterVec("presence_actor_passivations_total", "Idle lease and view actors stopped.", "kind"),
+		Activations:       metric.CounterVec("presence_actor_activations_total", "Lease and view actors started.", "kind"),
+		DeadLetters:       metric.CounterVec("presence_dead_letters_total", "Messages sent to an actor that had stopped (a passivated or moved lease or view, a closed connection), by message type; logged only at debug.", "message"),
+		stateMetrics:      newStateMetrics(),
 	}
 	m.preset()
 	if reg != nil {

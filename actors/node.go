@@ -69,9 +69,11 @@ type Node struct {
 	gateways []*Gateway
 	stopOnce sync.Once
 
-	live   [2]atomic.Int64 // lease and view actors on this node
-	leases sync.Map        // pid id -> *actor.PID of this node's lease actors
-	views  sync.Map        // pid id -> *actor.PID of this node's view actors
+	// live counts this node's lease and view actors and local holds their
+	// pids (pid id -> *actor.PID), both indexed by kindIndex: a member's
+	// failure is told to every one of them.
+	live  [kindCount]atomic.Int64
+	local [kindCount]sync.Map
 
 	cluster  *pcluster.Cluster // nil alone
 	provider *cluster.Provider
@@ -90,11 +92,47 @@ type Node struct {
 // and it is about to close its devices and restart (see cluster.FenceWatch).
 func (n *Node) Fence() { n.stall.fenced.Store(true) }
 
+// kindCount is the number of kinds of directory actors (lease, view).
+const kindCount = 2
+
 func kindIndex(k Kind) int {
 	if k == KindLease {
 		return 0
 	}
 	return 1
+}
+
+// activated counts a lease or view actor that started on this node.
+func (n *Node) activated(kind Kind, pid *actor.PID) {
+	n.live[kindIndex(kind)].Add(1)
+	n.local[kindIndex(kind)].Store(pid.GetId(), pid)
+	n.metrics.Activations.WithLabelValues(string(kind)).Inc()
+}
+
+// deactivated forgets a lease or view actor that is stopping.
+func (n *Node) deactivated(kind Kind, pid *actor.PID) {
+	n.live[kindIndex(kind)].Add(-1)
+	n.local[kindIndex(kind)].Delete(pid.GetId())
+}
+
+// passivate stops an idle lease or view actor if its directory agrees that
+// no message is on its way to it (received: the directory messages it
+// handled).
+func (n *Node) passivate(ctx actor.Context, kind Kind, id string, received uint64) {
+	if n.dir.Passivate(kind, id, ctx.Self(), received) {
+		n.metrics.Passivations.WithLabelValues(string(kind)).Inc()
+		ctx.Stop(ctx.Self())
+	}
+}
+
+// propagation is how long connections and gateways wait after a
+// membership change before acting on it (0 alone): see
+// ClusterOptions.Propagation.
+func (n *Node) propagation() time.Duration {
+	if co := n.deps.Cluster; co != nil {
+		return co.Propagation
+	}
+	return 0
 }
 
 // owns reports whether this node owns an identity (always, alone): an
@@ -251,8 +289,8 @@ func (n *Node) onMember(ev cluster.Event) {
 	if ev.Kind == cluster.EventFailed || ev.Kind == cluster.EventLeft {
 		n.log.Debug("member gone: reclaiming its leases", "member", ev.Member.ID, "how", string(ev.Kind))
 		down := &messages.GatewayDown{Node: ev.Member.ID}
-		for _, m := range []*sync.Map{&n.leases, &n.views} {
-			m.Range(func(_, v any) bool {
+		for i := range n.local {
+			n.local[i].Range(func(_, v any) bool {
 				n.root.Send(v.(*actor.PID), down)
 				return true
 			})
@@ -301,7 +339,7 @@ func cutID(id string) (user, device string, ok bool) {
 // nodes sharing one lease and view layer.
 func (n *Node) StartGateway(name string) (*Gateway, error) {
 	g := &Gateway{n: n, node: name}
-	pid, err := n.root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &gatewayActor{g: g} }), "gateway-"+name)
+	pid, err := n.root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &gatewayActor{g: g, n: n} }), "gateway-"+name)
 	if err != nil {
 		return nil, fmt.Errorf("actors: gateway %s: %w", name, err)
 	}
@@ -333,14 +371,6 @@ func (g *Gateway) Crash() {
 // Stop stops the gateway gracefully: each connection releases its lease
 // with reason close and its socket is closed with 1001.
 func (g *Gateway) Stop() { _ = g.n.root.StopFuture(g.pid).Wait() }
-
-// GatewayDown reclaims the leases held through a dead node (reason
-// gateway_down) for the given (user, device) pairs.
-func (n *Node) GatewayDown(node string, devices [][2]string) {
-	for _, d := range devices {
-		n.dir.Send(KindLease, leaseID(d[0], d[1]), &messages.GatewayDown{Node: node})
-	}
-}
 
 // Query returns a user's raw view state (devices, online, last seen).
 func (n *Node) Query(ctx context.Context, user string) (*messages.ViewState, error) {
@@ -376,7 +406,10 @@ func (n *Node) Subscribe(target, viewer string, sink *actor.PID, requestID strin
 
 // Counts returns the live actors on this node by kind.
 func (n *Node) Counts() map[string]int {
-	c := map[string]int{string(KindLease): int(n.live[0].Load()), string(KindView): int(n.live[1].Load())}
+	c := map[string]int{}
+	for _, k := range []Kind{KindLease, KindView} {
+		c[string(k)] = int(n.live[kindIndex(k)].Load())
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, g := range n.gateways {
@@ -415,20 +448,4 @@ func (n *Node) stop() {
 		return
 	}
 	n.sys.Shutdown()
-}
-
-// Crash stops the node as a killed process would look to the others: the
-// gossip goes silent, nothing is released. Tests only.
-func (n *Node) Crash() {
-	n.stopOnce.Do(func() {
-		defer n.stall.stop()
-		if g := n.Membership(); g != nil {
-			g.Shutdown()
-		}
-		if n.cluster != nil {
-			n.cluster.Shutdown(false)
-			return
-		}
-		n.sys.Shutdown()
-	})
 }

@@ -106,7 +106,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, k := range []string{"gateway", "connection", string(KindLease), string(KindView)} {
 		ch <- prometheus.MustNewConstMetric(c.actors, prometheus.GaugeValue, float64(counts[k]), k)
 	}
-	states := map[cluster.State]int{cluster.Alive: 0, cluster.Suspect: 0, cluster.Dead: 0, cluster.Left: 0}
+	states := map[cluster.State]int{cluster.Alive: 0, cluster.Dead: 0, cluster.Left: 0}
 	if g := c.n.Membership(); g != nil {
 		for _, m := range g.Members() {
 			states[m.State]++

@@ -3,6 +3,8 @@ package actors
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
 )
 
 // A node that did not run for a while (SIGSTOP, a VM pause, a starved
@@ -78,4 +80,38 @@ func (s *stallClock) hold() (time.Duration, bool) {
 		return time.Duration(u - now), false
 	}
 	return 0, false
+}
+
+// gate is what a verdict by time (an expiry, a debounced offline, a stale
+// connection) passes before it is given: the timer and message to re-arm
+// for the hold after a stall (nil: the next tick decides anyway), and the
+// identity its actor must still own (kind "": none).
+type gate struct {
+	timer *timer
+	msg   any
+	kind  Kind
+	id    string
+}
+
+// gate is the one guard in front of every verdict by time: a fenced node
+// gives none; after a stall the verdict waits (its timer re-armed) until
+// what came meanwhile is read; an actor that no longer owns its identity
+// (it moved, or a stale route activated it here) stops instead, since the
+// owner's actor knows better.
+func (n *Node) gate(ctx actor.Context, g gate) bool {
+	hold, fenced := n.stall.hold()
+	if fenced {
+		return false
+	}
+	if hold > 0 {
+		if g.timer != nil {
+			g.timer.arm(n.sched, hold, ctx.Self(), g.msg)
+		}
+		return false
+	}
+	if g.kind != "" && !n.owns(g.kind, g.id) {
+		ctx.Stop(ctx.Self())
+		return false
+	}
+	return true
 }

@@ -33,51 +33,18 @@ func (a *viewActor) Receive(ctx actor.Context) {
 	now := time.Now()
 	before, stopping := viewCounts(a.v, false), false
 	defer func() { a.n.viewDelta(before, viewCounts(a.v, stopping)) }()
-	switch ctx.Message().(type) {
+	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		if a.user == "" { // a virtual actor: its identity is the user
-			a.user = pcluster.GetClusterIdentity(ctx).GetIdentity()
-		}
-		a.n.live[1].Add(1)
-		a.n.views.Store(ctx.Self().GetId(), ctx.Self())
-		a.n.metrics.Activations.WithLabelValues(string(KindView)).Inc()
-		last, err := a.n.deps.History.LastSeen(context.Background(), a.user)
-		if err != nil {
-			a.n.log.Error("view: reading last seen", "user", a.user, "err", err)
-		}
-		a.v = core.NewView(a.user, a.n.deps.Timing.Debounce, a.policy(), last)
-		a.sinks = map[string]*actor.PID{}
-		a.started = now
-		a.armIdle(ctx)
-		if a.n.mayHaveMoved(KindView, a.user) {
-			a.unsettle(ctx, now)
-		}
+		a.onStarted(ctx, now)
 	case *actor.Stopping:
 		stopping = true
-		a.n.live[1].Add(-1)
-		a.n.views.Delete(ctx.Self().GetId())
-		a.settle.stop()
-		a.debounce.stop()
-		a.age.stop()
-		a.idle.stop()
-	case *messages.ViewSubscribe, *messages.ViewQuery:
-		// Its node may have heard of the change that moved it here only
-		// after activating it (members hear up to a propagation apart).
-		if !a.v.Unsettled && a.n.mayHaveMoved(KindView, a.user) {
-			a.evidence(ctx, now)
-		}
-	}
-	switch m := ctx.Message().(type) {
+		a.onStopping(ctx)
 	case *messages.DeviceUp:
 		a.received++
 		a.apply(ctx, a.v.DeviceUp(m.GetDevice(), m.GetHolder(), now))
 	case *messages.DeviceDown:
 		a.received++
-		if _, known := a.v.Devices[m.GetDevice()]; !known {
-			a.evidence(ctx, now) // the device was up at an earlier incarnation
-		}
-		a.mode = leaveMode(m.GetReason())
-		a.apply(ctx, a.v.DeviceDown(m.GetDevice(), m.GetEpoch(), time.UnixMilli(m.GetLastAliveMs()), now))
+		a.onDeviceDown(ctx, m, now)
 	case *messages.GatewayDown:
 		a.mode = ModeGatewayCrash
 		a.apply(ctx, a.v.GatewayDown(m.GetNode(), now))
@@ -89,56 +56,105 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.subscribe(ctx, m, now)
 	case *messages.ViewUnsubscribe:
 		a.received++
-		if sink := pidOf(m.GetSink()); sink != nil {
-			a.drop(ctx, sink)
-		}
-		a.apply(ctx, core.ViewResult{})
+		a.onUnsubscribe(ctx, m)
 	case *messages.PolicyChanged:
 		a.received++
 		a.apply(ctx, a.v.SetPolicy(a.policy(), now))
 	case *messages.ViewQuery:
 		a.received++
-		ctx.Respond(a.state())
+		a.onQuery(ctx, now)
 	case *actor.Terminated:
 		a.drop(ctx, m.GetWho())
 		a.apply(ctx, core.ViewResult{})
 	case debounceFired:
-		if m.gen != a.v.Gen {
-			return // stale: re-arming it would cancel the live one
-		}
-		if hold, fenced := a.n.stall.hold(); fenced {
-			return
-		} else if hold > 0 { // a device may be back in what came meanwhile
-			a.debounce.arm(a.n.sched, hold, ctx.Self(), m)
-			return
-		}
-		if a.leftover(ctx) {
-			return
-		}
-		a.apply(ctx, a.v.DebounceFired(m.gen, now))
+		a.onDebounce(ctx, m, now)
 	case ageView:
 		a.apply(ctx, a.v.Age(now))
 	case settleView:
-		if hold, fenced := a.n.stall.hold(); fenced {
-			return
-		} else if hold > 0 {
-			a.settle.arm(a.n.sched, hold, ctx.Self(), m)
-			return
-		}
-		if a.leftover(ctx) {
-			return
-		}
-		a.n.log.Debug("view: settled", "user", a.user, "devices", len(a.v.Devices), "online", a.v.Online, "subscribers", len(a.v.Subs))
-		if a.v.Unsettled {
-			a.mode = ModeOwnerCrash // re-created: its departures happened with the old view
-		}
-		a.apply(ctx, a.v.Settle(now))
+		a.onSettle(ctx, m, now)
 	case idleCheck:
-		if m.gen == a.idleGen && a.v.Idle() && a.n.dir.Passivate(KindView, a.user, ctx.Self(), a.received) {
-			a.n.metrics.Passivations.WithLabelValues(string(KindView)).Inc()
-			ctx.Stop(ctx.Self())
+		if m.gen == a.idleGen && a.v.Idle() {
+			a.n.passivate(ctx, KindView, a.user, a.received)
 		}
 	}
+}
+
+// onStarted loads the user's last seen and policy; a view activated soon
+// after a membership change may replace one on another member, and waits
+// to settle.
+func (a *viewActor) onStarted(ctx actor.Context, now time.Time) {
+	if a.user == "" { // a virtual actor: its identity is the user
+		a.user = pcluster.GetClusterIdentity(ctx).GetIdentity()
+	}
+	a.n.activated(KindView, ctx.Self())
+	last, err := a.n.deps.History.LastSeen(context.Background(), a.user)
+	if err != nil {
+		a.n.log.Error("view: reading last seen", "user", a.user, "err", err)
+	}
+	a.v = core.NewView(a.user, a.n.deps.Timing.Debounce, a.policy(), last)
+	a.sinks = map[string]*actor.PID{}
+	a.started = now
+	a.armIdle(ctx)
+	if a.n.mayHaveMoved(KindView, a.user) {
+		a.unsettle(ctx, now)
+	}
+}
+
+func (a *viewActor) onStopping(ctx actor.Context) {
+	a.n.deactivated(KindView, ctx.Self())
+	a.settle.stop()
+	a.debounce.stop()
+	a.age.stop()
+	a.idle.stop()
+}
+
+func (a *viewActor) onDeviceDown(ctx actor.Context, m *messages.DeviceDown, now time.Time) {
+	if _, known := a.v.Devices[m.GetDevice()]; !known {
+		a.evidence(ctx, now) // the device was up at an earlier incarnation
+	}
+	a.mode = leaveMode(m.GetReason())
+	a.apply(ctx, a.v.DeviceDown(m.GetDevice(), m.GetEpoch(), time.UnixMilli(m.GetLastAliveMs()), now))
+}
+
+func (a *viewActor) onUnsubscribe(ctx actor.Context, m *messages.ViewUnsubscribe) {
+	if sink := pidOf(m.GetSink()); sink != nil {
+		a.drop(ctx, sink)
+	}
+	a.apply(ctx, core.ViewResult{})
+}
+
+func (a *viewActor) onQuery(ctx actor.Context, now time.Time) {
+	a.recheck(ctx, now)
+	ctx.Respond(a.state())
+}
+
+// recheck unsettles a young view on a subscribe or query: its node may have
+// heard of the change that moved it here only after activating it (members
+// hear up to a propagation apart).
+func (a *viewActor) recheck(ctx actor.Context, now time.Time) {
+	if !a.v.Unsettled && a.n.mayHaveMoved(KindView, a.user) {
+		a.evidence(ctx, now)
+	}
+}
+
+// onDebounce publishes a debounced offline, unless the timer is stale
+// (re-arming it would cancel the live one) or the gate holds it: after a
+// stall a device may be back in what came meanwhile.
+func (a *viewActor) onDebounce(ctx actor.Context, m debounceFired, now time.Time) {
+	if m.gen == a.v.Gen && a.n.gate(ctx, gate{&a.debounce, m, KindView, a.user}) {
+		a.apply(ctx, a.v.DebounceFired(m.gen, now))
+	}
+}
+
+func (a *viewActor) onSettle(ctx actor.Context, m settleView, now time.Time) {
+	if !a.n.gate(ctx, gate{&a.settle, m, KindView, a.user}) {
+		return
+	}
+	a.n.log.Debug("view: settled", "user", a.user, "devices", len(a.v.Devices), "online", a.v.Online, "subscribers", len(a.v.Subs))
+	if a.v.Unsettled {
+		a.mode = ModeOwnerCrash // re-created: its departures happened with the old view
+	}
+	a.apply(ctx, a.v.Settle(now))
 }
 
 // unsettle makes this view wait, until Timing.Settle after its activation,
@@ -163,17 +179,6 @@ func (a *viewActor) evidence(ctx actor.Context, now time.Time) {
 	}
 }
 
-// leftover stops a view that is not its identity's owner any more (it
-// moved, or a stale route activated it here), before it publishes what the
-// owner's view knows better.
-func (a *viewActor) leftover(ctx actor.Context) bool {
-	if a.n.owns(KindView, a.user) {
-		return false
-	}
-	ctx.Stop(ctx.Self())
-	return true
-}
-
 // policy loads the user's policy; a store error makes the user visible to
 // nobody until the next PolicyChanged, rather than to the wrong viewers.
 func (a *viewActor) policy() *core.Policy {
@@ -191,6 +196,7 @@ func (a *viewActor) policy() *core.Policy {
 // subscribe answers with a SnapshotPart sent to the sink itself, so that it
 // is ordered before every event the sink gets from this view.
 func (a *viewActor) subscribe(ctx actor.Context, m *messages.ViewSubscribe, now time.Time) {
+	a.recheck(ctx, now)
 	sink := pidOf(m.GetSink())
 	if sink == nil {
 		return
@@ -243,23 +249,7 @@ func (a *viewActor) apply(ctx actor.Context, res core.ViewResult) {
 		a.age.arm(a.n.sched, res.Age.Sub(now), ctx.Self(), ageView{})
 	}
 	if res.Published {
-		status := "offline"
-		if a.v.Online {
-			status = "online"
-		} else if err := a.n.deps.History.SetLastSeen(context.Background(), a.user, a.v.LastSeen); err != nil {
-			a.n.log.Error("view: writing last seen", "user", a.user, "err", err)
-		}
-		a.n.metrics.Published.WithLabelValues(status).Inc()
-		ev := &messages.ObsEvent{Kind: "published", User: a.user, Status: status}
-		if !a.v.Online && !a.v.LastSeen.IsZero() {
-			ev.LatencyMs = now.Sub(a.v.LastSeen).Milliseconds() // from the departure
-			ev.Reason = a.mode
-			if a.mode != "" {
-				a.n.metrics.Detection.WithLabelValues(a.mode).Observe(now.Sub(a.v.LastSeen).Seconds())
-			}
-		}
-		a.n.emit(ev)
-		a.n.log.Debug("view: published", "user", a.user, "status", status, "devices", len(a.v.Devices), "unsettled", a.v.Unsettled)
+		a.published(now)
 	}
 	if a.v.Idle() {
 		a.armIdle(ctx)
@@ -267,6 +257,28 @@ func (a *viewActor) apply(ctx actor.Context, res core.ViewResult) {
 		a.idleGen++
 		a.idle.stop()
 	}
+}
+
+// published records a published change: the last seen of an offline
+// (written through), the metric, the dashboard's event and the debug log.
+func (a *viewActor) published(now time.Time) {
+	status := "offline"
+	if a.v.Online {
+		status = "online"
+	} else if err := a.n.deps.History.SetLastSeen(context.Background(), a.user, a.v.LastSeen); err != nil {
+		a.n.log.Error("view: writing last seen", "user", a.user, "err", err)
+	}
+	a.n.metrics.Published.WithLabelValues(status).Inc()
+	ev := &messages.ObsEvent{Kind: "published", User: a.user, Status: status}
+	if !a.v.Online && !a.v.LastSeen.IsZero() {
+		ev.LatencyMs = now.Sub(a.v.LastSeen).Milliseconds() // from the departure
+		ev.Reason = a.mode
+		if a.mode != "" {
+			a.n.metrics.Detection.WithLabelValues(a.mode).Observe(now.Sub(a.v.LastSeen).Seconds())
+		}
+	}
+	a.n.emit(ev)
+	a.n.log.Debug("view: published", "user", a.user, "status", status, "devices", len(a.v.Devices), "unsettled", a.v.Unsettled)
 }
 
 func (a *viewActor) armIdle(ctx actor.Context) {

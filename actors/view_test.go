@@ -208,8 +208,8 @@ func TestOutboxOverflowClosesWith4008(t *testing.T) {
 			time.Sleep(time.Second)
 		}
 		synctest.Wait()
-		if c := bob.sock.closeCode(); c != CloseOverflow {
-			t.Fatalf("slow receiver closed with %d, want %d", c, CloseOverflow)
+		if c := bob.sock.closeCode(); c != messages.CloseOverflow {
+			t.Fatalf("slow receiver closed with %d, want %d", c, messages.CloseOverflow)
 		}
 		st, _ := e.n.Query(context.Background(), "bob")
 		if len(st.Devices) != 0 {

@@ -149,42 +149,70 @@ func writeErr(w http.ResponseWriter, status int, err error) {
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
+// Bounds is GET /api/bounds: each bound in milliseconds, how it is
+// derived, and the running timings.
+type Bounds struct {
+	GracefulCloseMs int64             `json:"graceful_close_ms"`
+	HalfOpenMs      int64             `json:"half_open_ms"`
+	GatewayCrashMs  int64             `json:"gateway_crash_ms"`
+	MinLeaseLifeMs  int64             `json:"min_lease_life_ms"`
+	OwnerCrashMs    int64             `json:"owner_crash_ms"`
+	Formulas        map[string]string `json:"formulas"`
+	Timing          Timing            `json:"timing"`
+}
+
+// Timing is config.Timing in milliseconds (fractions as they are).
+type Timing struct {
+	HeartbeatMs        int64   `json:"heartbeat_ms"`
+	HeartbeatJitter    float64 `json:"heartbeat_jitter"`
+	StaleMs            int64   `json:"stale_ms"`
+	CheckMs            int64   `json:"check_ms"`
+	RenewMs            int64   `json:"renew_ms"`
+	RenewJitter        float64 `json:"renew_jitter"`
+	TTLMs              int64   `json:"ttl_ms"`
+	DebounceMs         int64   `json:"debounce_ms"`
+	FailureDetectionMs int64   `json:"failure_detection_ms"`
+	SettleMs           int64   `json:"settle_ms"`
+}
+
+// formulas says how each bound is derived (docs/bounds.md).
+var formulas = map[string]string{
+	"graceful_close": "debounce",
+	"half_open":      "stale + check + debounce",
+	"gateway_crash":  "min(ttl, failure_detection) + debounce",
+	"min_lease_life": "ttl after the last renewal",
+	"owner_crash":    "failure_detection + settle + debounce (a member dies with the lease or view of its own devices; 0 alone)",
+}
+
 func (s *Server) bounds(w http.ResponseWriter, _ *http.Request) {
-	b := s.Timing.Bounds()
-	t := s.Timing
-	writeJSON(w, http.StatusOK, map[string]any{
-		"graceful_close_ms": ms(b.GracefulClose),
-		"half_open_ms":      ms(b.HalfOpen),
-		"gateway_crash_ms":  ms(b.GatewayCrash),
-		"min_lease_life_ms": ms(b.MinLeaseLife),
-		"owner_crash_ms":    ms(b.OwnerCrash),
-		"formulas": map[string]string{
-			"graceful_close": "debounce",
-			"half_open":      "stale + check + debounce",
-			"gateway_crash":  "min(ttl, failure_detection) + debounce",
-			"min_lease_life": "ttl after the last renewal",
-			"owner_crash":    "failure_detection + settle + debounce (a member dies with the lease or view of its own devices; 0 alone)",
-		},
-		"timing": map[string]any{
-			"heartbeat_ms": ms(t.Heartbeat), "heartbeat_jitter": t.HeartbeatJitter, "stale_ms": ms(t.Stale),
-			"check_ms": ms(t.Check), "renew_ms": ms(t.Renew), "renew_jitter": t.RenewJitter, "ttl_ms": ms(t.TTL),
-			"debounce_ms": ms(t.Debounce), "failure_detection_ms": ms(t.FailureDetection), "settle_ms": ms(t.Settle),
+	b, t := s.Timing.Bounds(), s.Timing
+	writeJSON(w, http.StatusOK, Bounds{
+		GracefulCloseMs: ms(b.GracefulClose), HalfOpenMs: ms(b.HalfOpen), GatewayCrashMs: ms(b.GatewayCrash),
+		MinLeaseLifeMs: ms(b.MinLeaseLife), OwnerCrashMs: ms(b.OwnerCrash), Formulas: formulas,
+		Timing: Timing{
+			HeartbeatMs: ms(t.Heartbeat), HeartbeatJitter: t.HeartbeatJitter, StaleMs: ms(t.Stale),
+			CheckMs: ms(t.Check), RenewMs: ms(t.Renew), RenewJitter: t.RenewJitter, TTLMs: ms(t.TTL),
+			DebounceMs: ms(t.Debounce), FailureDetectionMs: ms(t.FailureDetection), SettleMs: ms(t.Settle),
 		},
 	})
 }
 
-// cluster lists the members as this node's gossip sees them and every
-// alive member's live actors by kind, asked through the actor system; a
-// member that did not answer in time is listed under "unanswered".
+// Cluster is GET /api/cluster: the members as this node's gossip sees them
+// and every alive member's live actors by kind; a member that did not
+// answer in time is listed under Unanswered.
+type Cluster struct {
+	Self       string                    `json:"self"`
+	Members    []cluster.Member          `json:"members"`
+	Actors     map[string]map[string]int `json:"actors"`
+	Unanswered []string                  `json:"unanswered,omitempty"`
+}
+
+// cluster answers Cluster, asking every member through the actor system.
 func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.timeout())
 	defer cancel()
 	counts, missing := s.Node.ClusterCounts(ctx)
-	out := map[string]any{"self": s.Members.Self().ID, "members": s.Members.Members(), "actors": counts}
-	if len(missing) > 0 {
-		out["unanswered"] = missing
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, Cluster{Self: s.Members.Self().ID, Members: s.Members.Members(), Actors: counts, Unanswered: missing})
 }
 
 // Device is one online device in presence and route answers.
@@ -255,13 +283,19 @@ func (s *Server) presence(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, p)
 }
 
+// Route is GET /api/route/{user}: where to deliver (no device: offline).
+type Route struct {
+	User    string   `json:"user"`
+	Devices []Device `json:"devices"`
+}
+
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	p, err := s.lookup(r.Context(), r.PathValue("user"))
 	if err != nil {
 		writeErr(w, status(err), err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"user": p.User, "devices": p.Devices})
+	writeJSON(w, http.StatusOK, Route{User: p.User, Devices: p.Devices})
 }
 
 func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
@@ -280,12 +314,25 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 	for i, u := range req.Users {
 		p, err := s.lookup(r.Context(), u)
 		if err != nil {
-			out[i] = map[string]any{"user": u, "status": "unknown", "error": err.Error()}
+			out[i] = Unknown{User: u, Status: "unknown", Error: err.Error()}
 			continue
 		}
 		out[i] = p
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"users": out})
+	writeJSON(w, http.StatusOK, Batch{Users: out})
+}
+
+// Batch is POST /api/presence/batch's answer: a UserPresence per user, or
+// an Unknown for one whose owner did not answer.
+type Batch struct {
+	Users []any `json:"users"`
+}
+
+// Unknown is a batch entry whose state is unknown (never offline).
+type Unknown struct {
+	User   string `json:"user"`
+	Status string `json:"status"` // "unknown"
+	Error  string `json:"error"`
 }
 
 func (s *Server) getPolicy(w http.ResponseWriter, r *http.Request) {

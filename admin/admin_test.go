@@ -64,8 +64,8 @@ func (f *fixture) do(t *testing.T, method, path, body string) (int, string) {
 
 type nopSocket struct{}
 
-func (nopSocket) Send(*messages.Frame) bool { return true }
-func (nopSocket) Close(uint16, string)      {}
+func (nopSocket) Send(*messages.Frame) bool        { return true }
+func (nopSocket) Close(messages.CloseCode, string) {}
 
 func TestRouteAndPresence(t *testing.T) {
 	f := newFixture(t, "")

@@ -36,7 +36,7 @@ type History struct {
 }
 
 // Transition is one change of a member's state as a node saw it: alive,
-// suspect, dead, left, fenced (the member's own note), drain, or rejoined
+// dead, left, fenced (the member's own note), drain, or rejoined
 // (alive after dead, left or fenced).
 type Transition struct {
 	State  string `json:"state"`

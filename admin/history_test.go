@@ -43,7 +43,7 @@ func TestHistoryTimelineBounded(t *testing.T) {
 	h := NewHistory(8)
 	for i := range maxMembers + 10 {
 		for j := range maxTransitions + 5 {
-			h.Add(Event{Kind: "member", Node: "n1", AtMs: int64(j), Member: fmt.Sprint("m", i), Reason: []string{"alive", "suspect"}[j%2]})
+			h.Add(Event{Kind: "member", Node: "n1", AtMs: int64(j), Member: fmt.Sprint("m", i), Reason: []string{"alive", "dead"}[j%2]})
 		}
 	}
 	s := h.Snapshot()

@@ -12,21 +12,28 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/presence-im/presence/admin"
+	"github.com/presence-im/presence/cluster"
 )
 
 // Cluster is a local cluster of presenced processes on free loopback ports,
-// sharing one SQLite store in Dir.
+// sharing one SQLite store in Dir. It is the one multi-process harness:
+// the chaos scenarios and the tests of cmd/presenced both run on it.
 type Cluster struct {
-	Bin    string  // presenced binary (process backend)
-	Docker *Docker // containers instead of processes, when set
-	Dir    string  // store and node logs
-	Preset string  // timing preset, "fast" unless set
-	Secret string  // device-token key
-	Key    string  // cluster key; "": a random one, made by the first AddNode
+	Bin    string   // presenced binary (process backend)
+	Docker *Docker  // containers instead of processes, when set
+	Dir    string   // store and node logs
+	Preset string   // timing preset, "fast" unless set
+	Secret string   // device-token key
+	Key    string   // cluster key; "": a random one, made by the first node
+	NoKey  bool     // no cluster key (a node's own flags may give one)
+	Args   []string // more flags for every node
 	Nodes  []*Node
 	// Isolate (process backend, root): each node on a loopback address
 	// and a group id of its own, so that a firewall can partition them
@@ -42,13 +49,19 @@ type Node struct {
 	ID                    string
 	Listen, Admin, Gossip string
 
-	run runner
-	gid int // its group id, with Cluster.Isolate
+	run     runner
+	logPath string   // the process backend's log, written as it runs
+	gid     int      // its group id, with Cluster.Isolate
+	extra   []string // its own flags, after the cluster's
+	// Token is its admin token (the last --admin-token of its flags),
+	// sent with every admin request.
+	Token string
 }
 
 // runner is how a node runs: a local process or a container.
 type runner interface {
 	kill()                  // kill -9, and wait for the end
+	terminate() error       // SIGTERM: a graceful stop
 	pause() error           // SIGSTOP / docker pause
 	resume() error          // SIGCONT / docker unpause
 	alive() bool            // still running
@@ -71,8 +84,9 @@ func (p *process) kill() {
 		<-p.done
 	}
 }
-func (p *process) pause() error  { return p.cmd.Process.Signal(syscall.SIGSTOP) }
-func (p *process) resume() error { return p.cmd.Process.Signal(syscall.SIGCONT) }
+func (p *process) terminate() error { return p.cmd.Process.Signal(syscall.SIGTERM) }
+func (p *process) pause() error     { return p.cmd.Process.Signal(syscall.SIGSTOP) }
+func (p *process) resume() error    { return p.cmd.Process.Signal(syscall.SIGCONT) }
 func (p *process) alive() bool {
 	select {
 	case <-p.done:
@@ -135,7 +149,44 @@ func (c *Cluster) Start(ctx context.Context, n int) error {
 // until it is ready.
 func (c *Cluster) AddNode(ctx context.Context) (*Node, error) {
 	c.seq++
-	nd := &Node{ID: fmt.Sprintf("n%d", c.seq)}
+	return c.StartNode(ctx, fmt.Sprintf("n%d", c.seq))
+}
+
+// StartNode starts a node named id with extra flags (after the cluster's
+// own) and waits until it is ready; a node that started but is not ready
+// comes back with the error. A free port picked for it can be taken by
+// another process before the node binds it (tests run side by side): a
+// node that exits on that gets fresh ports, up to three times.
+func (c *Cluster) StartNode(ctx context.Context, id string, extra ...string) (*Node, error) {
+	for try := 1; ; try++ {
+		nd, err := c.startNode(ctx, &Node{ID: id, extra: extra})
+		if err == nil || try == 3 || nd == nil || nd.Alive() || !strings.Contains(nd.Log(), "address already in use") {
+			return nd, err
+		}
+		c.Nodes = slices.DeleteFunc(c.Nodes, func(n *Node) bool { return n == nd })
+	}
+}
+
+// StartAgain starts nd, which has ended, again under its id and addresses
+// with extra flags instead of its own (process backend), and waits until
+// it is ready.
+func (c *Cluster) StartAgain(ctx context.Context, nd *Node, extra ...string) error {
+	if c.Docker != nil {
+		return fmt.Errorf("chaos: starting %s again: process backend only", nd.ID)
+	}
+	if nd.Alive() {
+		return fmt.Errorf("chaos: starting %s again: it still runs", nd.ID)
+	}
+	nd.extra = extra
+	run, err := c.startProcess(nd, c.args(nd))
+	if err != nil {
+		return err
+	}
+	nd.run = run
+	return nd.WaitReady(ctx, 20*time.Second)
+}
+
+func (c *Cluster) startNode(ctx context.Context, nd *Node) (*Node, error) {
 	var err error
 	if c.Docker != nil {
 		nd.run, err = c.Docker.start(ctx, nd, c.Dir, c.args(nd))
@@ -147,24 +198,33 @@ func (c *Cluster) AddNode(ctx context.Context) (*Node, error) {
 	}
 	c.Nodes = append(c.Nodes, nd)
 	if err := nd.WaitReady(ctx, 20*time.Second); err != nil {
-		return nil, err
+		return nd, err // started: its log may say why it is not ready
 	}
 	return nd, nil
 }
 
-// args are nd's flags: the preset, its id, and the first other alive node
-// to join.
+// args are nd's flags: the preset, its id, the keys, the cluster's Args
+// and its own, and unless those name a seed the first other alive node to
+// join.
 func (c *Cluster) args(nd *Node) []string {
 	preset := c.Preset
 	if preset == "" {
 		preset = "fast"
 	}
-	if c.Key == "" {
-		// Every cluster runs as production does: gossip encrypted and the
-		// actor transport on mutual TLS, under every fault.
-		c.Key = randomKey()
+	args := []string{"--timing", preset, "--node-id", nd.ID, "--secret", c.Secret, "--drain-spread", DrainSpread.String()}
+	if !c.NoKey {
+		if c.Key == "" {
+			// Every cluster runs as production does: gossip encrypted and the
+			// actor transport on mutual TLS, under every fault.
+			c.Key = randomKey()
+		}
+		args = append(args, "--cluster-key", c.Key)
 	}
-	args := []string{"--timing", preset, "--node-id", nd.ID, "--secret", c.Secret, "--cluster-key", c.Key, "--drain-spread", DrainSpread.String()}
+	args = append(append(args, c.Args...), nd.extra...)
+	nd.Token = lastFlag(args, "--admin-token")
+	if slices.Contains(args, "--join") {
+		return args
+	}
 	for _, o := range c.Nodes {
 		if o != nd && o.Alive() {
 			return append(args, "--join", o.Gossip)
@@ -173,40 +233,45 @@ func (c *Cluster) args(nd *Node) []string {
 	return args
 }
 
+// lastFlag is the value of the last flag name in args (the one a node
+// takes), or "".
+func lastFlag(args []string, name string) string {
+	for i := len(args) - 2; i >= 0; i-- {
+		if args[i] == name {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
 // DrainSpread is the nodes' --drain-spread: on SIGTERM a node closes its
 // devices over this long.
 const DrainSpread = 2 * time.Second
 
 // Restart stops nd with SIGTERM (it drains), waits for its exit, and
-// starts it again under the same id and addresses (process backend).
+// starts it again under the same id, addresses and flags (process
+// backend).
 func (c *Cluster) Restart(ctx context.Context, nd *Node) error {
-	p, ok := nd.run.(*process)
-	if !ok {
+	if _, ok := nd.run.(*process); !ok {
 		return fmt.Errorf("chaos: restarting %s: process backend only", nd.ID)
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(DrainSpread + 15*time.Second):
-		p.kill()
+	_ = nd.Terminate()
+	if ended, _ := nd.Wait(DrainSpread + 15*time.Second); !ended {
+		nd.Kill()
 		return fmt.Errorf("chaos: %s did not exit after SIGTERM", nd.ID)
 	}
-	run, err := c.startProcess(nd, c.args(nd))
-	if err != nil {
-		return err
-	}
-	nd.run = run
-	return nd.WaitReady(ctx, 20*time.Second)
+	return c.StartAgain(ctx, nd, nd.extra...)
 }
 
 func (c *Cluster) startProcess(nd *Node, args []string) (runner, error) {
+	restart := nd.Listen != "" // the same addresses (and group)
 	host := "127.0.0.1"
-	if c.Isolate {
+	if c.Isolate && !restart {
 		host, nd.gid = isolation(c.seq)
 	}
 	for _, p := range []*string{&nd.Listen, &nd.Admin, &nd.Gossip} {
 		if *p != "" {
-			continue // a restart: the same addresses
+			continue
 		}
 		a, err := freePort(host)
 		if err != nil {
@@ -214,9 +279,15 @@ func (c *Cluster) startProcess(nd *Node, args []string) (runner, error) {
 		}
 		*p = a
 	}
-	args = append(args, "--listen", nd.Listen, "--admin", nd.Admin, "--gossip", nd.Gossip,
-		"--policy-dsn", "sqlite:"+filepath.Join(c.Dir, "presence.db"))
-	logs, err := os.OpenFile(filepath.Join(c.Dir, nd.ID+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	// The defaults first: a flag given again in args wins.
+	args = append([]string{"--listen", nd.Listen, "--admin", nd.Admin, "--gossip", nd.Gossip,
+		"--policy-dsn", "sqlite:" + filepath.Join(c.Dir, "presence.db")}, args...)
+	nd.logPath = filepath.Join(c.Dir, nd.ID+".log")
+	mode := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
+	if restart {
+		mode = os.O_CREATE | os.O_WRONLY | os.O_APPEND // one log across its lives
+	}
+	logs, err := os.OpenFile(nd.logPath, mode, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -271,6 +342,31 @@ func (n *Node) Resume() error { return n.run.resume() }
 // Kill is kill -9; it waits for the node to end.
 func (n *Node) Kill() { n.run.kill() }
 
+// Terminate asks the node to stop gracefully (SIGTERM: it drains).
+func (n *Node) Terminate() error { return n.run.terminate() }
+
+// Wait waits up to within for the node to end: whether it did, and why.
+func (n *Node) Wait(within time.Duration) (ended bool, err error) {
+	deadline := time.Now().Add(within)
+	for n.Alive() {
+		if time.Now().After(deadline) {
+			return false, nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true, n.run.exitErr()
+}
+
+// Log is what the node logged so far (process backend; a container's log
+// is collected when the cluster stops).
+func (n *Node) Log() string {
+	if n.logPath == "" {
+		return ""
+	}
+	b, _ := os.ReadFile(n.logPath)
+	return string(b)
+}
+
 // Stop kills every node and leaves their logs in Dir.
 func (c *Cluster) Stop() {
 	for _, n := range c.Nodes {
@@ -285,18 +381,13 @@ func (c *Cluster) Stop() {
 	}
 }
 
-// Member is one member as a node's /api/cluster reports it.
-type Member struct {
-	ID        string   `json:"id"`
-	Addresses []string `json:"addresses"` // gossip, actor
-	State     string   `json:"state"`
-}
+// Member is one member as a node's /api/cluster reports it (Addresses:
+// gossip, actor).
+type Member = cluster.Member
 
 // Members is the node's view of the cluster.
 func (n *Node) Members(ctx context.Context) ([]Member, error) {
-	var c struct {
-		Members []Member `json:"members"`
-	}
+	var c admin.Cluster
 	code, err := n.get(ctx, "/api/cluster", &c)
 	if err == nil && code != 200 {
 		err = fmt.Errorf("chaos: %s /api/cluster: %d", n.ID, code)
@@ -332,29 +423,38 @@ func (c *Cluster) Converged(ctx context.Context, nodes ...*Node) error {
 	return nil
 }
 
-// Bounds is the node's GET /api/bounds in milliseconds.
-func (n *Node) Bounds(ctx context.Context) (map[string]float64, error) {
-	var b map[string]any
-	if _, err := n.get(ctx, "/api/bounds", &b); err != nil {
-		return nil, err
+// Bounds is the node's GET /api/bounds.
+func (n *Node) Bounds(ctx context.Context) (admin.Bounds, error) {
+	var b admin.Bounds
+	code, err := n.get(ctx, "/api/bounds", &b)
+	if err == nil && code != 200 {
+		err = fmt.Errorf("chaos: %s /api/bounds: %d", n.ID, code)
 	}
-	out := map[string]float64{}
-	for k, v := range b {
-		if f, ok := v.(float64); ok {
-			out[k] = f
-		}
+	return b, err
+}
+
+// millis are a node's bounds and timings in milliseconds by their names in
+// GET /api/bounds (the report's bounds_ms and timing_ms).
+func millis(b admin.Bounds) (bounds, timing map[string]float64) {
+	bounds = map[string]float64{
+		"graceful_close_ms": float64(b.GracefulCloseMs), "half_open_ms": float64(b.HalfOpenMs),
+		"gateway_crash_ms": float64(b.GatewayCrashMs), "min_lease_life_ms": float64(b.MinLeaseLifeMs),
+		"owner_crash_ms": float64(b.OwnerCrashMs),
 	}
-	return out, nil
+	t := b.Timing
+	timing = map[string]float64{
+		"heartbeat_ms": float64(t.HeartbeatMs), "heartbeat_jitter": t.HeartbeatJitter, "stale_ms": float64(t.StaleMs),
+		"check_ms": float64(t.CheckMs), "renew_ms": float64(t.RenewMs), "renew_jitter": t.RenewJitter,
+		"ttl_ms": float64(t.TTLMs), "debounce_ms": float64(t.DebounceMs),
+		"failure_detection_ms": float64(t.FailureDetectionMs), "settle_ms": float64(t.SettleMs),
+	}
+	return bounds, timing
 }
 
 // Route is GET /api/route/{user}: the node of each online device, or an
 // error for anything but 200 (503: unknown).
 func (n *Node) Route(ctx context.Context, user string) ([]string, error) {
-	var r struct {
-		Devices []struct {
-			Node string `json:"node"`
-		} `json:"devices"`
-	}
+	var r admin.Route
 	code, err := n.get(ctx, "/api/route/"+user, &r)
 	if err != nil {
 		return nil, err
@@ -388,6 +488,9 @@ func (n *Node) get(ctx context.Context, path string, into any) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+n.Admin+path, nil)
+	if n.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+n.Token)
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err
@@ -399,10 +502,4 @@ func (n *Node) get(ctx context.Context, path string, into any) (int, error) {
 		}
 	}
 	return res.StatusCode, nil
-}
-
-// readLog is a process node's log so far.
-func readLog(dir, id string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, id+".log"))
-	return string(b), err
 }

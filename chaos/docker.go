@@ -103,6 +103,11 @@ func (c *container) kill() {
 	}
 }
 
+func (c *container) terminate() error {
+	_, err := docker(context.Background(), "kill", "-s", "TERM", c.name)
+	return err
+}
+
 func (c *container) pause() error {
 	_, err := docker(context.Background(), "pause", c.name)
 	return err

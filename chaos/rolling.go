@@ -146,7 +146,7 @@ func (e *Env) checkRolling(r *Round, recs []*sdkWatcher, users []string, t0 time
 		r.find("wrong_final", "", "", err.Error())
 	}
 	for _, n := range e.Cluster.Nodes {
-		if b, err := readLog(e.Cluster.Dir, n.ID); err == nil && strings.Contains(b, "fenced:") {
+		if strings.Contains(n.Log(), "fenced:") {
 			r.find("fenced", "", "", n.ID+" fenced during the rolling restart")
 		}
 	}

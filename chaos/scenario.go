@@ -3,13 +3,11 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"slices"
-	"strconv"
 	"time"
 
-	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/messages"
 )
 
@@ -95,25 +93,19 @@ func ownersOf(ctx context.Context, from *Node, kind string, ids []string) (map[s
 	if err != nil {
 		return nil, err
 	}
-	var members []*pcluster.Member
+	var members []cluster.Placed
 	byAddr := map[string]string{}
 	for _, m := range ms {
 		if m.State != "alive" || len(m.Addresses) < 2 {
 			continue
 		}
-		host, port, err := net.SplitHostPort(m.Addresses[1])
-		if err != nil {
-			return nil, err
-		}
-		p, _ := strconv.Atoi(port)
-		members = append(members, &pcluster.Member{Id: m.ID, Host: host, Port: int32(p), Kinds: []string{kind}})
+		members = append(members, cluster.Placed{Actor: m.Addresses[1], Kinds: []string{kind}})
 		byAddr[m.Addresses[1]] = m.ID
 	}
-	r := pcluster.NewRendezvous()
-	r.UpdateMembers(members)
+	place := cluster.NewRendezvous(members)
 	out := map[string]string{}
 	for _, id := range ids {
-		out[id] = byAddr[r.GetByClusterIdentity(pcluster.NewClusterIdentity(id, kind))]
+		out[id] = byAddr[place.Owner(kind, id)]
 	}
 	return out, nil
 }
@@ -308,30 +300,14 @@ func runPause(ctx context.Context, e *Env, r *Round) error {
 	}
 	deadline := t0.Add(ms(max(e.Bounds["gateway_crash_ms"], e.Bounds["owner_crash_ms"])) + e.Slack)
 	e.awaitOffline(r, e.watchersBut(victim), ds, func(*Device) time.Time { return t0 }, e.crashBound(owners, victim), deadline)
-	declared := false
-	for !declared && time.Now().Before(deadline) {
-		ms, _ := via.Members(ctx)
-		declared = slices.ContainsFunc(ms, func(m Member) bool { return m.ID == victim.ID && m.State == "dead" })
-		time.Sleep(20 * time.Millisecond)
-	}
-	if !declared {
-		r.find("not_declared_dead", "", via.ID, fmt.Sprintf("%s still not dead at %s within the bound", victim.ID, via.ID))
-	}
+	awaitDeclaredDead(ctx, r, via, victim, deadline)
 	time.Sleep(time.Until(deadline))
 	e.checkStayed(r, e.watchersBut(victim), e.othersThan(ds), t0)
 	if err := victim.Resume(); err != nil {
 		return err
 	}
 	resumed := time.Now()
-	// It fences (its devices get 1001) and restarts as a new member.
-	for _, d := range ds {
-		for time.Since(resumed) < 10*time.Second && d.CloseCode() == 0 {
-			time.Sleep(20 * time.Millisecond)
-		}
-		if code := d.CloseCode(); code != 1001 {
-			r.find("not_fenced", d.User, "", fmt.Sprintf("connection to the resumed %s closed with %d, want 1001", victim.ID, code))
-		}
-	}
+	checkFenced(r, victim, ds, resumed)
 	if err := victim.WaitReady(ctx, 30*time.Second); err != nil {
 		r.find("no_rejoin", "", "", err.Error())
 		return nil
@@ -345,10 +321,41 @@ func runPause(ctx context.Context, e *Env, r *Round) error {
 	// unknown (503) until settle.
 	time.Sleep(ms(e.Timing["settle_ms"]))
 	e.checkRoutes(ctx, r, via, ds, e.othersThan(ds))
+	e.checkFinal(r, e.watchersBut(victim), ds, e.othersThan(ds))
+	e.checkAfterRejoin(r, victim, ds)
+	return nil
+}
+
+// awaitDeclaredDead waits until via declares victim dead, or records that
+// it did not by deadline.
+func awaitDeclaredDead(ctx context.Context, r *Round, via, victim *Node, deadline time.Time) {
+	for time.Now().Before(deadline) {
+		ms, _ := via.Members(ctx)
+		if slices.ContainsFunc(ms, func(m Member) bool { return m.ID == victim.ID && m.State == "dead" }) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.find("not_declared_dead", "", via.ID, fmt.Sprintf("%s still not dead at %s within the bound", victim.ID, via.ID))
+}
+
+// checkFenced: the resumed victim fences (its devices get 1001) and
+// restarts as a new member.
+func checkFenced(r *Round, victim *Node, ds []*Device, resumed time.Time) {
+	for _, d := range ds {
+		for time.Since(resumed) < 10*time.Second && d.CloseCode() == 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if code := d.CloseCode(); code != int(messages.CloseGoingAway) {
+			r.find("not_fenced", d.User, "", fmt.Sprintf("connection to the resumed %s closed with %d, want %d", victim.ID, code, messages.CloseGoingAway))
+		}
+	}
+}
+
+// checkAfterRejoin: subscriptions still work after the victim rejoined,
+// wherever views moved: one device of each other node leaves.
+func (e *Env) checkAfterRejoin(r *Round, victim *Node, ds []*Device) {
 	ws := e.watchersBut(victim)
-	e.checkFinal(r, ws, ds, e.othersThan(ds))
-	// Subscriptions still work after the rejoin, wherever views moved: one
-	// device of each other node leaves.
 	var gone []*Device
 	for _, n := range e.Cluster.Nodes {
 		if dn := e.devicesOn(n); n != victim && len(dn) > 0 {
@@ -364,7 +371,6 @@ func runPause(ctx context.Context, e *Env, r *Round) error {
 	stayed := e.othersThan(append(slices.Clone(ds), gone...))
 	e.checkStayed(r, ws, stayed, t1)
 	e.checkFinal(r, ws, append(slices.Clone(ds), gone...), stayed)
-	return nil
 }
 
 func runJoin(ctx context.Context, e *Env, r *Round) error {
@@ -423,36 +429,56 @@ func setup(ctx context.Context, o Options, dir string) (*Env, error) {
 		c.Stop()
 		return nil, err
 	}
-	var raw map[string]any
-	if _, err := c.Nodes[0].get(ctx, "/api/bounds", &raw); err != nil {
+	if err := e.start(ctx, devices); err != nil {
 		c.Stop()
 		return nil, err
 	}
-	e.Bounds, _ = c.Nodes[0].Bounds(ctx)
-	e.Timing = map[string]float64{}
-	if t, ok := raw["timing"].(map[string]any); ok {
-		for k, v := range t {
-			if f, ok := v.(float64); ok {
-				e.Timing[k] = f
-			}
-		}
+	return e, nil
+}
+
+// start reads the bounds, connects devices spread over the nodes and one
+// watcher per node subscribed to every device's user, and waits until
+// every watcher sees every device online.
+func (e *Env) start(ctx context.Context, devices int) error {
+	if err := e.readBounds(ctx, e.Cluster.Nodes[0]); err != nil {
+		return err
 	}
 	e.Fleet.Heartbeat = ms(e.Timing["heartbeat_ms"] * 0.8) // within the client's jitter
-	var targets []string
-	var watchers []string
+	if err := e.connect(ctx, devices); err != nil {
+		return err
+	}
+	// The bounds are for a settled cluster: a view activated within settle
+	// of a membership change holds a departure until then (docs/bounds.md).
+	time.Sleep(ms(e.Timing["settle_ms"]))
+	return e.awaitOnline(time.Now().Add(15 * time.Second))
+}
+
+// readBounds reads n's bounds and timings (milliseconds).
+func (e *Env) readBounds(ctx context.Context, n *Node) error {
+	b, err := n.Bounds(ctx)
+	if err != nil {
+		return err
+	}
+	e.Bounds, e.Timing = millis(b)
+	return nil
+}
+
+// connect connects the devices, spread over the nodes, each with a policy
+// letting every watcher see it, and one watcher per node.
+func (e *Env) connect(ctx context.Context, devices int) error {
+	c := e.Cluster
+	var targets, watchers []string
 	for _, n := range c.Nodes {
 		watchers = append(watchers, "watch-"+n.ID)
 	}
 	policy := `{"granularity":"exact","contacts":["` + joinQuoted(watchers) + `"]}`
 	for i := range devices {
-		d := &Device{User: fmt.Sprintf("d%03d", i), Node: c.Nodes[i%nodes]}
+		d := &Device{User: fmt.Sprintf("d%03d", i), Node: c.Nodes[i%len(c.Nodes)]}
 		if err := c.Nodes[0].PutPolicy(ctx, d.User, policy); err != nil {
-			c.Stop()
-			return nil, err
+			return err
 		}
 		if err := e.Fleet.Connect(ctx, d); err != nil {
-			c.Stop()
-			return nil, err
+			return err
 		}
 		e.Fleet.Devices = append(e.Fleet.Devices, d)
 		targets = append(targets, d.User)
@@ -460,15 +486,15 @@ func setup(ctx context.Context, o Options, dir string) (*Env, error) {
 	for _, n := range c.Nodes {
 		w := &Watcher{User: "watch-" + n.ID, Node: n}
 		if err := e.Fleet.Watch(ctx, w, targets); err != nil {
-			c.Stop()
-			return nil, err
+			return err
 		}
 		e.Fleet.Watchers = append(e.Fleet.Watchers, w)
 	}
-	// The bounds are for a settled cluster: a view activated within settle
-	// of a membership change holds a departure until then (docs/bounds.md).
-	time.Sleep(ms(e.Timing["settle_ms"]))
-	deadline := time.Now().Add(15 * time.Second)
+	return nil
+}
+
+// awaitOnline waits until every watcher sees every device online.
+func (e *Env) awaitOnline(deadline time.Time) error {
 	for _, w := range e.Fleet.Watchers {
 		for _, d := range e.Fleet.Devices {
 			for {
@@ -476,14 +502,13 @@ func setup(ctx context.Context, o Options, dir string) (*Env, error) {
 					break
 				}
 				if time.Now().After(deadline) {
-					c.Stop()
-					return nil, fmt.Errorf("chaos: %s does not see %s online", w.User, d.User)
+					return fmt.Errorf("chaos: %s does not see %s online", w.User, d.User)
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
 		}
 	}
-	return e, nil
+	return nil
 }
 
 func joinQuoted(ss []string) string {

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Subprotocols (CONTRACT.md).
+// Subprotocols (docs/protocol.md).
 const (
 	ProtoJSON   = "presence.v1.json"
 	ProtoBinary = "presence.v1.proto"

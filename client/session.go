@@ -231,18 +231,12 @@ func (s *Session) run(ctx context.Context) {
 		c, err := Dial(dctx, s.cfg.URLs[url%len(s.cfg.URLs)], DialOptions{Token: s.cfg.Token, Attempt: s.nextAttempt(), Subprotocol: s.cfg.Subprotocol, HTTPClient: s.cfg.HTTPClient})
 		dcancel()
 		if err != nil {
-			var he *HandshakeError
-			delay := s.draw(backoff) // full jitter
-			switch {
-			case errors.As(err, &he) && he.Status == http.StatusUnauthorized:
+			delay, next, stop := s.dialFailed(err, backoff)
+			if stop {
 				s.finish(err)
 				return
-			case errors.As(err, &he) && he.Status == http.StatusConflict:
-				delay = 0 // a higher attempt next time
-			case errors.As(err, &he) && (he.Status == http.StatusTooManyRequests || he.Status == http.StatusServiceUnavailable):
-				delay = max(delay, he.RetryAfter)
-				url++
-			default:
+			}
+			if next {
 				url++
 			}
 			s.cfg.Log.Debug("client: connect failed", "err", err, "retry_in", delay)
@@ -255,10 +249,10 @@ func (s *Session) run(ctx context.Context) {
 		backoff = s.cfg.BackoffMin
 		code := s.serve(ctx, c)
 		switch code {
-		case 4001:
+		case int(messages.CloseSuperseded):
 			s.finish(ErrSuperseded)
 			return
-		case 1001, silentCode:
+		case int(messages.CloseGoingAway), silentCode:
 			url++ // reconnect elsewhere at once
 		case noCloseCode:
 			// cut without a close (reset, unreachable): its node may be
@@ -267,9 +261,9 @@ func (s *Session) run(ctx context.Context) {
 			if !wait(s.draw(backoff)) {
 				break
 			}
-		case 4008:
+		case int(messages.CloseOverflow):
 			// reconnect and resubscribe at once
-		case 4401:
+		case int(messages.CloseTokenExpired):
 			if err := s.refresh(ctx); err != nil {
 				s.finish(err)
 				return
@@ -281,6 +275,22 @@ func (s *Session) run(ctx context.Context) {
 		}
 	}
 	s.finish(ctx.Err())
+}
+
+// dialFailed says what follows a failed dial: how long to wait, whether to
+// try the next URL, or whether to stop (401: the token will not do).
+func (s *Session) dialFailed(err error, backoff time.Duration) (delay time.Duration, next, stop bool) {
+	var he *HandshakeError
+	delay = s.draw(backoff) // full jitter
+	switch {
+	case errors.As(err, &he) && he.Status == http.StatusUnauthorized:
+		return 0, false, true
+	case errors.As(err, &he) && he.Status == http.StatusConflict:
+		return 0, false, false // a higher attempt next time
+	case errors.As(err, &he) && (he.Status == http.StatusTooManyRequests || he.Status == http.StatusServiceUnavailable):
+		return max(delay, he.RetryAfter), true, false
+	}
+	return delay, true, false
 }
 
 // refresh replaces the expired token (Config.Refresh).

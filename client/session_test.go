@@ -14,6 +14,7 @@ import (
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/gateway"
+	"github.com/presence-im/presence/internal/poll"
 	"github.com/presence-im/presence/messages"
 	"github.com/presence-im/presence/store"
 	"go.uber.org/goleak"
@@ -61,13 +62,7 @@ func token(t *testing.T, user, device string) string {
 
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, within, 10*time.Millisecond, what, cond)
 }
 
 // A session heartbeats on hello's interval (jittered down) and stays on
@@ -139,7 +134,7 @@ func TestSessionStopsWhenSuperseded(t *testing.T) {
 // connection (4008); the session reconnects, resubscribes and ends with the
 // newest state.
 func TestSessionRecoversFromOverflow(t *testing.T) {
-	nd := startNode(t, "n1", gateway.Options{Outbox: 8, SendBuffer: 4096, CloseGrace: 100 * time.Millisecond})
+	nd := startNode(t, "n1", gateway.Options{Gateway: config.Gateway{Outbox: 8, SendBuffer: 4096}, CloseGrace: 100 * time.Millisecond})
 	_ = nd.policies.Put(context.Background(), "dave", store.PolicyDoc{Granularity: core.Exact, Contacts: []string{"alice"}})
 	ctx, cancel := context.WithCancel(context.Background())
 	// A small receive buffer, so that the frames a consumer does not take

@@ -8,6 +8,9 @@
 // base, StableAfter, the oldest member breaking a tie) does not keep, to
 // fence itself; a fenced node's new incarnation rejoins (Rejoin) once the
 // resolver or an operator lets it serve.
+// Rendezvous is where proto.actor puts an identity, for those that must
+// know it from outside (the chaos harness); Timings derives the timings a
+// member adds to its preset.
 //
 // Addresses: a node binds its gossip where --gossip says and tells the
 // others the address Advertised returns (behind NAT, in containers, on

@@ -47,8 +47,7 @@ func MinDetection(preset string, n int) time.Duration {
 }
 
 // Base is the quorum base at now (see the resolver): itself and the
-// members it sees alive (reached), the suspect ones and those dead for less
-// than stable. Members that left do not count, nor a dead one whose gossip
+// members it sees alive (reached) and those dead for less than stable. Members that left do not count, nor a dead one whose gossip
 // address an alive member now holds (restarted under another name).
 func (g *Gossip) Base(now time.Time, stable time.Duration) []Voter {
 	g.mu.Lock()
@@ -68,8 +67,8 @@ func (g *Gossip) Base(now time.Time, stable time.Duration) []Voter {
 		switch {
 		case m.State == Alive:
 		case len(m.Addresses) > 0 && alive[m.Addresses[0]]:
-			continue // the alive one stands for it
-		case m.State == Suspect, m.State == Dead && now.Sub(m.Since) < stable:
+			continue // restarted under another name: the alive one stands for it
+		case m.State == Dead && now.Sub(m.Since) < stable:
 		default:
 			continue
 		}

@@ -37,7 +37,7 @@ func TestFenceCheck(t *testing.T) {
 		{"one of three dead: the majority goes on", map[string]State{"n2": Dead, "n3": Alive}, nil, tick, ""},
 		{"both others dead: minority", map[string]State{"n2": Dead, "n3": Dead}, nil, tick, FenceMinority},
 		{"two of four with the oldest: the tie is won", map[string]State{"n2": Dead, "n3": Dead, "n4": Alive}, nil, tick, ""},
-		{"one of four: minority", map[string]State{"n2": Dead, "n3": Suspect, "n4": Dead}, nil, tick, FenceMinority},
+		{"one of four: minority", map[string]State{"n2": Dead, "n3": Dead, "n4": Dead}, nil, tick, FenceMinority},
 		{"two: the oldest serves on", map[string]State{"n2": Dead}, nil, tick, ""},
 		{"a member that left does not count", map[string]State{"n2": Left, "n3": Alive}, nil, tick, ""},
 		{"dead long ago is forgotten", map[string]State{"n2": Dead, "n3": Alive, "n4": Dead}, map[string]time.Duration{"n2": time.Hour}, tick, ""},

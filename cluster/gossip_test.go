@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/presence-im/presence/internal/poll"
 	"go.uber.org/goleak"
 )
 
@@ -60,14 +61,7 @@ func startGossip(t *testing.T, name string, join ...string) (*Gossip, *recorder)
 
 func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > within {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return time.Since(start)
+	return poll.Until(t, within, 5*time.Millisecond, what, cond)
 }
 
 // Three members find each other with their metadata; a crashed member is

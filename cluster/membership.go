@@ -8,10 +8,9 @@ import (
 type State string
 
 const (
-	Alive   State = "alive"
-	Suspect State = "suspect"
-	Dead    State = "dead"
-	Left    State = "left"
+	Alive State = "alive"
+	Dead  State = "dead"
+	Left  State = "left"
 )
 
 // Member is one node of the cluster.

@@ -102,12 +102,9 @@ func (p *Provider) publish() {
 		if !ok || m.State != Alive || meta.ID == "" || c.Remote.BlockList().IsBlocked(meta.ID) {
 			continue
 		}
-		host, port, err := net.SplitHostPort(meta.Actor)
-		if err != nil {
-			continue
+		if pm := placedMember(meta.ID, meta.Actor, meta.Kinds); pm != nil {
+			members = append(members, pm)
 		}
-		n, _ := strconv.Atoi(port)
-		members = append(members, &pcluster.Member{Id: meta.ID, Host: host, Port: int32(n), Kinds: append([]string(nil), meta.Kinds...)})
 	}
 	rdv := pcluster.NewRendezvous()
 	rdv.UpdateMembers(members)
@@ -128,10 +125,7 @@ func (p *Provider) Owner(kind, identity string) string {
 	p.mu.Lock()
 	rdv := p.rdv
 	p.mu.Unlock()
-	if rdv == nil {
-		return ""
-	}
-	return rdv.GetByClusterIdentity(pcluster.NewClusterIdentity(identity, kind))
+	return (&Rendezvous{rdv: rdv}).Owner(kind, identity)
 }
 
 // Shutdown leaves the gossip (graceful) or just stops it.

@@ -1,6 +1,7 @@
 // Package config holds a node's configuration: the timing presets of the
-// contract, the addresses and keys, loading from YAML, environment and flags,
-// and validation that names the parameter, its value and the rule it breaks.
+// seed article (docs/bounds.md), the addresses and keys, loading from YAML,
+// environment and flags, and validation that names the parameter, its
+// value and the rule it breaks.
 //
 // Precedence, lowest first: preset defaults, YAML file (--config), environment
 // (PRESENCE_<FLAG>), command-line flags.
@@ -51,14 +52,15 @@ type Timing struct {
 	// it passivates (stops). Seed 10 min, fast 6 s. Rule: > 0.
 	Idle time.Duration
 	// FailureDetection is the gossip layer's worst-case time to declare a
-	// crashed node dead, 0 when the node runs alone (no gossip). It is set by
-	// the cluster layer from its memberlist settings, not by presets.
+	// crashed node dead, 0 when the node runs alone (no gossip). Derived,
+	// not set by presets: cluster.Timings computes it from the memberlist
+	// settings.
 	FailureDetection time.Duration
 	// Settle is how long a view re-created after a member failure waits
 	// for the live devices to re-register before it reports the others
 	// offline: the failure's propagation to every member, the re-register
-	// jitter (renew / 2) and a check period. 0 alone; set by the cluster
-	// layer.
+	// jitter (renew / 2) and a check period. 0 alone; derived by
+	// cluster.Timings.
 	Settle time.Duration
 }
 
@@ -103,15 +105,15 @@ type Config struct {
 	files             struct{ secret, adminToken, clusterKey string } // *-file parameters, read by Load
 }
 
-// Gateway tunes the device WebSocket endpoint. Zero values take the
-// gateway's defaults (see gateway.Options).
+// Gateway is what an operator tunes of the device WebSocket endpoint;
+// gateway.Options embeds it. Zero values take gateway.DefaultOptions().
 type Gateway struct {
-	Outbox       int           // frames queued per connection before 4008; default 64
-	WriteTimeout time.Duration // cut a peer that takes nothing for this long; default 10 s
-	AdmitRate    float64       // handshakes admitted per second; default 500
-	AdmitBurst   int           // default 1000
-	DrainSpread  time.Duration // SIGTERM closes devices over this long; default 2 s
-	SendBuffer   int           // SO_SNDBUF of device sockets; 0: the kernel's
+	Outbox       int           // frames queued per connection before 4008
+	WriteTimeout time.Duration // cut a peer that takes nothing for this long
+	AdmitRate    float64       // handshakes admitted per second before 429
+	AdmitBurst   int           // handshakes admitted at once
+	DrainSpread  time.Duration // SIGTERM closes devices over this long
+	SendBuffer   int           // SO_SNDBUF of device sockets in bytes; 0: the kernel's
 }
 
 // DevSecret is the default device-token key. A node started with it logs a
@@ -134,18 +136,14 @@ func Seed() Timing {
 }
 
 // Fast returns the seed timings divided by 100, for tests and demos.
-func Fast() Timing {
-	return Timing{
-		Heartbeat:       300 * time.Millisecond,
-		HeartbeatJitter: 0.1,
-		Stale:           750 * time.Millisecond,
-		Check:           50 * time.Millisecond,
-		Renew:           600 * time.Millisecond,
-		RenewJitter:     0.1,
-		TTL:             1500 * time.Millisecond,
-		Debounce:        200 * time.Millisecond,
-		Idle:            6 * time.Second,
+func Fast() Timing { return Seed().divided(100) }
+
+// divided is t with every duration divided by n (fractions unchanged).
+func (t Timing) divided(n time.Duration) Timing {
+	for _, d := range []*time.Duration{&t.Heartbeat, &t.Stale, &t.Check, &t.Renew, &t.TTL, &t.Debounce, &t.Idle, &t.FailureDetection, &t.Settle} {
+		*d /= n
 	}
+	return t
 }
 
 // Preset returns the named timing preset.
@@ -159,8 +157,8 @@ func Preset(name string) (Timing, error) {
 	return Timing{}, fmt.Errorf("%w: timing %q: must be seed or fast", ErrInvalid, name)
 }
 
-// Default returns a configuration with the contract's defaults and the seed
-// preset.
+// Default returns a configuration with the defaults of docs/operations.md
+// and the seed preset.
 func Default() Config {
 	return Config{
 		Listen:    "127.0.0.1:7600",

@@ -139,6 +139,47 @@ func EnvName(flagName string) string {
 // node must not start; it wraps ErrInvalid for invalid values and
 // flag.ErrHelp for -h.
 func Load(args []string, getenv func(string) string, out io.Writer) (Config, error) {
+	ls, err := readLayers(args, getenv, out)
+	if err != nil {
+		return Config{}, err
+	}
+	c := Default()
+	for _, l := range ls {
+		if v, ok := l.vals["timing"]; ok {
+			c.Preset = v
+		}
+	}
+	t, err := Preset(c.Preset)
+	if err != nil {
+		return Config{}, err
+	}
+	c.Timing = t
+	for _, l := range ls {
+		for _, f := range fields {
+			v, ok := l.vals[f.name]
+			if !ok {
+				continue
+			}
+			if err := f.set(&c, v); err != nil {
+				return Config{}, fmt.Errorf("%w: %s %q from %s: %v", ErrInvalid, f.name, v, l.origin, err)
+			}
+		}
+	}
+	if c.NodeID == "" {
+		c.NodeID = defaultNodeID()
+	}
+	return c, errors.Join(c.readFiles(), c.Validate())
+}
+
+// layer is the values one source gives, by flag name.
+type layer struct {
+	origin string
+	vals   map[string]string
+}
+
+// readLayers parses the flags and reads the YAML file and the environment:
+// the layers, lowest precedence first.
+func readLayers(args []string, getenv func(string) string, out io.Writer) ([]layer, error) {
 	fs := flag.NewFlagSet("presenced", flag.ContinueOnError)
 	fs.SetOutput(out)
 	flagVals := map[string]*string{}
@@ -148,15 +189,13 @@ func Load(args []string, getenv func(string) string, out io.Writer) (Config, err
 		flagVals[f.name] = register(fs, f)
 	}
 	if err := fs.Parse(args); err != nil {
-		return Config{}, err
+		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return Config{}, fmt.Errorf("%w: unexpected argument %q", ErrInvalid, fs.Arg(0))
+		return nil, fmt.Errorf("%w: unexpected argument %q", ErrInvalid, fs.Arg(0))
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-
-	// Layers, lowest precedence first, each a map from flag name to value.
 	fileVals := map[string]string{}
 	path := *configPath
 	if !set["config"] {
@@ -164,7 +203,7 @@ func Load(args []string, getenv func(string) string, out io.Writer) (Config, err
 	}
 	if path != "" {
 		if err := readYAML(path, fileVals); err != nil {
-			return Config{}, err
+			return nil, err
 		}
 	}
 	envVals := map[string]string{}
@@ -183,37 +222,7 @@ func Load(args []string, getenv func(string) string, out io.Writer) (Config, err
 			cliVals[name] = *flagVals[name]
 		}
 	}
-	layers := []struct {
-		origin string
-		vals   map[string]string
-	}{{"config file " + path, fileVals}, {"environment", envVals}, {"flag", cliVals}}
-
-	c := Default()
-	for _, l := range layers {
-		if v, ok := l.vals["timing"]; ok {
-			c.Preset = v
-		}
-	}
-	t, err := Preset(c.Preset)
-	if err != nil {
-		return Config{}, err
-	}
-	c.Timing = t
-	for _, l := range layers {
-		for _, f := range fields {
-			v, ok := l.vals[f.name]
-			if !ok {
-				continue
-			}
-			if err := f.set(&c, v); err != nil {
-				return Config{}, fmt.Errorf("%w: %s %q from %s: %v", ErrInvalid, f.name, v, l.origin, err)
-			}
-		}
-	}
-	if c.NodeID == "" {
-		c.NodeID = defaultNodeID()
-	}
-	return c, errors.Join(c.readFiles(), c.Validate())
+	return []layer{{"config file " + path, fileVals}, {"environment", envVals}, {"flag", cliVals}}, nil
 }
 
 // register defines f's flag; switches take no value.

@@ -3,7 +3,7 @@ package core
 import "time"
 
 // Conn is the liveness state of one connection, owned by its
-// ConnectionActor. Heartbeat frames and WebSocket Pongs both count.
+// connActor. Heartbeat frames and WebSocket Pongs both count.
 type Conn struct {
 	Opened    time.Time
 	LastAlive time.Time

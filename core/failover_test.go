@@ -86,11 +86,7 @@ func TestReattachWithLastSendsOnlyChanges(t *testing.T) {
 // its way to re-register. A settled view ignores such a down.
 func TestUnsettledViewTakesUnknownDown(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	pol := &core.Policy{Granularity: core.Exact, Contacts: map[string]bool{"bob": true}}
-	v := core.NewView("alice", 20*time.Second, pol, time.Time{})
-	v.Unsettled = true
-	v.Reattach("s-bob", "bob", nil, now)
-	res := v.DeviceDown("phone", 3, now, now)
+	v, res := unsettledDown(now)
 	if res.Stale || res.Debounce == nil {
 		t.Fatalf("unknown down on an unsettled view: %+v", res)
 	}
@@ -101,7 +97,7 @@ func TestUnsettledViewTakesUnknownDown(t *testing.T) {
 	if len(res.Deliveries) != 1 || res.Deliveries[0].Presence.GetStatus() != messages.Status_offline {
 		t.Fatalf("at settle: %+v", res.Deliveries)
 	}
-	settled := core.NewView("alice", 20*time.Second, pol, time.Time{})
+	settled := core.NewView("alice", 20*time.Second, v.Policy, time.Time{})
 	if res := settled.DeviceDown("phone", 3, now, now); !res.Stale {
 		t.Fatalf("settled view took an unknown down: %+v", res)
 	}
@@ -133,11 +129,7 @@ func TestViewGatewayDown(t *testing.T) {
 // re-registers before Settle: no offline, no flap.
 func TestUnsettledViewNoFlap(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	pol := &core.Policy{Granularity: core.Exact, Contacts: map[string]bool{"bob": true}}
-	v := core.NewView("alice", 20*time.Second, pol, time.Time{})
-	v.Unsettled = true
-	v.Reattach("s-bob", "bob", nil, now)
-	res := v.DeviceDown("phone", 3, now, now)
+	v, res := unsettledDown(now)
 	v.DebounceFired(res.Debounce.Gen, res.Debounce.At)
 	up := v.DeviceUp("laptop", &messages.Holder{Node: "g2", ConnId: "c9", Epoch: 1}, now.Add(25*time.Second))
 	settle := v.Settle(now.Add(40 * time.Second))
@@ -222,4 +214,14 @@ func TestReRegisterKeepsSince(t *testing.T) {
 	if !v.Since["phone"].Equal(opened) || !v.Since["laptop"].Equal(now) {
 		t.Fatalf("since %v, want the phone's opening and the laptop's first up", v.Since)
 	}
+}
+
+// unsettledDown is an unsettled view of alice, bob re-attached to it, that
+// gets a down for a phone it never saw.
+func unsettledDown(now time.Time) (*core.View, core.ViewResult) {
+	pol := &core.Policy{Granularity: core.Exact, Contacts: map[string]bool{"bob": true}}
+	v := core.NewView("alice", 20*time.Second, pol, time.Time{})
+	v.Unsettled = true
+	v.Reattach("s-bob", "bob", nil, now)
+	return v, v.DeviceDown("phone", 3, now, now)
 }

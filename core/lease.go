@@ -24,7 +24,7 @@ type Timer struct {
 	Gen uint64
 }
 
-// Lease is one (user, device) lease, owned by its LeaseActor. The epoch of a
+// Lease is one (user, device) lease, owned by its leaseActor. The epoch of a
 // connection is the device's own connection attempt number, which only
 // grows; so the lease stays monotonic even when its actor is re-created empty
 // elsewhere and its floor reloaded.

@@ -7,7 +7,7 @@ import (
 )
 
 // View is one user's published presence and its subscribers, owned by its
-// UserViewActor. The user is online if any device is; the offline is
+// viewActor. The user is online if any device is; the offline is
 // published only Debounce after the last device left, and a device coming
 // back inside that window publishes nothing (the debounce generation is
 // bumped, so the pending timer fires into nothing).

@@ -27,8 +27,8 @@ func TestMain(m *testing.M) {
 
 type nopSocket struct{}
 
-func (nopSocket) Send(*messages.Frame) bool { return true }
-func (nopSocket) Close(uint16, string)      {}
+func (nopSocket) Send(*messages.Frame) bool        { return true }
+func (nopSocket) Close(messages.CloseCode, string) {}
 
 // browser finds the headless browser `make tools` installs.
 func browser(t *testing.T) string {

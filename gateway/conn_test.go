@@ -147,7 +147,7 @@ func TestTakeoverKeepsNewRoute(t *testing.T) {
 	nd.policy("dave", "alice")
 	old := nd.dial("alice", "phone", 1)
 	cur := nd.dial("alice", "phone", 2)
-	if code := closeCode(t, old, 2*time.Second); code != int(actors.CloseSuperseded) {
+	if code := closeCode(t, old, 2*time.Second); code != int(messages.CloseSuperseded) {
 		t.Fatalf("old connection closed with %d, want 4001", code)
 	}
 	time.Sleep(100 * time.Millisecond) // let the old close reach the server
@@ -216,7 +216,7 @@ func TestProtocolErrors(t *testing.T) {
 
 	c := nd.dial("alice", "phone", 1)
 	_ = c.SendRaw(ctx, true, []byte{1, 2, 3})
-	if code := closeCode(t, c, 2*time.Second); code != int(CloseWrongType) {
+	if code := closeCode(t, c, 2*time.Second); code != int(messages.CloseWrongType) {
 		t.Fatalf("binary on json: close %d, want 1003", code)
 	}
 
@@ -234,7 +234,7 @@ func TestProtocolErrors(t *testing.T) {
 	for {
 		f, err := c.Next(ctx)
 		if err != nil {
-			if code := client.CloseCode(err); code != int(CloseProtocolError) || errs != 2 {
+			if code := client.CloseCode(err); code != int(messages.CloseProtocolError) || errs != 2 {
 				t.Fatalf("undecodable: close %d after %d error frames, want 1002 after 2", code, errs)
 			}
 			break
@@ -252,14 +252,9 @@ func TestProtocolErrors(t *testing.T) {
 func TestSlowReceiverCut4008AndRecovers(t *testing.T) {
 	nd := startNode(t, func(o *Options, _ *actors.Deps) { o.CloseGrace, o.SendBuffer = 3*time.Second, 8192 })
 	nd.policy("alice", "bob", "carol")
-	small := smallReceiver()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	bob, err := client.Dial(ctx, nd.url(), client.DialOptions{Token: nd.token("bob", "phone"), Attempt: 1, HTTPClient: small})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bob.CloseNow()
+	bob := nd.dialSlow(ctx, "bob")
 	carol := nd.dial("carol", "phone", 1)
 	alice := nd.dial("alice", "phone", 1)
 	for _, c := range []*client.Conn{bob, carol} {
@@ -294,7 +289,7 @@ func TestSlowReceiverCut4008AndRecovers(t *testing.T) {
 		}
 	}
 	// bob reads again inside the close grace: what the kernel held, then 4008.
-	if code := closeCode(t, bob, 5*time.Second); code != int(actors.CloseOverflow) {
+	if code := closeCode(t, bob, 5*time.Second); code != int(messages.CloseOverflow) {
 		t.Fatalf("slow receiver closed with %d, want 4008", code)
 	}
 	// Every flip reached carol: the stuck receiver blocked no sender.
@@ -315,14 +310,9 @@ func TestWriteDeadlineCutsStuckPeer(t *testing.T) {
 		o.Outbox, o.WriteTimeout, o.SendBuffer = 100000, 300*time.Millisecond, 4096
 	})
 	nd.policy("alice", "bob")
-	small := smallReceiver()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	bob, err := client.Dial(ctx, nd.url(), client.DialOptions{Token: nd.token("bob", "phone"), Attempt: 1, HTTPClient: small})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bob.CloseNow()
+	bob := nd.dialSlow(ctx, "bob")
 	alice := nd.dial("alice", "phone", 1)
 	nd.keepAlive(ctx, alice)
 	nd.keepAlive(ctx, bob)
@@ -339,4 +329,16 @@ func smallReceiver() *http.Client {
 	return &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
 		return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 2048) })
 	}}).DialContext}}
+}
+
+// dialSlow connects user's phone through a smallReceiver: a device that
+// reads slowly. It is closed at the end of the test.
+func (nd *node) dialSlow(ctx context.Context, user string) *client.Conn {
+	nd.t.Helper()
+	c, err := client.Dial(ctx, nd.url(), client.DialOptions{Token: nd.token(user, "phone"), Attempt: 1, HTTPClient: smallReceiver()})
+	if err != nil {
+		nd.t.Fatal(err)
+	}
+	nd.t.Cleanup(func() { _ = c.CloseNow() })
+	return c
 }

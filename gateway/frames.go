@@ -5,18 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/lesismal/nbio/nbhttp/websocket"
-	"github.com/presence-im/presence/actors"
 	"github.com/presence-im/presence/messages"
-)
-
-// Close codes of the device WebSocket beyond those the actors use.
-const (
-	CloseProtocolError uint16 = 1002
-	CloseWrongType     uint16 = 1003
-	CloseInvalidData   uint16 = 1007 // a text frame that is not UTF-8
-	// CloseTokenExpired ends a connection when its token expires: the
-	// device gets a new token before it reconnects (the old one is 401).
-	CloseTokenExpired uint16 = 4401
 )
 
 func (s *socket) beat(seq uint64) {
@@ -25,8 +14,8 @@ func (s *socket) beat(seq uint64) {
 	}
 }
 
-func (s *socket) errorFrame(code uint32, requestID, msg string) {
-	s.Send(&messages.Frame{Kind: &messages.Frame_Error{Error: &messages.Error{Code: code, RequestId: requestID, Message: msg}}})
+func (s *socket) errorFrame(code messages.ErrorCode, requestID, msg string) {
+	s.Send(&messages.Frame{Kind: &messages.Frame_Error{Error: &messages.Error{Code: uint32(code), RequestId: requestID, Message: msg}}})
 }
 
 // onMessage handles one client message: a frame of the connection's
@@ -38,21 +27,21 @@ func (s *Server) onMessage(c *websocket.Conn, kind websocket.MessageType, data [
 		return // nothing may come before hello; see docs/protocol.md
 	}
 	if kind != sock.codec.kind {
-		sock.Close(CloseWrongType, "wrong frame type for "+sock.codec.name)
+		sock.Close(messages.CloseWrongType, "wrong frame type for "+sock.codec.name)
 		return
 	}
 	if kind == websocket.TextMessage && !utf8.Valid(data) { // RFC 6455 §8.1 (nbio's own check answers 1002)
-		sock.Close(CloseInvalidData, "text frame is not UTF-8")
+		sock.Close(messages.CloseInvalidData, "text frame is not UTF-8")
 		return
 	}
 	f := &messages.Frame{}
 	if err := sock.codec.unmarshal(data, f); err != nil {
 		sock.errs++
 		if sock.errs >= s.opt.MaxErrors {
-			sock.Close(CloseProtocolError, "undecodable frames")
+			sock.Close(messages.CloseProtocolError, "undecodable frames")
 			return
 		}
-		sock.errorFrame(400, "", "undecodable frame: "+err.Error())
+		sock.errorFrame(messages.ErrBadRequest, "", "undecodable frame: "+err.Error())
 		return
 	}
 	sock.errs = 0
@@ -69,12 +58,12 @@ func (s *Server) onMessage(c *websocket.Conn, kind websocket.MessageType, data [
 		conn.Unsubscribe(k.Unsubscribe.GetTargets())
 	case *messages.Frame_SetStatus:
 		if sh := k.SetStatus.GetShow(); sh == messages.Show_show_unspecified || messages.Show_name[int32(sh)] == "" {
-			sock.errorFrame(400, "", "set_status: show must be available, away, dnd or invisible")
+			sock.errorFrame(messages.ErrBadRequest, "", "set_status: show must be available, away, dnd or invisible")
 		} else {
 			conn.SetShow(sh)
 		}
 	default:
-		sock.errorFrame(400, "", "unexpected frame from a device")
+		sock.errorFrame(messages.ErrBadRequest, "", "unexpected frame from a device")
 	}
 }
 
@@ -120,7 +109,7 @@ func (s *Server) Drain(done <-chan struct{}) {
 	}
 	step := s.opt.DrainSpread / time.Duration(len(socks))
 	for _, sock := range socks {
-		sock.Close(actors.CloseGoingAway, "node draining")
+		sock.Close(messages.CloseGoingAway, "node draining")
 		if conn := sock.conn.Load(); conn != nil {
 			conn.Closed()
 		}

@@ -108,8 +108,9 @@ func FuzzMaskGuard(f *testing.F) {
 	})
 }
 
-// FuzzHandshake: any request headers get one of the contract's answers,
-// with its required header, and leave no connection behind.
+// FuzzHandshake: any request headers get one of the answers
+// docs/protocol.md lists, with its required header, and leave no
+// connection behind.
 func FuzzHandshake(f *testing.F) {
 	nd := startNode(f)
 	valid := nd.token("alice", "phone")

@@ -10,10 +10,11 @@ import (
 
 	"github.com/presence-im/presence/actors"
 	"github.com/presence-im/presence/client"
+	"github.com/presence-im/presence/messages"
 )
 
-// The contract's handshake checks, in order, each with its status and
-// headers; a failed handshake writes nothing: no lease, no floor moved, no
+// The handshake checks of docs/protocol.md, in order, each with its status
+// and headers; a failed handshake writes nothing: no lease, no floor moved, no
 // connection actor.
 func TestHandshakeChecksInOrder(t *testing.T) {
 	nd := startNode(t, func(o *Options, _ *actors.Deps) { o.AdmitRate, o.AdmitBurst = 0.001, 5 }) // 1 dial + 4 handshakes past admission
@@ -96,7 +97,7 @@ func TestDrain(t *testing.T) {
 	if err := nd.srv.Ready(); !errors.Is(err, ErrNotReady) {
 		t.Fatalf("draining gateway: Ready() = %v, want ErrNotReady", err)
 	}
-	if code := closeCode(t, c, 2*time.Second); code != int(actors.CloseGoingAway) {
+	if code := closeCode(t, c, 2*time.Second); code != int(messages.CloseGoingAway) {
 		t.Fatalf("close code %d, want 1001", code)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -11,6 +11,7 @@ import (
 	"github.com/presence-im/presence/client"
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/core"
+	"github.com/presence-im/presence/internal/poll"
 	"github.com/presence-im/presence/messages"
 	"github.com/presence-im/presence/store"
 	"go.uber.org/goleak"
@@ -41,7 +42,7 @@ func startNode(t testing.TB, opts ...nodeOpt) *node {
 	t.Helper()
 	nd := &node{t: t, policies: store.NewMemoryPolicies(), history: store.NewMemoryHistory(), timing: config.Fast()}
 	deps := actors.Deps{NodeID: "n1", Timing: nd.timing, Seed: 1, Policies: nd.policies, History: nd.history}
-	o := Options{Listen: "127.0.0.1:0", CloseGrace: 200 * time.Millisecond, WriteTimeout: 2 * time.Second}
+	o := Options{Listen: "127.0.0.1:0", CloseGrace: 200 * time.Millisecond, Gateway: config.Gateway{WriteTimeout: 2 * time.Second}}
 	for _, f := range opts {
 		f(&o, &deps)
 	}
@@ -109,13 +110,7 @@ func (nd *node) route(user string) []*messages.DeviceState {
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, within, 10*time.Millisecond, what, cond)
 }
 
 // next reads frames until one satisfies want, or fails after within.

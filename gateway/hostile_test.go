@@ -183,8 +183,8 @@ func TestTokenExpiryClosesConnection(t *testing.T) {
 	}
 	defer c.CloseNow()
 	nd.keepAlive(ctx, c)
-	if code := closeCode(t, c, 5*time.Second); code != int(CloseTokenExpired) {
-		t.Fatalf("close code %d, want %d", code, CloseTokenExpired)
+	if code := closeCode(t, c, 5*time.Second); code != int(messages.CloseTokenExpired) {
+		t.Fatalf("close code %d, want %d", code, messages.CloseTokenExpired)
 	}
 	eventually(t, 2*time.Second, "lease released", func() bool { return len(nd.route("alice")) == 0 })
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/lesismal/nbio/nbhttp/websocket"
+	"github.com/presence-im/presence/messages"
 )
 
 // Protocol violations in client frame headers (RFC 6455 §5). nbio's parser
@@ -35,7 +36,7 @@ type maskGuard struct {
 
 func (g *maskGuard) Parse(data []byte) error {
 	if err := g.check(data); err != nil {
-		_ = g.Conn.WriteClose(int(CloseProtocolError), err.Error())
+		_ = g.Conn.WriteClose(int(messages.CloseProtocolError), err.Error())
 		return err
 	}
 	return g.Conn.Parse(data)

@@ -3,7 +3,8 @@ package gateway
 import (
 	"strconv"
 
-	"github.com/presence-im/presence/actors"
+	"github.com/presence-im/presence/internal/metric"
+	"github.com/presence-im/presence/messages"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -15,21 +16,15 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer, live func() int) *metrics {
 	m := &metrics{
-		handshakes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "presence_ws_handshakes_total",
-			Help: "Device WebSocket handshakes by HTTP status (101 accepted).",
-		}, []string{"status"}),
-		closes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "presence_ws_server_closes_total",
-			Help: "Device connections the node closed, by close code (4008: outbox overflow).",
-		}, []string{"code"}),
+		handshakes: metric.CounterVec("presence_ws_handshakes_total", "Device WebSocket handshakes by HTTP status (101 accepted).", "status"),
+		closes:     metric.CounterVec("presence_ws_server_closes_total", "Device connections the node closed, by close code (4008: outbox overflow).", "code"),
 	}
 	// Every series from the start, so that rate() and increase() see their
 	// zero and an alert on 429 or 4008 fires on the first one.
 	for _, st := range []int{101, 400, 401, 409, 426, 429, 503} {
 		m.handshakes.WithLabelValues(strconv.Itoa(st))
 	}
-	for _, code := range []uint16{actors.CloseGoingAway, CloseProtocolError, CloseWrongType, CloseInvalidData, actors.CloseSuperseded, actors.CloseOverflow, CloseTokenExpired} {
+	for _, code := range messages.CloseCodes {
 		m.closes.WithLabelValues(strconv.Itoa(int(code)))
 	}
 	if reg != nil {
@@ -42,4 +37,6 @@ func newMetrics(reg prometheus.Registerer, live func() int) *metrics {
 }
 
 func (m *metrics) handshake(status int) { m.handshakes.WithLabelValues(strconv.Itoa(status)).Inc() }
-func (m *metrics) closed(code uint16)   { m.closes.WithLabelValues(strconv.Itoa(int(code))).Inc() }
+func (m *metrics) closed(code messages.CloseCode) {
+	m.closes.WithLabelValues(strconv.Itoa(int(code))).Inc()
+}

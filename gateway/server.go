@@ -28,18 +28,15 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Options configure the device endpoint. Zero values take the defaults.
+// Options configure the device endpoint. Zero values take those of
+// DefaultOptions.
 type Options struct {
-	Listen       string        // host:port of GET /ws
-	Outbox       int           // frames queued per connection before 4008; default 64
-	WriteTimeout time.Duration // a peer that takes nothing for this long is cut; default 10 s
-	CloseGrace   time.Duration // wait for the peer after a close frame; default 1 s
-	AdmitRate    float64       // handshakes admitted per second; default 500
-	AdmitBurst   int           // default 1000
-	MaxMessage   int           // bytes; default 64 KiB (1009 above)
-	DrainSpread  time.Duration // SIGTERM closes devices over this long; default 2 s
-	MaxErrors    int           // consecutive undecodable frames before 1002; default 3
-	SendBuffer   int           // SO_SNDBUF of device sockets in bytes; 0: the kernel's default
+	Listen string // host:port of GET /ws
+	// Gateway is what an operator tunes (flags, YAML, environment).
+	config.Gateway
+	CloseGrace time.Duration // wait for the peer after a close frame
+	MaxMessage int           // bytes; a message above is closed with 1009
+	MaxErrors  int           // consecutive undecodable frames before 1002
 	// PreviousSecrets are older token keys still accepted (rotation);
 	// tokens are signed with the current one only.
 	PreviousSecrets [][]byte
@@ -47,29 +44,35 @@ type Options struct {
 	Registerer prometheus.Registerer
 }
 
+// DefaultOptions are the endpoint's defaults, the one place they are set:
+// 64 frames of outbox, a peer cut after 10 s without taking anything, 500
+// handshakes a second in bursts of 1000, a drain spread over 2 s, 1 s of
+// close grace, messages of at most 64 KiB, 3 undecodable frames in a row;
+// SendBuffer 0 keeps the kernel's.
+func DefaultOptions() Options {
+	return Options{
+		Gateway: config.Gateway{
+			Outbox: 64, WriteTimeout: 10 * time.Second, AdmitRate: 500, AdmitBurst: 1000, DrainSpread: 2 * time.Second,
+		},
+		CloseGrace: time.Second, MaxMessage: 64 << 10, MaxErrors: 3,
+	}
+}
+
 func (o *Options) defaults() {
-	set := func(p *time.Duration, d time.Duration) {
-		if *p <= 0 {
-			*p = d
-		}
-	}
-	if o.Outbox <= 0 {
-		o.Outbox = 64
-	}
-	set(&o.WriteTimeout, 10*time.Second)
-	set(&o.CloseGrace, time.Second)
-	set(&o.DrainSpread, 2*time.Second)
-	if o.AdmitRate <= 0 {
-		o.AdmitRate = 500
-	}
-	if o.AdmitBurst <= 0 {
-		o.AdmitBurst = 1000
-	}
-	if o.MaxMessage <= 0 {
-		o.MaxMessage = 64 << 10
-	}
-	if o.MaxErrors <= 0 {
-		o.MaxErrors = 3
+	d := DefaultOptions()
+	orDefault(&o.Outbox, d.Outbox)
+	orDefault(&o.WriteTimeout, d.WriteTimeout)
+	orDefault(&o.AdmitRate, d.AdmitRate)
+	orDefault(&o.AdmitBurst, d.AdmitBurst)
+	orDefault(&o.DrainSpread, d.DrainSpread)
+	orDefault(&o.CloseGrace, d.CloseGrace)
+	orDefault(&o.MaxMessage, d.MaxMessage)
+	orDefault(&o.MaxErrors, d.MaxErrors)
+}
+
+func orDefault[T int | float64 | time.Duration](p *T, d T) {
+	if *p <= 0 {
+		*p = d
 	}
 }
 
@@ -94,6 +97,8 @@ type Server struct {
 	metrics  *metrics
 	mu       sync.Mutex
 	live     map[*socket]struct{}
+	// accepted counts opened sockets; see the OnData hook in New.
+	accepted atomic.Uint64
 }
 
 // New makes a server for gw. Start listens.
@@ -102,15 +107,23 @@ func New(opt Options, gw *actors.Gateway, timing config.Timing, secret []byte, l
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	logging.SetLevel(logging.LevelError) // nbio logs to stdout; errors only
+	quietNbio.Do(func() { logging.SetLevel(logging.LevelError) })
 	s := &Server{opt: opt, node: gw.Node(), timing: timing, gw: gw, tokens: Tokens{Key: secret, Previous: opt.PreviousSecrets}, log: log,
 		admit: rate.NewLimiter(rate.Limit(opt.AdmitRate), opt.AdmitBurst), live: map[*socket]struct{}{}}
 	s.metrics = newMetrics(opt.Registerer, s.Live)
+	s.engine = s.newEngine()
+	s.maxPayload = s.engine.MaxWebsocketFramePayloadSize
+	s.upgrader = s.newUpgrader()
+	return s
+}
+
+// newEngine is the nbio engine serving GET /ws on Options.Listen.
+func (s *Server) newEngine() *nbhttp.Engine {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ws", s.serveWS)
-	s.engine = nbhttp.NewEngine(nbhttp.Config{
-		Network: "tcp", Addrs: []string{opt.Listen}, Handler: mux,
-		ReleaseWebsocketPayload: true, KeepaliveTime: timing.Stale * 2,
+	e := nbhttp.NewEngine(nbhttp.Config{
+		Network: "tcp", Addrs: []string{s.opt.Listen}, Handler: mux,
+		ReleaseWebsocketPayload: true, KeepaliveTime: s.timing.Stale * 2,
 		Listen: func(network, addr string) (net.Listener, error) {
 			ln, err := net.Listen(network, addr)
 			if err != nil {
@@ -126,22 +139,27 @@ func New(opt Options, gw *actors.Gateway, timing config.Timing, secret []byte, l
 	// goroutine allocated. An atomic written when the connection is opened
 	// (after that allocation, before epoll registration) and read before
 	// every data callback makes the edge visible; one atomic load per read.
-	s.engine.OnOpen(func(net.Conn) { accepted.Add(1) })
-	s.engine.Engine.OnData(func(c *nbio.Conn, data []byte) {
-		accepted.Load()
+	e.OnOpen(func(net.Conn) { s.accepted.Add(1) })
+	e.Engine.OnData(func(c *nbio.Conn, data []byte) {
+		s.accepted.Load()
 		c.DataHandler()(c, data)
 	})
-	s.maxPayload = s.engine.MaxWebsocketFramePayloadSize
-	s.engine.CheckUtf8 = func([]byte) bool { return true } // nbio says 1002; onMessage checks and says 1007
-	s.engine.OnWrittenSize(func(c *nbio.Conn, _ []byte, n int) {
+	e.CheckUtf8 = func([]byte) bool { return true } // nbio says 1002; onMessage checks and says 1007
+	e.OnWrittenSize(func(c *nbio.Conn, _ []byte, n int) {
 		if g, ok := c.Session().(*maskGuard); ok {
 			g.sock.written.Add(uint64(n))
 		}
 	})
+	return e
+}
+
+// newUpgrader upgrades handshakes on the engine and hands frames, pings and
+// pongs to the sockets.
+func (s *Server) newUpgrader() *websocket.Upgrader {
 	u := websocket.NewUpgrader()
 	u.Engine = s.engine
 	u.CheckOrigin = func(*http.Request) bool { return true } // tokens, not origins, authenticate
-	u.MessageLengthLimit = opt.MaxMessage
+	u.MessageLengthLimit = s.opt.MaxMessage
 	u.KeepaliveTime = 0 // liveness is the gateway's stale check, not nbio's read deadline
 	u.OnMessage(s.onMessage)
 	u.OnClose(s.onClose)
@@ -156,8 +174,7 @@ func New(opt Options, gw *actors.Gateway, timing config.Timing, secret []byte, l
 			sock.beat(0)
 		}
 	})
-	s.upgrader = u
-	return s
+	return u
 }
 
 // Start listens on Options.Listen.
@@ -223,38 +240,15 @@ func hasToken(h http.Header, name, token string) bool {
 	return false
 }
 
-// serveWS runs the contract's handshake checks in order; the first that
-// fails answers and nothing is written: no lease, no floor, no actor.
+// serveWS runs the handshake checks of docs/protocol.md in order; the
+// first that fails answers and nothing is written: no lease, no floor, no
+// actor.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
-	h := r.Header
-	if r.Method != http.MethodGet || !hasToken(h, "Connection", "upgrade") || !hasToken(h, "Upgrade", "websocket") || h.Get("Sec-WebSocket-Key") == "" {
-		s.refuse(w, http.StatusBadRequest, false, "not a WebSocket upgrade")
+	claims, attempt, ok := s.check(w, r)
+	if !ok {
 		return
 	}
-	if h.Get("Sec-WebSocket-Version") != "13" {
-		w.Header().Set("Sec-WebSocket-Version", "13")
-		s.refuse(w, http.StatusUpgradeRequired, false, "Sec-WebSocket-Version must be 13")
-		return
-	}
-	if s.draining.Load() {
-		s.refuse(w, http.StatusServiceUnavailable, true, "node draining: reconnect elsewhere")
-		return
-	}
-	if !s.admit.Allow() {
-		s.refuse(w, http.StatusTooManyRequests, true, "too many handshakes: retry later")
-		return
-	}
-	claims, err := s.tokens.Verify(bearer(r))
-	if err != nil {
-		s.unauthorized(w, r, err)
-		return
-	}
-	attempt, err := strconv.ParseUint(r.URL.Query().Get("attempt"), 10, 64)
-	if err != nil || attempt == 0 || attempt > MaxAttempt {
-		s.refuse(w, http.StatusBadRequest, false, "attempt must be an integer in [1, %d]", uint64(MaxAttempt))
-		return
-	}
-	c := pickCodec(h)
+	c := pickCodec(r.Header)
 	sock := &socket{s: s, codec: c}
 	connID := s.node + "-" + randomHex(8)
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
@@ -268,14 +262,61 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, http.StatusServiceUnavailable, true, "%v", err)
 		return
 	}
+	if !s.upgrade(w, r, sock, conn) {
+		return
+	}
+	sock.expireAt(claims.Expires)
+	sock.Send(&messages.Frame{Kind: &messages.Frame_Hello{Hello: &messages.Hello{
+		ConnId: connID, Node: s.node, User: claims.User, Device: claims.Device, Epoch: attempt,
+		HeartbeatIntervalMs: uint32(s.timing.Heartbeat.Milliseconds()),
+	}}})
+}
+
+// check runs the checks before the lease: the upgrade itself, the node
+// taking devices, the admission rate, the token and the attempt.
+func (s *Server) check(w http.ResponseWriter, r *http.Request) (Claims, uint64, bool) {
+	h := r.Header
+	if r.Method != http.MethodGet || !hasToken(h, "Connection", "upgrade") || !hasToken(h, "Upgrade", "websocket") || h.Get("Sec-WebSocket-Key") == "" {
+		s.refuse(w, http.StatusBadRequest, false, "not a WebSocket upgrade")
+		return Claims{}, 0, false
+	}
+	if h.Get("Sec-WebSocket-Version") != "13" {
+		w.Header().Set("Sec-WebSocket-Version", "13")
+		s.refuse(w, http.StatusUpgradeRequired, false, "Sec-WebSocket-Version must be 13")
+		return Claims{}, 0, false
+	}
+	if s.draining.Load() {
+		s.refuse(w, http.StatusServiceUnavailable, true, "node draining: reconnect elsewhere")
+		return Claims{}, 0, false
+	}
+	if !s.admit.Allow() {
+		s.refuse(w, http.StatusTooManyRequests, true, "too many handshakes: retry later")
+		return Claims{}, 0, false
+	}
+	claims, err := s.tokens.Verify(bearer(r))
+	if err != nil {
+		s.unauthorized(w, r, err)
+		return Claims{}, 0, false
+	}
+	attempt, err := strconv.ParseUint(r.URL.Query().Get("attempt"), 10, 64)
+	if err != nil || attempt == 0 || attempt > MaxAttempt {
+		s.refuse(w, http.StatusBadRequest, false, "attempt must be an integer in [1, %d]", uint64(MaxAttempt))
+		return Claims{}, 0, false
+	}
+	return claims, attempt, true
+}
+
+// upgrade answers 101 and attaches the socket to its connection; false if
+// the peer is gone already (the lease just taken is released).
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, sock *socket, conn *actors.Conn) bool {
 	resp := http.Header{}
-	if offered(h, c.name) {
-		resp.Set("Sec-WebSocket-Protocol", c.name)
+	if offered(r.Header, sock.codec.name) {
+		resp.Set("Sec-WebSocket-Protocol", sock.codec.name)
 	}
 	ws, err := s.upgrader.Upgrade(w, r, resp)
 	if err != nil {
-		conn.Closed() // release the lease just taken
-		return
+		conn.Closed()
+		return false
 	}
 	ws.SetSession(sock)
 	if nbc := nbioConn(ws); nbc != nil {
@@ -300,22 +341,19 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		delete(s.live, sock)
 		s.mu.Unlock()
 		conn.Closed()
-		return
+		return false
 	}
-	sock.expireAt(claims.Expires)
-	sock.Send(&messages.Frame{Kind: &messages.Frame_Hello{Hello: &messages.Hello{
-		ConnId: connID, Node: s.node, User: claims.User, Device: claims.Device, Epoch: attempt,
-		HeartbeatIntervalMs: uint32(s.timing.Heartbeat.Milliseconds()),
-	}}})
+	return true
 }
+
+// quietNbio sets nbio's log level, which is global to the process (nbio
+// logs to stdout): errors only, once, whatever the number of servers.
+var quietNbio sync.Once
 
 // MaxAttempt is the largest ?attempt= accepted: 2^53 - 1, the largest
 // integer every JSON client reads exactly (the attempt is the hello's
 // epoch) and far below the store's int64.
 const MaxAttempt = 1<<53 - 1
-
-// accepted counts opened sockets; see the OnData hook in New.
-var accepted atomic.Uint64
 
 // nbioClosed reports whether the poller already closed the connection.
 func nbioClosed(ws *websocket.Conn) (bool, error) {

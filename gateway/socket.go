@@ -10,7 +10,7 @@ import (
 	"github.com/presence-im/presence/messages"
 )
 
-// socket is one device WebSocket as its ConnectionActor sees it
+// socket is one device WebSocket as its connActor sees it
 // (actors.Socket). Writes never block: nbio queues what the kernel does not
 // take. The outbox is what is queued and not yet written to the kernel,
 // counted in frames through the engine's written-bytes hook; at Outbox
@@ -27,7 +27,7 @@ type socket struct {
 	queued  uint64     // bytes handed to nbio
 	armedAt uint64     // bytes written when the write deadline was last armed
 	closed  bool
-	code    uint16 // close code and reason, kept when closed before the upgrade
+	code    messages.CloseCode // close code and reason, kept when closed before the upgrade
 	reason  string
 	expiry  *time.Timer // closes with CloseTokenExpired when the token does
 
@@ -115,7 +115,7 @@ func (s *socket) write(kind websocket.MessageType, b []byte, bounded bool) bool 
 
 // Close writes a close frame and cuts the connection after a grace period
 // (a peer that stopped reading never answers it).
-func (s *socket) Close(code uint16, reason string) {
+func (s *socket) Close(code messages.CloseCode, reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -128,20 +128,20 @@ func (s *socket) Close(code uint16, reason string) {
 	s.closeLocked(code, reason)
 }
 
-func (s *socket) closeLocked(code uint16, reason string) {
+func (s *socket) closeLocked(code messages.CloseCode, reason string) {
 	s.s.metrics.closed(code)
 	ws := s.ws
 	_ = ws.WriteClose(int(code), reason)
 	time.AfterFunc(s.s.opt.CloseGrace, func() { _ = ws.Close() })
 }
 
-// expireAt closes the connection with CloseTokenExpired when its token
+// expireAt closes the connection with messages.CloseTokenExpired when its token
 // expires: a connection outlives no credential.
 func (s *socket) expireAt(t time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.closed {
-		s.expiry = time.AfterFunc(time.Until(t), func() { s.Close(CloseTokenExpired, "token expired: reconnect with a new token") })
+		s.expiry = time.AfterFunc(time.Until(t), func() { s.Close(messages.CloseTokenExpired, "token expired: reconnect with a new token") })
 	}
 }
 

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -15,4 +16,38 @@ type HistoryStore interface {
 	LastSeen(ctx context.Context, user string) (time.Time, error)
 	// SetLastSeen sets the last departure if t is later.
 	SetLastSeen(ctx context.Context, user string, t time.Time) error
+}
+
+// ReadFloor is what a SQL store answers for a floor it read as n (a
+// signed column), err being the read's error and none whether the row was
+// missing (floor 0).
+func ReadFloor(user, device string, n int64, none bool, err error) (uint64, error) {
+	switch {
+	case none:
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("store: floor of %s/%s: %w", user, device, err)
+	}
+	return uint64(n), nil
+}
+
+// CheckAttempt refuses an attempt a SQL store's signed column cannot hold.
+func CheckAttempt(user, device string, attempt uint64) error {
+	if attempt > 1<<63-1 {
+		return fmt.Errorf("store: floor of %s/%s: attempt %d out of range", user, device, attempt)
+	}
+	return nil
+}
+
+// ReadLastSeen is what a SQL store answers for a last seen it read as ms
+// (Unix milliseconds), err being the read's error and none whether the row
+// was missing (zero time: never seen).
+func ReadLastSeen(user string, ms int64, none bool, err error) (time.Time, error) {
+	switch {
+	case none:
+		return time.Time{}, nil
+	case err != nil:
+		return time.Time{}, fmt.Errorf("store: last seen of %s: %w", user, err)
+	}
+	return time.UnixMilli(ms), nil
 }

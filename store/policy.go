@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -67,4 +68,26 @@ type PolicyStore interface {
 	Get(ctx context.Context, user string) (doc PolicyDoc, ok bool, err error)
 	// Put validates and stores a policy; an invalid one changes nothing.
 	Put(ctx context.Context, user string, doc PolicyDoc) error
+}
+
+// EncodePolicy validates d as user's policy and returns what a store
+// writes: its JSON.
+func EncodePolicy(user string, d PolicyDoc) ([]byte, error) {
+	if err := d.Validate(user); err != nil {
+		return nil, err
+	}
+	return json.Marshal(d)
+}
+
+// DecodePolicy reads what a store wrote for user's policy, found; err is
+// the lookup's error, if any.
+func DecodePolicy(user string, raw []byte, err error) (PolicyDoc, bool, error) {
+	if err != nil {
+		return PolicyDoc{}, false, fmt.Errorf("store: policy of %s: %w", user, err)
+	}
+	var d PolicyDoc
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return PolicyDoc{}, false, fmt.Errorf("store: policy of %s: %w", user, err)
+	}
+	return d, true, nil
 }

@@ -38,16 +38,42 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "chaos: unknown command %q\n", args[0])
 		return 2
 	}
-	fs, o := runFlags(stderr)
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
-	}
-	if o.Backend != "process" && o.Backend != "docker" {
-		fmt.Fprintf(stderr, "chaos: backend %q: process or docker\n", o.Backend)
+	o, ok := runFlags(args[1:], stderr)
+	if !ok {
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	return runAll(ctx, o, stdout, stderr)
+}
+
+// runFlags parses `chaos run`'s flags; false: they are wrong (and said so).
+func runFlags(args []string, stderr io.Writer) (chaos.Options, bool) {
+	fs := flag.NewFlagSet("chaos run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o chaos.Options
+	fs.StringVar(&o.Scenario, "scenario", "", "fault to inject (chaos list); all: every one in turn")
+	fs.IntVar(&o.Nodes, "nodes", 3, "presenced processes")
+	fs.IntVar(&o.Devices, "devices", 30, "simulated devices, spread over the nodes")
+	fs.IntVar(&o.Rounds, "rounds", 3, "rounds, each on a fresh cluster, victims going round the nodes")
+	fs.StringVar(&o.Report, "report", "chaos-report", "directory for report.json, report.html and the node logs")
+	fs.StringVar(&o.Bin, "presenced", "", "presenced binary (default: built from this module)")
+	fs.StringVar(&o.Backend, "backend", "process", "process (local presenced processes) or docker (containers of --image on a network of their own)")
+	fs.StringVar(&o.Image, "image", "presence:dev", "docker backend: the image (make docker builds it)")
+	fs.DurationVar(&o.Duration, "duration", time.Minute, "soak: how long to inject faults")
+	if err := fs.Parse(args); err != nil {
+		return o, false
+	}
+	if o.Backend != "process" && o.Backend != "docker" {
+		fmt.Fprintf(stderr, "chaos: backend %q: process or docker\n", o.Backend)
+		return o, false
+	}
+	return o, true
+}
+
+// runAll runs the scenario, or every one in turn (each in its own report
+// directory): 0 if all held, 1 if one did not, 2 if one could not run.
+func runAll(ctx context.Context, o chaos.Options, stdout, stderr io.Writer) int {
 	names := []string{o.Scenario}
 	if o.Scenario == "all" {
 		names = nil
@@ -61,7 +87,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if len(names) > 1 {
 			o.Report = base + "/" + name
 		}
-		rep, err := chaos.Run(ctx, *o)
+		rep, err := chaos.Run(ctx, o)
 		if err != nil {
 			fmt.Fprintln(stderr, err)
 			return 2
@@ -96,21 +122,4 @@ func print(w io.Writer, rep *chaos.Report, dir string) {
 		verdict = "FAILED"
 	}
 	fmt.Fprintf(w, "  %s; report: %s/report.html\n", verdict, dir)
-}
-
-// runFlags are chaos run's flags, into the options returned.
-func runFlags(stderr io.Writer) (*flag.FlagSet, *chaos.Options) {
-	fs := flag.NewFlagSet("chaos run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	o := &chaos.Options{Progress: stderr} // a line per round and phase while it runs
-	fs.StringVar(&o.Scenario, "scenario", "", "fault to inject (chaos list); all: every one in turn")
-	fs.IntVar(&o.Nodes, "nodes", 3, "presenced processes")
-	fs.IntVar(&o.Devices, "devices", 30, "simulated devices, spread over the nodes")
-	fs.IntVar(&o.Rounds, "rounds", 3, "rounds, each on a fresh cluster, victims going round the nodes")
-	fs.StringVar(&o.Report, "report", "chaos-report", "directory for report.json, report.html and the node logs")
-	fs.StringVar(&o.Bin, "presenced", "", "presenced binary (default: built from this module)")
-	fs.StringVar(&o.Backend, "backend", "process", "process (local presenced processes) or docker (containers of --image on a network of their own)")
-	fs.StringVar(&o.Image, "image", "presence:dev", "docker backend: the image (make docker builds it)")
-	fs.DurationVar(&o.Duration, "duration", time.Minute, "soak: how long to inject faults")
-	return fs, o
 }

@@ -61,27 +61,9 @@ func loadCmd(args []string, out, errOut io.Writer) int {
 		}
 		open.Add(1)
 		wg.Add(1)
-		go func() { // heartbeat as a device would; read so pongs and acks drain
+		go func() {
 			defer wg.Done()
-			go func() {
-				for {
-					if _, err := c.Next(ctx); err != nil {
-						return
-					}
-				}
-			}()
-			iv := time.Duration(c.Hello.GetHeartbeatIntervalMs()) * time.Millisecond
-			for seq := uint64(1); ; seq++ {
-				select {
-				case <-ctx.Done():
-					_ = c.CloseNow()
-					return
-				case <-time.After(iv * 9 / 10):
-				}
-				if c.Heartbeat(ctx, seq) != nil {
-					return
-				}
-			}
+			idle(ctx, c)
 		}()
 	}
 	time.Sleep(*settle)
@@ -98,6 +80,30 @@ func loadCmd(args []string, out, errOut io.Writer) int {
 	cancel()
 	wg.Wait()
 	return 0
+}
+
+// idle keeps c online as an idle device would: it heartbeats, and reads so
+// that pongs and acks drain; it closes c when ctx ends.
+func idle(ctx context.Context, c *client.Conn) {
+	go func() {
+		for {
+			if _, err := c.Next(ctx); err != nil {
+				return
+			}
+		}
+	}()
+	iv := time.Duration(c.Hello.GetHeartbeatIntervalMs()) * time.Millisecond
+	for seq := uint64(1); ; seq++ {
+		select {
+		case <-ctx.Done():
+			_ = c.CloseNow()
+			return
+		case <-time.After(iv * 9 / 10):
+		}
+		if c.Heartbeat(ctx, seq) != nil {
+			return
+		}
+	}
 }
 
 type memSample struct{ rss, heap, goroutines float64 }

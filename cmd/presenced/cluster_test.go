@@ -37,20 +37,10 @@ func readPresences(ctx context.Context, c *client.Conn, out chan<- *messages.Pre
 // the subscriber sees that device offline within the bound, and a device on
 // n3 sees no change.
 func TestClusterGatewayCrash(t *testing.T) {
-	nodes, _ := startCluster(t, 3)
-	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
-	for _, u := range []string{"dan", "eve"} {
-		n1.put("/api/users/"+u+"/policy", `{"granularity":"exact","contacts":["sam"]}`)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	sam := n1.dial(ctx, "sam", "phone", 1)
-	dan := n2.dial(ctx, "dan", "phone", 1)
-	eve := n3.dial(ctx, "eve", "phone", 1)
-	for _, c := range []*client.Conn{sam, dan, eve} {
-		keepAlive(ctx, c)
-	}
-	n1.waitOnline("dan", "eve")
+	nodes, sam, dan, _ := samAndTwo(ctx, t, "dan", "eve")
+	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
 	snap := subscribe(ctx, t, sam, "dan", "eve")
 	if len(snap.GetPresences()) != 2 {
 		t.Fatalf("snapshot = %v, want dan and eve", snap)
@@ -70,7 +60,7 @@ func TestClusterGatewayCrash(t *testing.T) {
 	// lives on n1 or n3; when it lived on n2 too, the owner-crash bound:
 	// failure detection + settle + debounce (GET /api/bounds).
 	bound := 1700 * time.Millisecond
-	if ownerBound := n1.bounds()["owner_crash_ms"]; ownerBound > 0 {
+	if ownerBound := n1.bounds().OwnerCrashMs; ownerBound > 0 {
 		bound = time.Duration(ownerBound) * time.Millisecond
 	}
 	slack := time.Second // process scheduling on a shared 2-core machine
@@ -89,7 +79,7 @@ func TestClusterGatewayCrash(t *testing.T) {
 				danOff = time.Since(killed)
 			}
 		case <-deadline:
-			t.Fatalf("no offline for dan\nn1:\n%s\nn3:\n%s", n1.logs.String(), n3.logs.String())
+			t.Fatalf("no offline for dan\nn1:\n%s\nn3:\n%s", n1.log(), n3.log())
 		}
 	}
 	t.Logf("kill -9 to offline at a remote subscriber: %v (bound %v)", danOff, bound)

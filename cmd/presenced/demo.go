@@ -19,7 +19,7 @@ import (
 type demoSocket struct{ closed chan struct{} }
 
 func (s *demoSocket) Send(*messages.Frame) bool { return true }
-func (s *demoSocket) Close(uint16, string) {
+func (s *demoSocket) Close(messages.CloseCode, string) {
 	select {
 	case <-s.closed:
 	default:

@@ -2,26 +2,15 @@ package main
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/presence-im/presence/client"
 	"github.com/presence-im/presence/messages"
 )
-
-func freePort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // The real binary: devices connect, subscribe and get trimmed events; the
 // policy is set through the admin API; SIGTERM closes devices with 1001,
@@ -46,25 +35,23 @@ func TestBinaryEndToEnd(t *testing.T) {
 	}
 	res.Body.Close()
 
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.node.Terminate()
 	for {
 		if _, err := alice.Next(ctx); err != nil {
-			if code := client.CloseCode(err); code != 1001 {
+			if code := client.CloseCode(err); code != int(messages.CloseGoingAway) {
 				t.Fatalf("close on SIGTERM: %d (%v), want 1001", code, err)
 			}
 			break
 		}
 	}
-	select {
-	case err := <-p.done:
-		p.exited = true
-		if err != nil {
-			t.Fatalf("exit: %v\n%s", err, p.logs.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("still running 10 s after SIGTERM\n%s", p.logs.String())
+	ended, err := p.node.Wait(10 * time.Second)
+	if !ended {
+		t.Fatalf("still running 10 s after SIGTERM\n%s", p.log())
 	}
-	if !strings.Contains(p.logs.String(), "draining") {
-		t.Fatalf("no drain in the log:\n%s", p.logs.String())
+	if err != nil {
+		t.Fatalf("exit: %v\n%s", err, p.log())
+	}
+	if !strings.Contains(p.log(), "draining") {
+		t.Fatalf("no drain in the log:\n%s", p.log())
 	}
 }

@@ -3,13 +3,13 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/presence-im/presence/admin"
 	"github.com/presence-im/presence/messages"
 )
 
@@ -66,17 +66,10 @@ func TestClusterFanOutOncePerNode(t *testing.T) {
 		}
 	}
 	// Any node reports every node's live actors.
-	var c struct {
-		Actors map[string]map[string]int `json:"actors"`
-	}
-	res, err := http.Get("http://" + n2.admin + "/api/cluster")
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = json.NewDecoder(res.Body).Decode(&c)
-	res.Body.Close()
-	if err != nil || c.Actors["n1"]["connection"] != 3 || c.Actors["n1"]["gateway"] != 1 || c.Actors["n2"]["gateway"] != 1 {
-		t.Fatalf("n2's /api/cluster actors: %v %v, want n1 with 3 connections and a gateway on each node", c.Actors, err)
+	var c admin.Cluster
+	code := n2.getJSON("/api/cluster", &c)
+	if code != http.StatusOK || c.Actors["n1"]["connection"] != 3 || c.Actors["n1"]["gateway"] != 1 || c.Actors["n2"]["gateway"] != 1 {
+		t.Fatalf("n2's /api/cluster actors: %v (status %d), want n1 with 3 connections and a gateway on each node", c.Actors, code)
 	}
 	fanout, direct := `presence_event_messages_total{path="fanout"}`, `presence_event_messages_total{path="direct"}`
 	before, beforeDirect := n2.metric(fanout), n2.metric(direct)

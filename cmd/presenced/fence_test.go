@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,20 +17,10 @@ import (
 // devices are closed with 1001), restarts as a new member and takes devices
 // again; a device on another node sees no change throughout.
 func TestClusterPausedNodeFences(t *testing.T) {
-	nodes, _ := startCluster(t, 3)
-	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
-	for _, u := range []string{"pat", "quinn"} {
-		n1.put("/api/users/"+u+"/policy", `{"granularity":"exact","contacts":["sam"]}`)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	sam := n1.dial(ctx, "sam", "phone", 1)
-	quinn := n2.dial(ctx, "quinn", "phone", 1)
-	pat := n3.dial(ctx, "pat", "phone", 1)
-	for _, c := range []*client.Conn{sam, quinn, pat} {
-		keepAlive(ctx, c)
-	}
-	n1.waitOnline("pat", "quinn")
+	nodes, sam, quinn, pat := samAndTwo(ctx, t, "quinn", "pat")
+	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
 	for _, p := range subscribe(ctx, t, sam, "pat", "quinn").GetPresences() {
 		if p.GetStatus() != messages.Status_online {
 			t.Fatalf("snapshot: %v not online", p)
@@ -68,7 +57,7 @@ func TestClusterPausedNodeFences(t *testing.T) {
 	}
 
 	unreachable := ownedBy(t, n1, "n3")
-	if err := n3.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := n3.node.Pause(); err != nil {
 		t.Fatal(err)
 	}
 	// A route through the stopped owner is unknown, never "no devices".
@@ -82,7 +71,7 @@ func TestClusterPausedNodeFences(t *testing.T) {
 	}
 	waitFor(t, 15*time.Second, "n1 declares the stopped n3 dead", func() bool { return n1.memberStates()["n3"] == "dead" })
 	next(messages.Status_offline, 3*time.Second) // reclaimed with gateway_down
-	if err := n3.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := n3.node.Resume(); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -94,7 +83,7 @@ func TestClusterPausedNodeFences(t *testing.T) {
 		t.Fatal("the fenced node did not close its device")
 	}
 	// Restarted as a new member: ready again, alive everywhere.
-	waitFor(t, 10*time.Second, "n3 fencing", func() bool { return strings.Contains(n3.logs.String(), "fenced: restarting") })
+	waitFor(t, 10*time.Second, "n3 fencing", func() bool { return strings.Contains(n3.log(), "fenced: restarting") })
 	waitFor(t, 30*time.Second, "n3 ready again", func() bool {
 		res, err := http.Get("http://" + n3.admin + "/readyz")
 		if err != nil {

@@ -61,19 +61,29 @@ func openStore(dsn string) (store.PolicyStore, store.HistoryStore, func(), error
 	return s, s, func() { s.Close() }, nil
 }
 
-func run(args []string) int {
+// loadConfig loads and validates the configuration and makes the node's
+// logger; done: exit with code (0 after -h, 2 on an invalid one).
+func loadConfig(args []string) (cfg config.Config, log *slog.Logger, code int, done bool) {
 	cfg, err := config.Load(args, os.Getenv, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
-		return 0
+		return cfg, nil, 0, true
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced:", err)
-		return 2
+		return cfg, nil, 2, true
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel})).With("node", cfg.NodeID)
+	log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel})).With("node", cfg.NodeID)
 	warnInsecure(log, cfg)
 	if cfg.Seed == 0 {
 		cfg.Seed = time.Now().UnixNano()
+	}
+	return cfg, log, 0, false
+}
+
+func run(args []string) int {
+	cfg, log, code, done := loadConfig(args)
+	if done {
+		return code
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -85,15 +95,6 @@ func run(args []string) int {
 	defer closeStore()
 	sm := store.NewStoreMetrics(reg)
 	policies, history = sm.InstrumentPolicies(policies), sm.InstrumentHistory(history)
-	// Every node is a gossip cluster member (a cluster of one without
-	// --join); the bounds use the gossip's failure detection for up to 100
-	// members.
-	cfg.Timing.FailureDetection = cluster.FailureDetection(cfg.Preset, 100)
-	// A re-created view settles once every connection re-registered: they
-	// wait for the change to reach every member (propagation), then spread
-	// over renew/2; the view itself may have started a propagation early.
-	prop := cluster.Propagation(cfg.Preset)
-	cfg.Timing.Settle = 2*prop + cfg.Timing.Renew/2 + cfg.Timing.Check
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	rejoin, fencedAPI, err := prepareRejoin(cfg, log)
@@ -101,49 +102,25 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "presenced:", err)
 		return 1
 	}
-	co, err := clusterOptions(ctx, cfg, log, rejoin)
-	if err != nil {
-		fencedAPI.stop()
-		fmt.Fprintln(os.Stderr, "presenced:", err)
-		return 2
-	}
-	co.Propagation = prop
-	node, err := actors.Start(actors.Deps{
-		NodeID: cfg.NodeID, Timing: cfg.Timing, Seed: cfg.Seed,
-		Policies: policies, History: history,
-		Metrics: actors.NewMetrics(reg), Logger: log, Cluster: co,
-	})
+	node, co, err := startNode(ctx, &cfg, actors.Deps{Policies: policies, History: history, Metrics: actors.NewMetrics(reg), Logger: log}, rejoin)
 	fencedAPI.stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced:", err)
 		return 2
 	}
 	reg.MustRegister(node.Collector(), fenceGauge(rejoin))
-	g := cfg.Gateway
-	ws := gateway.New(gateway.Options{
-		Listen: cfg.Listen, Outbox: g.Outbox, WriteTimeout: g.WriteTimeout, AdmitRate: g.AdmitRate,
-		AdmitBurst: g.AdmitBurst, DrainSpread: g.DrainSpread, SendBuffer: g.SendBuffer, Registerer: reg,
-		PreviousSecrets: bytesOf(cfg.SecretPrevious),
-	}, node.Gateway(), cfg.Timing, []byte(cfg.Secret), log)
+	ws := gateway.New(gateway.Options{Listen: cfg.Listen, Gateway: cfg.Gateway, Registerer: reg, PreviousSecrets: bytesOf(cfg.SecretPrevious)},
+		node.Gateway(), cfg.Timing, []byte(cfg.Secret), log)
 	// /readyz says ready once the gateway listens, and not while draining.
 	api := &admin.Server{Node: node, Members: node.Membership(), Timing: cfg.Timing, Policies: policies, Gatherer: reg,
 		Token: cfg.AdminToken, Log: log, Ready: ws.Ready, Addr: cfg.Admin, AllowedHosts: adminHosts(cfg), History: admin.NewHistory(0)}
 	go api.History.Run(ctx, node)
-	ln, err := net.Listen("tcp", cfg.Admin)
+	srv, ln, err := serveAdmin(api, cfg.Admin, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced: admin:", err)
 		node.Stop()
 		return 1
 	}
-	// Requests (an event stream above all) end when the server shuts down.
-	base, endRequests := context.WithCancel(context.Background())
-	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return base }}
-	srv.RegisterOnShutdown(endRequests)
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("admin server", "err", err)
-		}
-	}()
 	if err := ws.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "presenced: listen:", err)
 		_ = srv.Close()
@@ -155,19 +132,68 @@ func run(args []string) int {
 	if cfg.Demo > 0 {
 		go runDemo(ctx, node, policies, cfg, log)
 	}
-	fenced := make(chan fenceCause, 1)
-	if g := node.Membership(); g != nil {
-		go cluster.FenceWatch{Gossip: g, Preset: cfg.Preset, Log: log}.Run(ctx, func(r cluster.FenceReason, detail string, base []cluster.Voter) {
-			fenced <- fenceCause{string(r) + ": " + detail, base}
-		})
-	}
 	select {
 	case <-ctx.Done():
-	case why := <-fenced:
+	case why := <-watchFence(ctx, node, cfg.Preset, log):
 		node.Fence() // no more verdicts by time from here
 		node.Note("fence", why.detail)
 		return fence(log, why, ws, node.Membership(), cfg, args)
 	}
+	drain(log, ws, node, srv)
+	return 0
+}
+
+// watchFence tells, once, why the node must fence itself (see
+// cluster.FenceWatch); never with no gossip membership.
+func watchFence(ctx context.Context, node *actors.Node, preset string, log *slog.Logger) <-chan fenceCause {
+	fenced := make(chan fenceCause, 1)
+	if g := node.Membership(); g != nil {
+		go cluster.FenceWatch{Gossip: g, Preset: preset, Log: log}.Run(ctx, func(r cluster.FenceReason, detail string, base []cluster.Voter) {
+			fenced <- fenceCause{string(r) + ": " + detail, base}
+		})
+	}
+	return fenced
+}
+
+// startNode starts the node's actors as a gossip cluster member (a cluster
+// of one without --join), with the timings the gossip derives (cfg.Timing
+// takes them); it returns the cluster options it used. rejoin: a fenced
+// node's new incarnation (see prepareRejoin), or nil.
+func startNode(ctx context.Context, cfg *config.Config, d actors.Deps, rejoin *cluster.Rejoin) (*actors.Node, *actors.ClusterOptions, error) {
+	timing, prop := cluster.Timings(cfg.Preset, cfg.Timing)
+	cfg.Timing = timing
+	co, err := clusterOptions(ctx, *cfg, d.Logger, rejoin)
+	if err != nil {
+		return nil, nil, err
+	}
+	co.Propagation = prop
+	d.NodeID, d.Timing, d.Seed, d.Cluster = cfg.NodeID, cfg.Timing, cfg.Seed, co
+	node, err := actors.Start(d)
+	return node, co, err
+}
+
+// serveAdmin serves the admin API on addr until the server shuts down;
+// requests (an event stream above all) end then.
+func serveAdmin(api *admin.Server, addr string, log *slog.Logger) (*http.Server, net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	base, endRequests := context.WithCancel(context.Background())
+	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return base }}
+	srv.RegisterOnShutdown(endRequests)
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("admin server", "err", err)
+		}
+	}()
+	return srv, ln, nil
+}
+
+// drain is a graceful stop (SIGTERM): new handshakes get 503, devices are
+// closed with 1001 over the drain spread, what is left releases with
+// reason close.
+func drain(log *slog.Logger, ws *gateway.Server, node *actors.Node, srv *http.Server) {
 	log.Info("draining: new handshakes get 503, devices are closed with 1001", "devices", ws.Live())
 	node.Note("drain", "shutdown")
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -177,7 +203,6 @@ func run(args []string) int {
 	ws.Stop()
 	_ = srv.Shutdown(shutdown)
 	log.Info("stopped")
-	return 0
 }
 
 // warnInsecure says what a node started without its secrets (on loopback,

@@ -5,17 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/presence-im/presence/admin"
 	"github.com/presence-im/presence/messages"
 )
 
 // route is p's GET /api/route/{user}: the gateway node of each device.
 func (p *proc) route(user string) (int, []string) {
 	p.t.Helper()
-	var r struct {
-		Devices []struct {
-			Node string `json:"node"`
-		} `json:"devices"`
-	}
+	var r admin.Route
 	code := p.getJSON("/api/route/"+user, &r)
 	var nodes []string
 	for _, d := range r.Devices {
@@ -44,7 +41,7 @@ func TestClusterDeviceMovesAsOldNodeDies(t *testing.T) {
 	moved := n3.dial(ctx, "mia", "phone", 2) // takes over: the n2 connection gets 4001
 	keepAlive(ctx, moved)
 	n2.kill()
-	quiet := time.After(time.Duration(n1.bounds()["owner_crash_ms"])*time.Millisecond + time.Second)
+	quiet := time.After(time.Duration(n1.bounds().OwnerCrashMs)*time.Millisecond + time.Second)
 	for done := false; !done; {
 		select {
 		case p := <-events:

@@ -2,17 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"strconv"
 	"testing"
 	"time"
 
-	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/presence-im/presence/admin"
 	"github.com/presence-im/presence/client"
+	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/gateway"
 	"github.com/presence-im/presence/messages"
 )
@@ -22,39 +20,22 @@ import (
 // addresses as p reports them.
 func ownedBy(t *testing.T, p *proc, id string) string {
 	t.Helper()
-	res, err := http.Get("http://" + p.admin + "/api/cluster")
-	if err != nil {
-		t.Fatal(err)
+	var c admin.Cluster
+	if code := p.getJSON("/api/cluster", &c); code != http.StatusOK {
+		t.Fatalf("%s /api/cluster: %d", p.name, code)
 	}
-	defer res.Body.Close()
-	var c struct {
-		Members []struct {
-			ID        string   `json:"id"`
-			Addresses []string `json:"addresses"`
-		} `json:"members"`
-	}
-	if err := json.NewDecoder(res.Body).Decode(&c); err != nil {
-		t.Fatal(err)
-	}
-	var members []*pcluster.Member
+	var members []cluster.Placed
 	target := ""
 	for _, m := range c.Members {
-		host, port, err := net.SplitHostPort(m.Addresses[1])
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, _ := strconv.Atoi(port)
-		members = append(members, &pcluster.Member{Id: m.ID, Host: host, Port: int32(n), Kinds: []string{"lease", "view"}})
+		members = append(members, cluster.Placed{Actor: m.Addresses[1], Kinds: []string{"lease", "view"}})
 		if m.ID == id {
 			target = m.Addresses[1]
 		}
 	}
-	r := pcluster.NewRendezvous()
-	r.UpdateMembers(members)
+	place := cluster.NewRendezvous(members)
 	for i := range 1000 {
 		u := fmt.Sprintf("o%d", i)
-		if r.GetByClusterIdentity(pcluster.NewClusterIdentity(u, "view")) == target &&
-			r.GetByClusterIdentity(pcluster.NewClusterIdentity(u+"/phone", "lease")) == target {
+		if place.Owner("view", u) == target && place.Owner("lease", u+"/phone") == target {
 			return u
 		}
 	}
@@ -88,7 +69,7 @@ func TestClusterOwnerCrash(t *testing.T) {
 
 	n3.kill()
 	// Through detection, re-registers and the settle window, and beyond.
-	quiet := time.After(time.Duration(n1.bounds()["owner_crash_ms"])*time.Millisecond + time.Second)
+	quiet := time.After(time.Duration(n1.bounds().OwnerCrashMs)*time.Millisecond + time.Second)
 	for done := false; !done; {
 		select {
 		case p := <-events:

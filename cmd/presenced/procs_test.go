@@ -4,19 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/presence-im/presence/admin"
+	"github.com/presence-im/presence/chaos"
 	"github.com/presence-im/presence/client"
 	"github.com/presence-im/presence/gateway"
+	"github.com/presence-im/presence/internal/poll"
 	"github.com/presence-im/presence/messages"
 )
 
@@ -33,17 +34,12 @@ func binary(t *testing.T) string {
 		t.Skip("builds and runs the binary")
 	}
 	buildOnce.Do(func() {
-		dir, err := filepathTemp()
+		dir, err := os.MkdirTemp("", "presenced-bin-")
 		if err != nil {
 			buildErr = err
 			return
 		}
-		binPath = filepath.Join(dir, "presenced")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = err
-			t.Logf("%s", out)
-		}
+		binPath, buildErr = chaos.Build(context.Background(), dir)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -51,74 +47,59 @@ func binary(t *testing.T) string {
 	return binPath
 }
 
-// proc is one presenced process on free loopback ports.
+// proc is one presenced process on free loopback ports, run by the chaos
+// harness (chaos.Cluster): the tests and the chaos scenarios start nodes
+// the same way.
 type proc struct {
 	t             *testing.T
+	node          *chaos.Node
 	name          string
 	listen, admin string
 	gossip        string
-	cmd           *exec.Cmd
-	logs          *lockedBuffer
-	done          chan error
-	exited        bool
-	token         string // the admin token, when started with one
+	cluster       *chaos.Cluster // its own: each test node names its seeds
 }
 
+// startProc starts a node named name with extra flags; it is killed (and
+// its log shown if the test failed) at the end of the test.
 func startProc(t *testing.T, name string, extra ...string) *proc {
 	t.Helper()
-	return startProcAt(t, &proc{name: name, listen: freePort(t), admin: freePort(t), gossip: freePort(t)}, extra...)
-}
-
-// startProcAt starts a process on at's name and addresses (a restart).
-func startProcAt(t *testing.T, at *proc, extra ...string) *proc {
-	t.Helper()
-	name := at.name
-	p := &proc{t: t, name: name, listen: at.listen, admin: at.admin, gossip: at.gossip, logs: &lockedBuffer{}, done: make(chan error, 1)}
-	args := append([]string{"--timing", "fast", "--node-id", name, "--listen", p.listen, "--admin", p.admin, "--gossip", p.gossip,
-		"--secret", "e2e", "--drain-spread", "200ms", "--log-level", "debug"}, extra...)
-	if i := slices.Index(extra, "--admin-token"); i >= 0 && i+1 < len(extra) {
-		p.token = extra[i+1]
+	c := &chaos.Cluster{Bin: binary(t), Dir: t.TempDir(), Secret: "e2e", NoKey: true, Args: []string{"--drain-spread", "200ms", "--log-level", "debug"}}
+	t.Cleanup(c.Stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := c.StartNode(ctx, name, extra...)
+	if err != nil {
+		log := ""
+		if n != nil {
+			log = n.Log()
+		}
+		t.Fatalf("%s: %v\n%s", name, err, log)
 	}
-	p.cmd = exec.Command(binary(t), args...)
-	p.cmd.Stderr = p.logs
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(p.kill)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("%s's log:\n%s", name, p.logs.String())
+			t.Logf("%s's log:\n%s", name, n.Log())
 		}
 	})
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		if res, err := http.Get("http://" + p.admin + "/readyz"); err == nil {
-			res.Body.Close()
-			return p
-		}
-		select {
-		case err := <-p.done:
-			p.exited = true
-			t.Fatalf("%s exited: %v\n%s", name, err, p.logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready:\n%s", name, p.logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return &proc{t: t, node: n, cluster: c, name: name, listen: n.Listen, admin: n.Admin, gossip: n.Gossip}
 }
 
-// kill is kill -9.
-func (p *proc) kill() {
-	if p.exited {
-		return
+// startProcAt starts p, which has ended, again on its name and addresses
+// with extra flags (a restart).
+func startProcAt(t *testing.T, p *proc, extra ...string) *proc {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.cluster.StartAgain(ctx, p.node, extra...); err != nil {
+		t.Fatalf("%s: %v\n%s", p.name, err, p.log())
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-	p.exited = true
+	return p
 }
+
+// log is what the node logged so far.
+func (p *proc) log() string { return p.node.Log() }
+
+// kill is kill -9.
+func (p *proc) kill() { p.node.Kill() }
 
 func (p *proc) put(path, body string) {
 	p.t.Helper()
@@ -144,45 +125,19 @@ func (p *proc) dial(ctx context.Context, user, device string, attempt uint64) *c
 
 // authorize adds the node's admin token, if it has one.
 func (p *proc) authorize(req *http.Request) {
-	if p.token != "" {
-		req.Header.Set("Authorization", "Bearer "+p.token)
+	if p.node.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+p.node.Token)
 	}
 }
 
-func filepathTemp() (string, error) { return os.MkdirTemp("", "presenced-bin-") }
-
-// lockedBuffer is the process's stderr, read while exec still writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// bounds is the node's GET /api/bounds, the *_ms figures.
-func (p *proc) bounds() map[string]int64 {
+// bounds is the node's GET /api/bounds.
+func (p *proc) bounds() admin.Bounds {
 	p.t.Helper()
-	var b map[string]any
+	var b admin.Bounds
 	if code := p.getJSON("/api/bounds", &b); code != 200 {
 		p.t.Fatalf("%s /api/bounds: %d", p.name, code)
 	}
-	out := map[string]int64{}
-	for k, v := range b {
-		if f, ok := v.(float64); ok {
-			out[k] = int64(f)
-		}
-	}
-	return out
+	return b
 }
 
 // getJSON GETs an admin path and decodes a JSON answer into v: the status
@@ -201,26 +156,18 @@ func (p *proc) getJSON(path string, v any) int {
 
 // memberStates is how p sees the members: id -> state.
 func (p *proc) memberStates() map[string]string {
-	var c struct {
-		Members []struct{ ID, State string } `json:"members"`
-	}
+	var c admin.Cluster
 	p.getJSON("/api/cluster", &c)
 	out := map[string]string{}
 	for _, m := range c.Members {
-		out[m.ID] = m.State
+		out[m.ID] = string(m.State)
 	}
 	return out
 }
 
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, within, 20*time.Millisecond, what, cond)
 }
 
 // keepAlive heartbeats c every 100 ms (fast preset: 300 ms) until ctx ends.
@@ -313,4 +260,33 @@ func startCluster(t *testing.T, n int) ([]*proc, string) {
 	}
 	converged(t, nodes...)
 	return nodes, db
+}
+
+// samAndTwo starts three nodes with sam on n1, a on n2 and b on n3 (who
+// let sam see them), all connected and heartbeating, and waits until n1
+// sees a and b online.
+func samAndTwo(ctx context.Context, t *testing.T, a, b string) (nodes []*proc, sam, ca, cb *client.Conn) {
+	t.Helper()
+	nodes, _ = startCluster(t, 3)
+	for _, u := range []string{a, b} {
+		nodes[0].put("/api/users/"+u+"/policy", `{"granularity":"exact","contacts":["sam"]}`)
+	}
+	sam = nodes[0].dial(ctx, "sam", "phone", 1)
+	ca = nodes[1].dial(ctx, a, "phone", 1)
+	cb = nodes[2].dial(ctx, b, "phone", 1)
+	for _, c := range []*client.Conn{sam, ca, cb} {
+		keepAlive(ctx, c)
+	}
+	nodes[0].waitOnline(a, b)
+	return nodes, sam, ca, cb
+}
+
+// freePort is a loopback address that was free a moment ago.
+func freePort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }

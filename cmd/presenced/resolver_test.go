@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,7 +19,7 @@ func (p *proc) baseShrank(members int, within time.Duration) {
 	p.t.Helper()
 	want := fmt.Sprintf(` members=%d was=%d `, members, members+1)
 	waitFor(p.t, within, p.name+": a quorum base of "+want, func() bool {
-		for _, l := range strings.Split(p.logs.String(), "\n") {
+		for _, l := range strings.Split(p.log(), "\n") {
 			if strings.Contains(l, `msg="cluster: quorum base"`) && strings.Contains(l, want) {
 				return true
 			}
@@ -39,8 +38,8 @@ func (p *proc) serves(ctx context.Context, kept *client.Conn, user string) {
 	c := p.dial(ctx, user, "phone", 1)
 	keepAlive(ctx, c)
 	p.waitOnline(user)
-	if strings.Contains(p.logs.String(), "fenced") {
-		p.t.Fatalf("%s fenced:\n%s", p.name, p.logs.String())
+	if strings.Contains(p.log(), "fenced") {
+		p.t.Fatalf("%s fenced:\n%s", p.name, p.log())
 	}
 }
 
@@ -84,14 +83,14 @@ func TestClusterTwoNodes(t *testing.T) {
 		n2 := startProc(t, "n2", "--policy-dsn", db, "--join", n1.gossip, "--admin-token", "tok")
 		converged(t, n1, n2)
 		n1.kill()
-		waitFor(t, 20*time.Second, "n2 fences", func() bool { return strings.Contains(n2.logs.String(), "fenced: restarting") })
+		waitFor(t, 20*time.Second, "n2 fences", func() bool { return strings.Contains(n2.log(), "fenced: restarting") })
 		waitFor(t, 20*time.Second, "n2 waits, fenced", func() bool {
 			var f struct{ Fenced bool }
 			return n2.getJSON("/api/fence", &f) == 200 && f.Fenced
 		})
 		waiting := time.Now()
 		time.Sleep(4 * time.Second) // how many lines does waiting log?
-		if tries := strings.Count(n2.logs.String(), "not serving yet"); tries > 4 {
+		if tries := strings.Count(n2.log(), "not serving yet"); tries > 4 {
 			t.Fatalf("%d retry lines in %v: more than one per back-off step (1, 2, 4 s)", tries, time.Since(waiting))
 		}
 		if code := post(t, n2, "/api/fence/serve-alone", ""); code != http.StatusUnauthorized {
@@ -154,14 +153,14 @@ func TestClusterTourKillThenPause(t *testing.T) {
 	n1.waitOnline("sam")
 	n2.kill()
 	n1.baseShrank(2, 30*time.Second)
-	if err := n3.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := n3.node.Pause(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 15*time.Second, "n1 declares the stopped n3 dead", func() bool { return n1.memberStates()["n3"] == "dead" })
-	if err := n3.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := n3.node.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "n3 fencing", func() bool { return strings.Contains(n3.logs.String(), "fenced: restarting") })
+	waitFor(t, 10*time.Second, "n3 fencing", func() bool { return strings.Contains(n3.log(), "fenced: restarting") })
 	waitFor(t, 30*time.Second, "n3 ready again", func() bool { return n3.getJSON("/readyz", nil) == 200 })
 	converged(t, n1, n3)
 	n1.serves(ctx, sam, "ann")
@@ -176,18 +175,18 @@ func TestClusterFencedOldestServesAsNewCluster(t *testing.T) {
 	n1 := startProc(t, "n1", "--policy-dsn", db)
 	n2 := startProc(t, "n2", "--policy-dsn", db, "--join", n1.gossip)
 	converged(t, n1, n2)
-	if err := n1.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := n1.node.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "n2 fences (it lost the tie)", func() bool { return strings.Contains(n2.logs.String(), "fenced: restarting") })
+	waitFor(t, 15*time.Second, "n2 fences (it lost the tie)", func() bool { return strings.Contains(n2.log(), "fenced: restarting") })
 	n2.kill()
-	if err := n1.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := n1.node.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "n1 fences (paused)", func() bool { return strings.Contains(n1.logs.String(), "fenced: restarting") })
+	waitFor(t, 20*time.Second, "n1 fences (paused)", func() bool { return strings.Contains(n1.log(), "fenced: restarting") })
 	waitFor(t, 40*time.Second, "n1 serves again", func() bool { return n1.getJSON("/readyz", nil) == 200 })
-	if !strings.Contains(n1.logs.String(), "rejoined: the split-brain resolver lets this node serve") {
-		t.Fatalf("n1 serves without the resolver's word:\n%s", n1.logs.String())
+	if !strings.Contains(n1.log(), "rejoined: the split-brain resolver lets this node serve") {
+		t.Fatalf("n1 serves without the resolver's word:\n%s", n1.log())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -4,7 +4,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -49,21 +48,11 @@ func (s *Postgres) Get(ctx context.Context, user string) (store.PolicyDoc, bool,
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.PolicyDoc{}, false, nil
 	}
-	if err != nil {
-		return store.PolicyDoc{}, false, fmt.Errorf("store: policy of %s: %w", user, err)
-	}
-	var d store.PolicyDoc
-	if err := json.Unmarshal(raw, &d); err != nil {
-		return store.PolicyDoc{}, false, fmt.Errorf("store: policy of %s: %w", user, err)
-	}
-	return d, true, nil
+	return store.DecodePolicy(user, raw, err)
 }
 
 func (s *Postgres) Put(ctx context.Context, user string, d store.PolicyDoc) error {
-	if err := d.Validate(user); err != nil {
-		return err
-	}
-	raw, err := json.Marshal(d)
+	raw, err := store.EncodePolicy(user, d)
 	if err != nil {
 		return err
 	}
@@ -79,18 +68,12 @@ func (s *Postgres) Put(ctx context.Context, user string, d store.PolicyDoc) erro
 func (s *Postgres) Floor(ctx context.Context, user, device string) (uint64, error) {
 	var n int64
 	err := s.pool.QueryRow(ctx, `SELECT attempt FROM presence_floors WHERE user_id = $1 AND device = $2`, user, device).Scan(&n)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("store: floor of %s/%s: %w", user, device, err)
-	}
-	return uint64(n), nil
+	return store.ReadFloor(user, device, n, errors.Is(err, pgx.ErrNoRows), err)
 }
 
 func (s *Postgres) RaiseFloor(ctx context.Context, user, device string, attempt uint64) error {
-	if attempt > 1<<63-1 {
-		return fmt.Errorf("store: floor of %s/%s: attempt %d out of range", user, device, attempt)
+	if err := store.CheckAttempt(user, device, attempt); err != nil {
+		return err
 	}
 	_, err := s.pool.Exec(ctx, `INSERT INTO presence_floors (user_id, device, attempt) VALUES ($1, $2, $3)
 		ON CONFLICT (user_id, device) DO UPDATE SET attempt = GREATEST(presence_floors.attempt, EXCLUDED.attempt)`,
@@ -104,13 +87,7 @@ func (s *Postgres) RaiseFloor(ctx context.Context, user, device string, attempt 
 func (s *Postgres) LastSeen(ctx context.Context, user string) (time.Time, error) {
 	var ms int64
 	err := s.pool.QueryRow(ctx, `SELECT at_ms FROM presence_last_seen WHERE user_id = $1`, user).Scan(&ms)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return time.Time{}, nil
-	}
-	if err != nil {
-		return time.Time{}, fmt.Errorf("store: last seen of %s: %w", user, err)
-	}
-	return time.UnixMilli(ms), nil
+	return store.ReadLastSeen(user, ms, errors.Is(err, pgx.ErrNoRows), err)
 }
 
 func (s *Postgres) SetLastSeen(ctx context.Context, user string, t time.Time) error {

@@ -5,7 +5,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -57,21 +56,11 @@ func (s *SQLite) Get(ctx context.Context, user string) (store.PolicyDoc, bool, e
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.PolicyDoc{}, false, nil
 	}
-	if err != nil {
-		return store.PolicyDoc{}, false, fmt.Errorf("store: policy of %s: %w", user, err)
-	}
-	var d store.PolicyDoc
-	if err := json.Unmarshal([]byte(raw), &d); err != nil {
-		return store.PolicyDoc{}, false, fmt.Errorf("store: policy of %s: %w", user, err)
-	}
-	return d, true, nil
+	return store.DecodePolicy(user, []byte(raw), err)
 }
 
 func (s *SQLite) Put(ctx context.Context, user string, d store.PolicyDoc) error {
-	if err := d.Validate(user); err != nil {
-		return err
-	}
-	raw, err := json.Marshal(d)
+	raw, err := store.EncodePolicy(user, d)
 	if err != nil {
 		return err
 	}
@@ -87,18 +76,12 @@ func (s *SQLite) Put(ctx context.Context, user string, d store.PolicyDoc) error 
 func (s *SQLite) Floor(ctx context.Context, user, device string) (uint64, error) {
 	var n int64
 	err := s.db.QueryRowContext(ctx, `SELECT attempt FROM floors WHERE user = ? AND device = ?`, user, device).Scan(&n)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("store: floor of %s/%s: %w", user, device, err)
-	}
-	return uint64(n), nil
+	return store.ReadFloor(user, device, n, errors.Is(err, sql.ErrNoRows), err)
 }
 
 func (s *SQLite) RaiseFloor(ctx context.Context, user, device string, attempt uint64) error {
-	if attempt > 1<<63-1 {
-		return fmt.Errorf("store: floor of %s/%s: attempt %d out of range", user, device, attempt)
+	if err := store.CheckAttempt(user, device, attempt); err != nil {
+		return err
 	}
 	_, err := s.db.ExecContext(ctx, `INSERT INTO floors (user, device, attempt) VALUES (?, ?, ?)
 		ON CONFLICT (user, device) DO UPDATE SET attempt = max(attempt, excluded.attempt)`, user, device, int64(attempt))
@@ -111,13 +94,7 @@ func (s *SQLite) RaiseFloor(ctx context.Context, user, device string, attempt ui
 func (s *SQLite) LastSeen(ctx context.Context, user string) (time.Time, error) {
 	var ms int64
 	err := s.db.QueryRowContext(ctx, `SELECT at_ms FROM last_seen WHERE user = ?`, user).Scan(&ms)
-	if errors.Is(err, sql.ErrNoRows) {
-		return time.Time{}, nil
-	}
-	if err != nil {
-		return time.Time{}, fmt.Errorf("store: last seen of %s: %w", user, err)
-	}
-	return time.UnixMilli(ms), nil
+	return store.ReadLastSeen(user, ms, errors.Is(err, sql.ErrNoRows), err)
 }
 
 func (s *SQLite) SetLastSeen(ctx context.Context, user string, t time.Time) error {

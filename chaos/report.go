@@ -142,23 +142,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if err := os.RemoveAll(dir); err != nil { // a fresh store every round
 			return nil, err
 		}
-		err := func() error {
-			// The round's devices and watchers end with it.
-			ctx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			e, err := setup(ctx, o, dir)
-			if err != nil {
-				return err
-			}
-			defer e.Cluster.Stop()
-			rep.Bounds, rep.Timing = e.Bounds, e.Timing
-			r.FaultAt = time.Now()
-			o.progress("round %d/%d: %s, %d/%d devices up", i+1, o.Rounds, sc.Name, e.Fleet.Up(), len(e.Fleet.Devices))
-			go o.watchProgress(ctx, i, e)
-			err = sc.run(ctx, e, r)
-			checkVersions(e, r)
-			return err
-		}()
+		err := runRound(ctx, o, sc, rep, r, dir)
 		r.End = time.Now()
 		o.progress("round %d/%d: done in %.1f s: %d latencies, %d findings", i+1, o.Rounds, r.End.Sub(r.Start).Seconds(), len(r.Latencies), len(r.Findings))
 		if err != nil {
@@ -169,6 +153,25 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep.Seconds = time.Since(rep.Started).Seconds()
 	rep.summarize()
 	return rep, rep.write(o.Report)
+}
+
+// runRound runs one round on a fresh cluster in dir; the round's devices
+// and watchers end with it.
+func runRound(ctx context.Context, o Options, sc Scenario, rep *Report, r *Round, dir string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	e, err := setup(ctx, o, dir)
+	if err != nil {
+		return err
+	}
+	defer e.Cluster.Stop()
+	rep.Bounds, rep.Timing = e.Bounds, e.Timing
+	r.FaultAt = time.Now()
+	o.progress("round %d/%d: %s, %d/%d devices up", r.Index+1, o.Rounds, sc.Name, e.Fleet.Up(), len(e.Fleet.Devices))
+	go o.watchProgress(ctx, r.Index, e)
+	err = sc.run(ctx, e, r)
+	checkVersions(e, r)
+	return err
 }
 
 // checkVersions: every watcher sees each target's versions strictly grow.

@@ -87,14 +87,12 @@ func run(args []string) int {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	policies, history, closeStore, err := openStore(cfg.PolicyDSN)
+	policies, history, closeStore, err := openTimedStore(cfg.PolicyDSN, reg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced:", err)
 		return 1
 	}
 	defer closeStore()
-	sm := store.NewStoreMetrics(reg)
-	policies, history = sm.InstrumentPolicies(policies), sm.InstrumentHistory(history)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	rejoin, fencedAPI, err := prepareRejoin(cfg, log)
@@ -141,6 +139,17 @@ func run(args []string) int {
 	}
 	drain(log, ws, node, srv)
 	return 0
+}
+
+// openTimedStore opens the store with every call timed and its errors
+// counted (presence_store_seconds, presence_store_errors_total).
+func openTimedStore(dsn string, reg prometheus.Registerer) (store.PolicyStore, store.HistoryStore, func(), error) {
+	policies, history, closeStore, err := openStore(dsn)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	sm := store.NewStoreMetrics(reg)
+	return sm.InstrumentPolicies(policies), sm.InstrumentHistory(history), closeStore, nil
 }
 
 // watchFence tells, once, why the node must fence itself (see

@@ -6,7 +6,7 @@ TIMING  ?= fast
 FUZZTIME ?= 8s
 BIN     := bin
 
-.PHONY: all build run test test-unit fuzz sim bench chaos proto tools lint verify docker compose-up compose-down clean
+.PHONY: all build run test test-unit fuzz sim bench chaos proto tools lint verify docker docker-postgres compose-up compose-down clean
 
 all: build
 
@@ -37,10 +37,12 @@ test: tools
 	if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory docker && \
 	  $(GO) test -race -count=1 -tags chaos -run TestRunDocker -v ./chaos/; \
 	else echo "no Docker engine: the chaos docker backend is not exercised"; fi
-	# deploy/compose.yaml brought up, a node killed, taken down (where a
-	# Docker engine and docker-compose answer; the image was built above)
+	# deploy/compose.yaml brought up with PostgreSQL (presence-postgres:dev,
+	# built by the test from the host's postgresql), a node killed, taken
+	# down (where a Docker engine and docker-compose answer; presence:dev
+	# was built above)
 	if docker info >/dev/null 2>&1 && command -v docker-compose >/dev/null; then \
-	  $(GO) test -race -count=1 -tags compose -run TestCompose -v ./deploy/; \
+	  $(GO) test -race -count=1 -tags compose -run 'TestCompose|TestPostgresImage' -v ./deploy/; \
 	else echo "no Docker engine or docker-compose: deploy/compose.yaml is not exercised"; fi
 	# the Kubernetes manifests, decoded strictly (a module of its own)
 	cd deploy/k8s && $(GO) test -count=1 ./
@@ -90,12 +92,18 @@ docker:
 	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/linux/ ./cmd/...
 	docker build -t presence:dev -f deploy/Dockerfile .
 
+## docker-postgres: presence-postgres:dev, PostgreSQL FROM scratch from this
+## host's Debian postgresql package (deploy/postgres/build.sh; no registry)
+docker-postgres:
+	sh deploy/postgres/build.sh
+
 ## compose-up: three nodes, PostgreSQL and demo devices (deploy/compose.yaml),
-## secrets from deploy/.env (copy deploy/env.example); waits until every
-## node is ready. compose-down removes containers, network and volumes.
+## secrets from deploy/.env (copy deploy/env.example); builds both images,
+## waits until every node is ready. compose-down removes containers,
+## network and volumes.
 COMPOSE ?= docker-compose
 COMPOSE_PROJECT ?= presence
-compose-up: docker
+compose-up: docker docker-postgres
 	@test -f deploy/.env || { echo "deploy/.env is missing: cp deploy/env.example deploy/.env and set the secrets in it" >&2; exit 2; }
 	$(COMPOSE) -p $(COMPOSE_PROJECT) -f deploy/compose.yaml up -d
 	@for n in node1 node2 node3; do \

@@ -88,9 +88,17 @@ func (a *connActor) Receive(ctx actor.Context) {
 	case *messages.SnapshotPart:
 		a.sendAll(ctx, a.sink.SnapshotPart(m.GetRequestId(), m.GetTarget(), m.GetVisible(), m.GetPresence()))
 	case *messages.PresenceEvent:
-		a.sendAll(ctx, a.sink.Event(m.GetPresence()))
+		a.onEvent(ctx, m.GetPresence())
 	case *actor.Stopping:
 		a.onStopping(ctx, now)
+	}
+}
+
+// onEvent passes a view's event on, unless a member this node declared
+// dead sent it (Node.dropStale).
+func (a *connActor) onEvent(ctx actor.Context, p *messages.Presence) {
+	if !a.n.dropStale(ctx, p.GetUser()) {
+		a.sendAll(ctx, a.sink.Event(p))
 	}
 }
 

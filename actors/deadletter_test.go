@@ -6,12 +6,10 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/messages"
-	"github.com/presence-im/presence/store"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -20,15 +18,8 @@ func TestDeadLettersCountedNotLogged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var buf bytes.Buffer
 		m := NewMetrics(nil)
-		n, err := Start(Deps{NodeID: "g1", Timing: config.Fast(), Seed: 1, Policies: store.NewMemoryPolicies(), History: store.NewMemoryHistory(),
-			Metrics: m, Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			n.Stop()
-			time.Sleep(2 * time.Second) // the dead-letter log throttle's goroutine (virtual time)
-		}()
+		n := newEnvWith(t, Deps{Timing: config.Fast(), Metrics: m,
+			Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))}).n
 		pid := n.root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
 		if err := n.root.StopFuture(pid).Wait(); err != nil {
 			t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -24,18 +23,11 @@ import (
 // (core.DeliveryBudget).
 func TestGracefulClosePublishesAtDebounce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, config.Seed())
-		e.policy("alice", core.Exact, "bob")
-		p := e.subscribe("alice", "bob")
+		e, p := watchedAlice(t, config.Seed())
 		d := e.connect(e.n.Gateway(), "alice", "phone", 1)
 		time.Sleep(300 * time.Second)
 		d.close()
-		time.Sleep(60 * time.Second)
-		synctest.Wait()
-		want := []string{"0s online", "5m19.95s offline"}
-		if got := e.statuses(p); !slices.Equal(got, want) {
-			t.Fatalf("events = %v, want %v", got, want)
-		}
+		e.expectStatuses(p, 60*time.Second, "0s online", "5m19.95s offline")
 	})
 }
 
@@ -43,15 +35,9 @@ func TestGracefulClosePublishesAtDebounce(t *testing.T) {
 // connection (stale 75 s > 2 x 30 s).
 func TestOneLostHeartbeatPublishesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, config.Seed())
-		e.policy("alice", core.Exact, "bob")
-		p := e.subscribe("alice", "bob")
+		e, p := watchedAlice(t, config.Seed())
 		d := e.connect(e.n.Gateway(), "alice", "phone", 1, 3)
-		time.Sleep(10 * time.Minute)
-		synctest.Wait()
-		if got := e.statuses(p); !slices.Equal(got, []string{"0s online"}) {
-			t.Fatalf("events = %v, want only the first online", got)
-		}
+		e.expectStatuses(p, 10*time.Minute, "0s online")
 		if d.sock.closeCode() != 0 {
 			t.Fatalf("connection closed with %d", d.sock.closeCode())
 		}
@@ -61,39 +47,27 @@ func TestOneLostHeartbeatPublishesNothing(t *testing.T) {
 // E01 6.1 "两台设备先后离开 | 只在最后一台离开 20 秒后发布离线".
 func TestTwoDevicesOfflineOnlyAfterLastLeaves(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, config.Seed())
-		e.policy("alice", core.Exact, "bob")
-		p := e.subscribe("alice", "bob")
+		e, p := watchedAlice(t, config.Seed())
 		phone := e.connect(e.n.Gateway(), "alice", "phone", 1)
 		laptop := e.connect(e.n.Gateway(), "alice", "laptop", 1)
 		time.Sleep(100 * time.Second)
 		phone.close()
 		time.Sleep(100 * time.Second)
 		laptop.close()
-		time.Sleep(100 * time.Second)
-		synctest.Wait()
-		if got, want := e.statuses(p), []string{"0s online", "3m39.95s offline"}; !slices.Equal(got, want) {
-			t.Fatalf("events = %v, want %v", got, want)
-		}
+		e.expectStatuses(p, 100*time.Second, "0s online", "3m39.95s offline")
 	})
 }
 
 // E01 6.1 "关闭后 10 秒内重连 | 订阅者没有看到任何变化".
 func TestReconnectWithinDebouncePublishesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, config.Seed())
-		e.policy("alice", core.Exact, "bob")
-		p := e.subscribe("alice", "bob")
+		e, p := watchedAlice(t, config.Seed())
 		d := e.connect(e.n.Gateway(), "alice", "phone", 1)
 		time.Sleep(100 * time.Second)
 		d.close()
 		time.Sleep(10 * time.Second)
 		e.connect(e.n.Gateway(), "alice", "phone", 2)
-		time.Sleep(5 * time.Minute)
-		synctest.Wait()
-		if got := e.statuses(p); !slices.Equal(got, []string{"0s online"}) {
-			t.Fatalf("events = %v, want only the first online", got)
-		}
+		e.expectStatuses(p, 5*time.Minute, "0s online")
 	})
 }
 
@@ -133,9 +107,7 @@ func TestLateCloseFromOldEpochIsRejected(t *testing.T) {
 		if len(st.Devices) != 1 || st.Devices[0].Node != "g2" || st.Devices[0].Epoch != 2 {
 			t.Fatalf("devices = %v, want phone on g2 with epoch 2", st.Devices)
 		}
-		if got := e.statuses(p); !slices.Equal(got, []string{"0s online"}) {
-			t.Fatalf("events = %v, want only the first online", got)
-		}
+		e.expectStatuses(p, 0, "0s online")
 	})
 }
 
@@ -145,19 +117,13 @@ func TestLateCloseFromOldEpochIsRejected(t *testing.T) {
 // fail.
 func TestReleaseWithCurrentEpochRemovesOwner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, config.Seed())
-		e.policy("alice", core.Exact, "bob")
-		p := e.subscribe("alice", "bob")
+		e, p := watchedAlice(t, config.Seed())
 		d := e.connect(e.n.Gateway(), "alice", "phone", 2)
 		time.Sleep(30 * time.Second)
 		e.n.dir.Send(KindLease, leaseID("alice", "phone"), &messages.LeaseRelease{
 			User: "alice", Device: "phone", ConnId: d.conn.ID, Epoch: 2, Reason: messages.EndReason_close, LastAliveMs: time.Now().UnixMilli(),
 		})
-		time.Sleep(time.Minute)
-		synctest.Wait()
-		if got, want := e.statuses(p), []string{"0s online", "49.95s offline"}; !slices.Equal(got, want) {
-			t.Fatalf("events = %v, want %v", got, want)
-		}
+		e.expectStatuses(p, time.Minute, "0s online", "49.95s offline")
 	})
 }
 
@@ -166,29 +132,20 @@ func TestReleaseWithCurrentEpochRemovesOwner(t *testing.T) {
 func TestHalfOpenDetectedWithinBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		timing := config.Seed()
-		e := newEnv(t, timing)
-		e.policy("alice", core.Exact, "bob")
-		p := e.subscribe("alice", "bob")
+		e, p := watchedAlice(t, timing)
 		d := e.connect(e.n.Gateway(), "alice", "phone", 1)
 		time.Sleep(300 * time.Second)
 		d.halt()
 		left := time.Now()
-		time.Sleep(5 * time.Minute)
-		synctest.Wait()
-		ev := p.all()
-		if len(ev) != 2 || ev[1].p.GetStatus() != messages.Status_offline {
-			t.Fatalf("events = %v, want online then offline", e.statuses(p))
-		}
-		lat, bound := ev[1].at.Sub(left), timing.Bounds().HalfOpen
+		off := e.expectOfflineSecond(p, 5*time.Minute)
+		lat, bound := off.at.Sub(left), timing.Bounds().HalfOpen
 		if lat > bound || lat < timing.Stale-timing.Heartbeat+timing.Debounce {
 			t.Fatalf("half-open detected after %v, want within (stale - heartbeat + debounce, %v]", lat, bound)
 		}
 		if c := d.sock.closeCode(); c != messages.CloseGoingAway {
 			t.Fatalf("stale socket closed with %d, want %d", c, messages.CloseGoingAway)
 		}
-		if n := testutil.ToFloat64(e.n.metrics.DeviceTransitions.WithLabelValues("down", "ping_timeout")); n != 1 {
-			t.Fatalf("ping_timeout downs = %v, want 1", n)
-		}
+		e.expectDowns("ping_timeout", 1)
 	})
 }
 
@@ -206,21 +163,13 @@ func TestGatewayCrashDetectedByLeaseExpiry(t *testing.T) {
 		if renewals < 3 {
 			t.Fatalf("%v renewals in 300 s, want >= 3", renewals)
 		}
-		time.Sleep(5 * time.Minute)
-		synctest.Wait()
-		ev := p.all()
-		if len(ev) != 2 || ev[1].p.GetStatus() != messages.Status_offline {
-			t.Fatalf("events = %v, want online then offline", e.statuses(p))
-		}
-		lat := ev[1].at.Sub(crashed)
+		lat := e.expectOfflineSecond(p, 5*time.Minute).at.Sub(crashed)
 		// The last renewal came at most renew x 1.1 before the crash.
 		lower := timing.TTL - time.Duration(float64(timing.Renew)*(1+timing.RenewJitter)) + timing.Debounce
 		if lat > timing.Bounds().GatewayCrash || lat < lower {
 			t.Fatalf("crash detected after %v, want within [%v, %v]", lat, lower, timing.Bounds().GatewayCrash)
 		}
-		if n := testutil.ToFloat64(e.n.metrics.DeviceTransitions.WithLabelValues("down", "lease_expired")); n != 1 {
-			t.Fatalf("lease_expired downs = %v, want 1", n)
-		}
+		e.expectDowns("lease_expired", 1)
 	})
 }
 
@@ -243,11 +192,7 @@ func TestGatewayDownReclaimsAtOnce(t *testing.T) {
 			t.Fatalf("devices = %v, want only the laptop", st.Devices)
 		}
 		keep.close()
-		time.Sleep(time.Minute)
-		synctest.Wait()
-		if got, want := e.statuses(p), []string{"0s online", "2m0.95s offline"}; !slices.Equal(got, want) {
-			t.Fatalf("events = %v, want %v", got, want)
-		}
+		e.expectStatuses(p, time.Minute, "0s online", "2m0.95s offline")
 	})
 }
 
@@ -288,9 +233,7 @@ func TestInvalidTimingRefused(t *testing.T) {
 // aliceOnSecondGateway is a node with a second gateway g2, alice's phone
 // connected to g2, and bob subscribed to alice (who lets him see her).
 func aliceOnSecondGateway(t *testing.T, timing config.Timing) (*env, *Gateway, *probe, *device) {
-	e := newEnv(t, timing)
+	e, p := watchedAlice(t, timing)
 	g2, _ := e.n.StartGateway("g2")
-	e.policy("alice", core.Exact, "bob")
-	p := e.subscribe("alice", "bob")
 	return e, g2, p, e.connect(g2, "alice", "phone", 1)
 }

@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"fmt"
+
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
@@ -10,16 +12,40 @@ import (
 const FanoutName = "fanout"
 
 // fanoutActor hands a PresenceFanout's presence to each sink it names on
-// this node.
-type fanoutActor struct{}
+// this node, unless a view of a member declared dead sent it (Node.stale).
+type fanoutActor struct{ n *Node }
 
-func (fanoutActor) Receive(ctx actor.Context) {
+func (f fanoutActor) Receive(ctx actor.Context) {
 	if m, ok := ctx.Message().(*messages.PresenceFanout); ok {
+		if f.n.dropStale(ctx, m.GetPresence().GetUser()) {
+			return
+		}
 		ev := &messages.PresenceEvent{Presence: m.GetPresence()} // read-only from here on
 		for _, id := range m.GetSinkIds() {
 			ctx.Send(actor.NewPID(ctx.Self().GetAddress(), id), ev)
 		}
 	}
+}
+
+// sendFrom sends msg to another node's actor with the sender's PID, so the
+// receiver can tell a message of a member it declared dead (Node.stale);
+// a local one goes without it.
+func sendFrom(ctx actor.Context, to *actor.PID, msg any) {
+	if to.GetAddress() == ctx.Self().GetAddress() {
+		ctx.Send(to, msg)
+		return
+	}
+	ctx.Request(to, msg)
+}
+
+// dropStale reports (and logs at debug) a view's message to drop: it came
+// from a member this node declared dead or left.
+func (n *Node) dropStale(ctx actor.Context, user string) bool {
+	if !n.stale(ctx.Sender()) {
+		return false
+	}
+	n.log.Debug("view message from a member declared dead: dropped", "user", user, "from", ctx.Sender().GetAddress(), "type", fmt.Sprintf("%T", ctx.Message()))
+	return true
 }
 
 type directEvent struct {

@@ -87,3 +87,49 @@ func TestRouteKeyCoversPresence(t *testing.T) {
 		t.Fatalf("Presence has %d fields; route's key has 5", n)
 	}
 }
+
+// A view's event from a member this node declared dead is stale: a
+// partitioned member's messages (or its exited process's, retransmitted by
+// its kernel) arrive once the network heals, after the view was re-created
+// elsewhere with nothing new to say, and would stand as the subscriber's
+// state: the partition chaos scenario's false offline of a device that
+// never moved. Both ways in drop it: straight to the connection, and
+// through the fan-out; the same event from an alive member passes.
+func TestViewEventsFromADeadMemberAreDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, config.Seed())
+		e.n.gone = func(addr string) bool { return addr == "dead:1" }
+		e.policy("alice", core.Exact, "bob")
+		alice := e.connect(e.n.Gateway(), "alice", "phone", 1)
+		bob := e.connect(e.n.Gateway(), "bob", "laptop", 1)
+		bob.conn.Subscribe("s1", []string{"alice"})
+		synctest.Wait()
+		offline := func(v uint64) *messages.Presence {
+			return &messages.Presence{User: "alice", Status: messages.Status_offline, Version: v}
+		}
+		frames := func() []*messages.Frame {
+			bob.sock.mu.Lock()
+			defer bob.sock.mu.Unlock()
+			return slices.Clone(bob.sock.frames)
+		}
+		if f := frames(); len(f) != 1 || f[0].GetSnapshot() == nil {
+			t.Fatalf("frames %v, want the snapshot", f)
+		}
+		dead, alive := actor.NewPID("dead:1", "view/alice"), actor.NewPID("alive:1", "view/alice")
+		fanout := actor.NewPID(e.n.Address(), FanoutName)
+		e.n.root.RequestWithCustomSender(bob.conn.pid, &messages.PresenceEvent{Presence: offline(1 << 62)}, dead)
+		e.n.root.RequestWithCustomSender(fanout, &messages.PresenceFanout{Presence: offline(1<<62 + 1), SinkIds: []string{bob.conn.pid.GetId()}}, dead)
+		synctest.Wait()
+		if f := frames(); len(f) != 1 {
+			t.Fatalf("frames %v: a dead member's view reached the subscriber", f)
+		}
+		e.n.root.RequestWithCustomSender(bob.conn.pid, &messages.PresenceEvent{Presence: offline(1 << 62)}, alive)
+		synctest.Wait()
+		e.n.root.RequestWithCustomSender(fanout, &messages.PresenceFanout{Presence: offline(1<<62 + 1), SinkIds: []string{bob.conn.pid.GetId()}}, alive)
+		synctest.Wait()
+		if f := frames(); len(f) != 3 || f[1].GetPresence().GetVersion() != 1<<62 || f[2].GetPresence().GetVersion() != 1<<62+1 {
+			t.Fatalf("frames %v, want the alive member's two events", f)
+		}
+		alice.close()
+	})
+}

@@ -3,8 +3,10 @@ package actors
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -12,6 +14,7 @@ import (
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
 	"github.com/presence-im/presence/store"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 )
 
@@ -29,8 +32,16 @@ type env struct {
 
 func newEnv(t *testing.T, timing config.Timing) *env {
 	t.Helper()
+	return newEnvWith(t, Deps{Timing: timing})
+}
+
+// newEnvWith is newEnv with more of the node's Deps (metrics, logger);
+// the node id, seed and stores are the env's own.
+func newEnvWith(t *testing.T, d Deps) *env {
+	t.Helper()
 	e := &env{t: t, policies: store.NewMemoryPolicies(), history: store.NewMemoryHistory(), start: time.Now()}
-	n, err := Start(Deps{NodeID: "g1", Timing: timing, Seed: 1, Policies: e.policies, History: e.history})
+	d.NodeID, d.Seed, d.Policies, d.History = "g1", 1, e.policies, e.history
+	n, err := Start(d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,4 +220,45 @@ func (e *env) statuses(p *probe) []string {
 		out = append(out, fmt.Sprintf("%v %s", s.at.Sub(e.start), s.p.GetStatus()))
 	}
 	return out
+}
+
+// watchedAlice is a node where alice lets bob see her and bob subscribes
+// to her: the setup of most E01 scenarios.
+func watchedAlice(t *testing.T, timing config.Timing) (*env, *probe) {
+	t.Helper()
+	e := newEnv(t, timing)
+	e.policy("alice", core.Exact, "bob")
+	return e, e.subscribe("alice", "bob")
+}
+
+// expectStatuses lets wait pass in virtual time, lets every actor settle
+// and fails unless p saw exactly want (virtual time since start, status).
+func (e *env) expectStatuses(p *probe, wait time.Duration, want ...string) {
+	e.t.Helper()
+	time.Sleep(wait)
+	synctest.Wait()
+	if got := e.statuses(p); !slices.Equal(got, want) {
+		e.t.Fatalf("events = %v, want %v", got, want)
+	}
+}
+
+// expectOfflineSecond lets wait pass and returns the offline event that
+// must follow the first online one, and nothing else.
+func (e *env) expectOfflineSecond(p *probe, wait time.Duration) seen {
+	e.t.Helper()
+	time.Sleep(wait)
+	synctest.Wait()
+	ev := p.all()
+	if len(ev) != 2 || ev[1].p.GetStatus() != messages.Status_offline {
+		e.t.Fatalf("events = %v, want online then offline", e.statuses(p))
+	}
+	return ev[1]
+}
+
+// expectDowns fails unless want devices went down for reason.
+func (e *env) expectDowns(reason string, want float64) {
+	e.t.Helper()
+	if n := testutil.ToFloat64(e.n.metrics.DeviceTransitions.WithLabelValues("down", reason)); n != want {
+		e.t.Fatalf("%s downs = %v, want %v", reason, n, want)
+	}
 }

@@ -77,7 +77,9 @@ type Node struct {
 
 	cluster  *pcluster.Cluster // nil alone
 	provider *cluster.Provider
-	stall    *stallClock
+	// gone overrides the membership's Gone (tests of a node alone).
+	gone  func(addr string) bool
+	stall *stallClock
 	// events is this node's events actor; eventSinks the local ends of
 	// Events streams (guarded by mu), to subscribe to members that join.
 	events     atomic.Pointer[actor.PID]
@@ -143,6 +145,21 @@ func (n *Node) owns(kind Kind, identity string) bool {
 	}
 	owner := n.provider.Owner(string(kind), identity)
 	return owner == "" || owner == n.sys.Address()
+}
+
+// stale reports whether a message came from a member this node declared
+// dead or left (cluster.Gossip.Gone): what a view there sent reaches a sink
+// only once the network heals, after the view was re-created here or
+// elsewhere, and would stand as the subscriber's newest state.
+func (n *Node) stale(sender *actor.PID) bool {
+	if sender == nil || sender.GetAddress() == n.sys.Address() {
+		return false
+	}
+	if n.gone != nil {
+		return n.gone(sender.GetAddress())
+	}
+	g := n.Membership()
+	return g != nil && g.Gone(sender.GetAddress())
 }
 
 // Address is the actor system's address (the remote's advertised
@@ -218,7 +235,7 @@ func Start(d Deps) (_ *Node, err error) {
 	} else {
 		n.dir = NewLocalDirectory(sys.Root, n.props)
 	}
-	if _, err := n.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return fanoutActor{} }), FanoutName); err != nil {
+	if _, err := n.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return fanoutActor{n} }), FanoutName); err != nil {
 		return nil, fmt.Errorf("actors: fan-out: %w", err)
 	}
 	if _, err := n.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return statsActor{n} }), StatsName); err != nil {

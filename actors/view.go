@@ -216,7 +216,7 @@ func (a *viewActor) subscribe(ctx actor.Context, m *messages.ViewSubscribe, now 
 		return
 	}
 	p, res := a.v.Subscribe(key, m.GetViewer(), now)
-	ctx.Send(sink, &messages.SnapshotPart{RequestId: m.GetRequestId(), Target: a.user, Visible: p != nil, Presence: p})
+	sendFrom(ctx, sink, &messages.SnapshotPart{RequestId: m.GetRequestId(), Target: a.user, Visible: p != nil, Presence: p})
 	a.apply(ctx, res)
 }
 
@@ -233,12 +233,12 @@ func (a *viewActor) apply(ctx actor.Context, res core.ViewResult) {
 	now := time.Now()
 	direct, fanouts := route(res.Deliveries, a.sinks, ctx.Self().GetAddress())
 	for _, d := range direct {
-		ctx.Send(d.sink, &messages.PresenceEvent{Presence: d.presence})
+		sendFrom(ctx, d.sink, &messages.PresenceEvent{Presence: d.presence})
 		a.n.metrics.EventMessages.WithLabelValues("direct").Inc()
 		a.n.metrics.Delivered.Inc()
 	}
 	for _, f := range fanouts {
-		ctx.Send(actor.NewPID(f.addr, FanoutName), f.msg)
+		sendFrom(ctx, actor.NewPID(f.addr, FanoutName), f.msg)
 		a.n.metrics.EventMessages.WithLabelValues("fanout").Inc()
 		a.n.metrics.Delivered.Add(float64(len(f.msg.GetSinkIds())))
 	}

@@ -24,6 +24,20 @@ type Device struct {
 	lastBeat  time.Time
 	closeCode int // how the server closed it (0: open)
 	attempt   uint64
+	beatErr   error // why its heartbeats stopped, when a write failed
+}
+
+// health says what the harness knows of d's connection, for a finding: a
+// device whose heartbeat write failed (the harness starved, its socket
+// broken) was timed out by the server, rightly.
+func (d *Device) health() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := fmt.Sprintf("close code %d", d.closeCode)
+	if d.beatErr != nil {
+		s += fmt.Sprintf(", heartbeats stopped after %s: %v", d.lastBeat.Format("15:04:05.000"), d.beatErr)
+	}
+	return s
 }
 
 // Watcher is one subscriber (user watch-<node>) on a node, subscribed to
@@ -78,7 +92,7 @@ func (f *Fleet) Connect(ctx context.Context, d *Device) error {
 	}
 	bctx, stop := context.WithCancel(ctx)
 	d.mu.Lock()
-	d.conn, d.stop, d.closeCode, d.lastBeat, d.silent = c, stop, 0, time.Now(), false
+	d.conn, d.stop, d.closeCode, d.lastBeat, d.silent, d.beatErr = c, stop, 0, time.Now(), false, nil
 	d.mu.Unlock()
 	go func() {
 		for seq := uint64(1); ; seq++ {
@@ -90,6 +104,8 @@ func (f *Fleet) Connect(ctx context.Context, d *Device) error {
 			if !d.silent && err == nil {
 				if err = c.Heartbeat(ctx, seq); err == nil {
 					d.lastBeat = time.Now()
+				} else if ctx.Err() == nil {
+					d.beatErr = err
 				}
 			}
 			silent := d.silent

@@ -72,13 +72,20 @@ func runKillTwo(ctx context.Context, e *Env, r *Round) error {
 		return err
 	}
 	time.Sleep(time.Until(deadline))
-	gone := append(gone1, gone2...)
-	stayed := e.othersThan(gone)
-	e.checkServing(ctx, r, oldest)
-	e.checkStayed(r, survivors, stayed, t0)
-	e.checkRoutes(ctx, r, oldest, gone, stayed)
-	e.checkFinal(r, survivors, gone, stayed)
+	e.checkSurvivor(ctx, r, oldest, survivors, append(gone1, gone2...), t0)
 	return nil
+}
+
+// checkSurvivor: the survivor serves (none of its devices closed), its
+// watchers ws saw no false offline since t0, the routes and every final
+// state are the truth for the devices gone with the others and those that
+// stayed.
+func (e *Env) checkSurvivor(ctx context.Context, r *Round, survivor *Node, ws []*Watcher, gone []*Device, t0 time.Time) {
+	stayed := e.othersThan(gone)
+	e.checkServing(ctx, r, survivor)
+	e.checkStayed(r, ws, stayed, t0)
+	e.checkRoutes(ctx, r, survivor, gone, stayed)
+	e.checkFinal(r, ws, gone, stayed)
 }
 
 func runKillTwoAtOnce(ctx context.Context, e *Env, r *Round) error {
@@ -140,4 +147,36 @@ func (e *Env) checkServing(ctx context.Context, r *Round, n *Node) {
 			r.find("not_serving", d.User, "", fmt.Sprintf("its connection to %s closed with %d", n.ID, code))
 		}
 	}
+}
+
+// runKillTwoAtOnceLease: the same two crashes on nodes started with
+// --split-brain lease, and the youngest survives (the majority rule's tie
+// would go to the oldest): it takes the lease in the shared SQLite file and
+// serves on: none of its devices closed, the others' reported offline
+// within the crash bounds, every device's final state the truth.
+func runKillTwoAtOnceLease(ctx context.Context, e *Env, r *Round) error {
+	oldest, youngest, middle, err := three(e)
+	if err != nil {
+		return err
+	}
+	owners, err := e.viewOwners(ctx, youngest)
+	if err != nil {
+		return err
+	}
+	gone := append(e.devicesOn(oldest), e.devicesOn(middle)...)
+	r.Victim, r.Fault = oldest.ID+","+middle.ID, fmt.Sprintf("kill -9 %s and %s together (--split-brain lease)", oldest.ID, middle.ID)
+	t0 := time.Now()
+	oldest.Kill()
+	middle.Kill()
+	ws := []*Watcher{e.watcherOn(youngest)}
+	deadline := t0.Add(ms(max(e.Bounds["gateway_crash_ms"], e.Bounds["owner_crash_ms"])) + e.Slack)
+	e.awaitOffline(r, ws, gone, func(*Device) time.Time { return t0 }, func(d *Device) (string, float64) {
+		if owners[d.User] != youngest.ID {
+			return "owner_crash", e.Bounds["owner_crash_ms"]
+		}
+		return "gateway_crash", e.Bounds["gateway_crash_ms"]
+	}, deadline)
+	time.Sleep(time.Until(deadline))
+	e.checkSurvivor(ctx, r, youngest, ws, gone, t0)
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/presence-im/presence/cluster"
@@ -31,6 +32,7 @@ var Scenarios = []Scenario{
 	{"soak", "random kills, pauses, partitions and restarts for --duration, SDK devices, checked after each", runSoak},
 	{"kill-two", "kill -9 the youngest node, a stable period, then the next: the oldest serves on alone", runKillTwo},
 	{"kill-two-at-once", "kill -9 the two youngest nodes together: the survivor fences and waits (majority rule)", runKillTwoAtOnce},
+	{"kill-two-at-once-lease", "--split-brain lease: kill -9 the two oldest nodes together: the youngest takes the lease and serves on", runKillTwoAtOnceLease},
 }
 
 // Find returns the scenario called name.
@@ -160,7 +162,7 @@ func (e *Env) checkStayed(r *Round, ws []*Watcher, ds []*Device, since time.Time
 			}
 			for _, d := range ds {
 				if d.User == ev.Target {
-					r.find("false_offline", d.User, w.User, fmt.Sprintf("%v at version %d, still connected to %s", ev.Status, ev.Version, d.Node.ID))
+					r.find("false_offline", d.User, w.User, fmt.Sprintf("%v at version %d, still connected to %s (%s)", ev.Status, ev.Version, d.Node.ID, d.health()))
 				}
 			}
 		}
@@ -423,6 +425,9 @@ func setup(ctx context.Context, o Options, dir string) (*Env, error) {
 	c := &Cluster{Bin: o.Bin, Dir: dir, Secret: "chaos", Isolate: o.Scenario == "partition" || o.Scenario == "soak" && os.Geteuid() == 0}
 	if o.Backend == "docker" {
 		c.Docker = &Docker{Image: o.Image}
+	}
+	if strings.HasSuffix(o.Scenario, "-lease") {
+		c.Args = append(c.Args, "--split-brain", "lease")
 	}
 	e := &Env{Cluster: c, Fleet: &Fleet{Secret: c.Secret}, Slack: 2 * time.Second, Duration: o.Duration}
 	if err := c.Start(ctx, nodes); err != nil {

@@ -65,6 +65,20 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 	poll.Until(t, within, 10*time.Millisecond, what, cond)
 }
 
+// expectEnded fails unless s ends within the time given, with want and
+// after its first connection (it did not retry).
+func expectEnded(t *testing.T, s *client.Session, within time.Duration, want error) {
+	t.Helper()
+	select {
+	case <-s.Done():
+	case <-time.After(within):
+		t.Fatalf("session still running after %v, want it ended with %v", within, want)
+	}
+	if !errors.Is(s.Err(), want) || s.Connections() != 1 {
+		t.Fatalf("err %v after %d connections, want %v after 1", s.Err(), s.Connections(), want)
+	}
+}
+
 // A session heartbeats on hello's interval (jittered down) and stays on
 // one connection well past the stale threshold.
 func TestSessionStaysConnected(t *testing.T) {
@@ -120,14 +134,7 @@ func TestSessionStopsWhenSuperseded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.CloseNow()
-	select {
-	case <-s.Done():
-	case <-time.After(3 * time.Second):
-		t.Fatal("session still running after 4001")
-	}
-	if !errors.Is(s.Err(), client.ErrSuperseded) || s.Connections() != 1 {
-		t.Fatalf("err %v after %d connections, want ErrSuperseded after 1", s.Err(), s.Connections())
-	}
+	expectEnded(t, s, 3*time.Second, client.ErrSuperseded)
 }
 
 // A consumer that stops reading events makes the server cut the
@@ -191,14 +198,7 @@ func TestSessionTokenExpiry(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	plain := client.Start(ctx, client.Config{URLs: []string{nd.url()}, Token: short()})
-	select {
-	case <-plain.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("session without Refresh still running after its token expired")
-	}
-	if !errors.Is(plain.Err(), client.ErrTokenExpired) || plain.Connections() != 1 {
-		t.Fatalf("err %v after %d connections, want ErrTokenExpired after 1", plain.Err(), plain.Connections())
-	}
+	expectEnded(t, plain, 5*time.Second, client.ErrTokenExpired)
 	refreshed := client.Start(ctx, client.Config{URLs: []string{nd.url()}, Token: short(), Refresh: func(context.Context) (string, error) {
 		return token(t, "alice", "phone"), nil
 	}})

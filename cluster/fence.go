@@ -19,14 +19,17 @@ import (
 //   - minority: the split-brain resolver (resolver.go) says its side does
 //     not serve: it reaches less than half of its quorum base, or exactly
 //     half without the oldest member (a network partition, or the others'
-//     crash; the deciding side goes on and reclaims).
+//     crash; the deciding side goes on and reclaims);
+//   - lease: with the lease strategy (lease.go), the lease in the store is
+//     held and renewed by a member this side does not reach.
 //
 // A fenced node stops taking devices, closes them with 1001 so they
 // reconnect to a healthy node, and restarts as a new member (presenced
 // re-executes itself), which rejoins (rejoin.go). A majority rule cannot
 // tell a partition from the others' crash: the last survivor of two
 // simultaneous crashes in a cluster of three fences too, and a cluster of
-// two survives only the death of its younger member.
+// two survives only the death of its younger member; the lease strategy
+// lets either survive, as long as the survivor reaches the store.
 
 // FenceReason says why a node fenced itself.
 type FenceReason string
@@ -34,6 +37,7 @@ type FenceReason string
 const (
 	FencePaused   FenceReason = "paused"
 	FenceMinority FenceReason = "minority"
+	FenceLease    FenceReason = "lease" // the lease strategy (lease.go): the other side holds it
 )
 
 // MinDetection is the earliest the others can declare a silent member dead,
@@ -88,6 +92,9 @@ type FenceWatch struct {
 	Stable time.Duration
 	// Log, when set, gets one line each time the quorum base changes size.
 	Log *slog.Logger
+	// Lease, when set, is the lease strategy (lease.go): the store's lease
+	// decides once members are unreachable, the majority rule otherwise.
+	Lease *LeaseArbiter
 }
 
 // Run calls fence once, at the first sign, with the quorum base it decided
@@ -133,7 +140,14 @@ func (w FenceWatch) check(now, last time.Time) (FenceReason, string, []Voter) {
 	if gap := now.Sub(last); len(base) > 1 && gap > pause {
 		return FencePaused, fmt.Sprintf("did not run for %v (the others may declare a member dead after %v)", gap.Round(time.Millisecond), pause), base
 	}
-	if v := Decide(base); !v.Serve {
+	v := Decide(base)
+	if w.Lease != nil {
+		if call, why := w.Lease.Decide(now, v, base); call == LeaseFence {
+			return FenceLease, why, base
+		}
+		return "", "", base
+	}
+	if !v.Serve {
 		return FenceMinority, v.String(), base
 	}
 	return "", "", base

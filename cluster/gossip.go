@@ -97,6 +97,7 @@ type Gossip struct {
 	mu      sync.Mutex
 	members map[string]Member
 	metas   map[string]Meta
+	gone    map[string]time.Time // actor addresses of members declared dead or left (Gone)
 	subs    []func(Event)
 	queue   []Event
 	wake    chan struct{}
@@ -168,7 +169,7 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: gossip port %q: %w", port, err)
 	}
-	g := &Gossip{self: cfg.Meta, meta: meta, log: cfg.Logger, start: start, members: map[string]Member{}, metas: map[string]Meta{},
+	g := &Gossip{self: cfg.Meta, meta: meta, log: cfg.Logger, start: start, members: map[string]Member{}, metas: map[string]Meta{}, gone: map[string]time.Time{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
 	if g.log == nil {
 		g.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -431,6 +432,7 @@ func (g *Gossip) deliver() {
 			}
 			g.members[ev.Member.ID] = ev.Member
 			g.metas[ev.Member.ID] = ev.Meta
+			g.noteGone(ev)
 		}
 		subs := slices.Clone(g.subs)
 		g.mu.Unlock()
@@ -459,6 +461,41 @@ func (g *Gossip) logEvent(ev Event) {
 	args = append(args, "members", g.alive())
 	g.mu.Unlock()
 	g.log.Log(context.Background(), level, "member "+string(ev.Kind), args...)
+}
+
+// GoneFor is how long Gone remembers a dead member's actor address: longer
+// than the kernel keeps retransmitting what a dead process left unsent
+// (tcp_orphan_retries, a few minutes).
+const GoneFor = 15 * time.Minute
+
+// Gone reports whether actor (a proto.actor remote address) belonged to a
+// member declared dead or left, not taken since by an alive one. Messages
+// from it are stale: proto.actor's remote blocks a dead member's new
+// connections but delivers what arrives on an open one, and what a
+// partitioned or fenced member sent (or its kernel kept retransmitting
+// after it exited) arrives once the network heals.
+func (g *Gossip) Gone(actor string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.gone[actor]
+	return ok
+}
+
+// noteGone files ev's actor address; g.mu held.
+func (g *Gossip) noteGone(ev Event) {
+	if ev.Meta.Actor == "" {
+		return
+	}
+	if ev.Member.State == Alive {
+		delete(g.gone, ev.Meta.Actor)
+		return
+	}
+	for a, at := range g.gone {
+		if ev.At.Sub(at) > GoneFor {
+			delete(g.gone, a)
+		}
+	}
+	g.gone[ev.Meta.Actor] = ev.At
 }
 
 // alive counts the members alive in the table; g.mu held.

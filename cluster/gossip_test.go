@@ -114,3 +114,34 @@ func TestFailureDetectionFormula(t *testing.T) {
 		t.Fatal("suspicion must grow with log10 of the cluster size")
 	}
 }
+
+// Gone remembers the actor address of a member declared dead or left until
+// an alive member holds it again, and forgets it after GoneFor.
+func TestGoneActorAddresses(t *testing.T) {
+	g := &Gossip{gone: map[string]time.Time{}}
+	t0 := time.Now()
+	ev := func(id, actor string, s State, at time.Time) Event {
+		return Event{At: at, Meta: Meta{Actor: actor}, Member: Member{ID: id, State: s}}
+	}
+	g.noteGone(ev("n2", "10.0.0.2:7000", Alive, t0))
+	if g.Gone("10.0.0.2:7000") {
+		t.Fatal("an alive member's address is gone")
+	}
+	g.noteGone(ev("n2", "10.0.0.2:7000", Dead, t0))
+	g.noteGone(ev("n3", "10.0.0.3:7000", Left, t0))
+	if !g.Gone("10.0.0.2:7000") || !g.Gone("10.0.0.3:7000") {
+		t.Fatal("a dead or left member's address is not gone")
+	}
+	g.noteGone(ev("n2", "10.0.0.2:7001", Alive, t0.Add(time.Second))) // n2's next incarnation
+	if !g.Gone("10.0.0.2:7000") || g.Gone("10.0.0.2:7001") {
+		t.Fatal("n2's new incarnation: the old address must stay gone, the new one not")
+	}
+	g.noteGone(ev("n3", "10.0.0.3:7000", Alive, t0.Add(time.Second))) // back on the same port
+	if g.Gone("10.0.0.3:7000") {
+		t.Fatal("an address an alive member holds again is still gone")
+	}
+	g.noteGone(ev("n4", "10.0.0.4:7000", Dead, t0.Add(GoneFor+time.Second)))
+	if g.Gone("10.0.0.2:7000") || !g.Gone("10.0.0.4:7000") {
+		t.Fatalf("after GoneFor: %v, want only n4's address", g.gone)
+	}
+}

@@ -89,8 +89,13 @@ type Config struct {
 	// every node on a host), "postgres://..." (nodes on several hosts) or
 	// "memory" (lost on exit; one node only).
 	PolicyDSN string
-	Timing    Timing
-	Gateway   Gateway
+	// SplitBrain is the split-brain resolver's strategy: "majority" (the
+	// default: keep-majority, ties to the oldest member) or "lease" (a
+	// lease row in the PolicyDSN store decides once members are
+	// unreachable; docs/operations.md "Split brain").
+	SplitBrain string
+	Timing     Timing
+	Gateway    Gateway
 
 	// SecretPrevious are older device-token keys still accepted while
 	// tokens signed with them live out their expiry (rotation); tokens are
@@ -161,13 +166,14 @@ func Preset(name string) (Timing, error) {
 // and the seed preset.
 func Default() Config {
 	return Config{
-		Listen:    "127.0.0.1:7600",
-		Admin:     "127.0.0.1:7700",
-		Gossip:    "127.0.0.1:7946",
-		Preset:    "seed",
-		Secret:    DevSecret,
-		PolicyDSN: "sqlite:presence-data/presence.db",
-		Timing:    Seed(),
+		Listen:     "127.0.0.1:7600",
+		Admin:      "127.0.0.1:7700",
+		Gossip:     "127.0.0.1:7946",
+		Preset:     "seed",
+		Secret:     DevSecret,
+		PolicyDSN:  "sqlite:presence-data/presence.db",
+		SplitBrain: "majority",
+		Timing:     Seed(),
 	}
 }
 
@@ -193,6 +199,12 @@ func (c Config) Validate() error {
 	}
 	if !ValidDSN(c.PolicyDSN) {
 		errs = append(errs, fmt.Errorf("%w: policy-dsn %q: must be sqlite:PATH, postgres://... or memory", ErrInvalid, c.PolicyDSN))
+	}
+	switch {
+	case c.SplitBrain != "majority" && c.SplitBrain != "lease":
+		errs = append(errs, fmt.Errorf("%w: split-brain %q: must be majority or lease", ErrInvalid, c.SplitBrain))
+	case c.SplitBrain == "lease" && c.PolicyDSN == "memory":
+		errs = append(errs, fmt.Errorf("%w: split-brain lease needs a store every node shares: policy-dsn sqlite:PATH or postgres://..., not memory", ErrInvalid))
 	}
 	if c.Secret == "" {
 		errs = append(errs, fmt.Errorf("%w: secret is empty: must be set", ErrInvalid))

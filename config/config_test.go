@@ -119,6 +119,9 @@ func TestValidate(t *testing.T) {
 
 		{"failure detection negative", func(c *config.Config) { c.Timing.FailureDetection = -time.Second }, []string{"failure detection"}},
 		{"failure detection set", func(c *config.Config) { c.Timing.FailureDetection = 5 * time.Second }, nil},
+		{"split-brain lease", func(c *config.Config) { c.SplitBrain = "lease" }, nil},
+		{"split-brain unknown", func(c *config.Config) { c.SplitBrain = "oldest" }, []string{"split-brain \"oldest\"", "majority or lease"}},
+		{"split-brain lease in memory", func(c *config.Config) { c.SplitBrain, c.PolicyDSN = "lease", "memory" }, []string{"split-brain lease", "not memory"}},
 
 		// Jitters in [0, 0.5).
 		{"heartbeat jitter negative", func(c *config.Config) { c.Timing.HeartbeatJitter = -0.01 }, []string{"heartbeat-jitter = -0.01", "[0, 0.5)"}},
@@ -403,7 +406,8 @@ secret: s3cret
 cluster-key: 0123456789abcdef
 seed: 42
 demo: 3
-policy-dsn: memory
+policy-dsn: postgres://db/presence
+split-brain: lease
 outbox: 8
 write-timeout: 3s
 admit-rate: 9.5
@@ -422,7 +426,7 @@ idle: 1m
 `)
 	want := config.Config{
 		NodeID: "n-file", Listen: "0.0.0.0:1", Admin: "0.0.0.0:2", AdminToken: "tok", Gossip: "0.0.0.0:3",
-		Join: []string{"a:1", "b:2"}, Advertise: "presence-1", RemotePort: 7947, JoinRetry: time.Minute, Preset: "seed", Secret: "s3cret", ClusterKey: "0123456789abcdef", Seed: 42, Demo: 3, PolicyDSN: "memory",
+		Join: []string{"a:1", "b:2"}, Advertise: "presence-1", RemotePort: 7947, JoinRetry: time.Minute, Preset: "seed", Secret: "s3cret", ClusterKey: "0123456789abcdef", Seed: 42, Demo: 3, PolicyDSN: "postgres://db/presence", SplitBrain: "lease",
 		Gateway: config.Gateway{Outbox: 8, WriteTimeout: 3 * time.Second, AdmitRate: 9.5, AdmitBurst: 10, DrainSpread: 4 * time.Second, SendBuffer: 4096},
 		Timing: config.Timing{
 			Heartbeat: 10 * time.Second, HeartbeatJitter: 0.2, Stale: 25 * time.Second, Check: time.Second,
@@ -442,7 +446,7 @@ idle: 1m
 		"node-id": "n-file", "listen": "0.0.0.0:1", "admin": "0.0.0.0:2", "admin-token": "tok", "gossip": "0.0.0.0:3",
 		"join": " a:1 , b:2 ,", "advertise": "presence-1", "remote-port": "7947", "join-retry": "1m", "secret": "s3cret", "cluster-key": "0123456789abcdef", "seed": "42", "demo": "3",
 		"heartbeat": "10s", "heartbeat-jitter": "0.2", "stale": "25s", "check": "1s", "renew": "20s",
-		"renew-jitter": "0.3", "ttl": "50s", "debounce": "7s", "idle": "1m", "policy-dsn": "memory",
+		"renew-jitter": "0.3", "ttl": "50s", "debounce": "7s", "idle": "1m", "policy-dsn": "postgres://db/presence", "split-brain": "lease",
 		"outbox": "8", "write-timeout": "3s", "admit-rate": "9.5", "admit-burst": "10", "drain-spread": "4s", "send-buffer": "4096",
 	} {
 		kv = append(kv, config.EnvName(k), v)

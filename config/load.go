@@ -94,6 +94,7 @@ var fields = []field{
 		return nil
 	}},
 	{"policy-dsn", "store of policies, attempt floors and last seen: sqlite:PATH, postgres://... or memory", str(func(c *Config) *string { return &c.PolicyDSN })},
+	{"split-brain", "split-brain strategy: majority (keep-majority, ties to the oldest member) or lease (a lease in the policy-dsn store decides once members are unreachable)", str(func(c *Config) *string { return &c.SplitBrain })},
 	{"seed", "seed of the node's random source (0: random)", func(c *Config, v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
 		c.Seed = n

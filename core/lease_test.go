@@ -74,13 +74,23 @@ func TestLeaseOperations(t *testing.T) {
 		}
 		return l
 	}
-	held := func(t *testing.T) *core.Lease { return leaseWith(t, h1) }
+	heldBy := func(h *messages.Holder) func(t *testing.T) *core.Lease {
+		return func(t *testing.T) *core.Lease { return leaseWith(t, h) }
+	}
+	held := heldBy(h1)
 	empty := func(*testing.T) *core.Lease { return &core.Lease{} }
 	// reloaded is a lease actor re-created empty elsewhere with its floor
 	// reloaded from the history store.
 	reloaded := func(*testing.T) *core.Lease { return &core.Lease{Floor: 2} }
 
 	now := at(40 * time.Second)
+	// The operations under test, each at now with the seed TTL.
+	acquire := func(h *messages.Holder, handshake bool) func(*core.Lease) core.LeaseResult {
+		return func(l *core.Lease) core.LeaseResult { return l.Acquire(h, handshake, now, seedTTL) }
+	}
+	renew := func(h *messages.Holder) func(*core.Lease) core.LeaseResult {
+		return func(l *core.Lease) core.LeaseResult { return l.Renew(h, now, seedTTL) }
+	}
 	tests := []struct {
 		name string
 		prep func(t *testing.T) *core.Lease
@@ -100,7 +110,7 @@ func TestLeaseOperations(t *testing.T) {
 		{
 			name:   "first handshake acquires",
 			prep:   empty,
-			op:     func(l *core.Lease) core.LeaseResult { return l.Acquire(h1, true, now, seedTTL) },
+			op:     acquire(h1, true),
 			wantUp: true, wantExpiry: true, wantHolder: h1, wantFloor: 1,
 		},
 		{
@@ -108,25 +118,25 @@ func TestLeaseOperations(t *testing.T) {
 			// ErrStaleAttempt": equal to the floor.
 			name:    "handshake at the floor is refused",
 			prep:    held,
-			op:      func(l *core.Lease) core.LeaseResult { return l.Acquire(hold("g2", "c1b", 1), true, now, seedTTL) },
+			op:      acquire(hold("g2", "c1b", 1), true),
 			wantErr: core.ErrStaleAttempt, wantHolder: h1, wantFloor: 1, wantRejected: 1,
 		},
 		{
 			name:    "handshake below the floor is refused",
-			prep:    func(t *testing.T) *core.Lease { return leaseWith(t, h3) },
-			op:      func(l *core.Lease) core.LeaseResult { return l.Acquire(h2, true, now, seedTTL) },
+			prep:    heldBy(h3),
+			op:      acquire(h2, true),
 			wantErr: core.ErrStaleAttempt, wantHolder: h3, wantFloor: 3, wantRejected: 1,
 		},
 		{
 			name:    "handshake at the floor is refused after the lease ended",
 			prep:    released(messages.EndReason_close),
-			op:      func(l *core.Lease) core.LeaseResult { return l.Acquire(hold("g1", "c1b", 1), true, now, seedTTL) },
+			op:      acquire(hold("g1", "c1b", 1), true),
 			wantErr: core.ErrStaleAttempt, wantFloor: 1, wantRejected: 1,
 		},
 		{
 			name:    "handshake below a reloaded floor is refused",
 			prep:    reloaded,
-			op:      func(l *core.Lease) core.LeaseResult { return l.Acquire(h1, true, now, seedTTL) },
+			op:      acquire(h1, true),
 			wantErr: core.ErrStaleAttempt, wantFloor: 2, wantRejected: 1,
 		},
 		{
@@ -134,13 +144,13 @@ func TestLeaseOperations(t *testing.T) {
 			// holder.
 			name:   "newer handshake supersedes the holder",
 			prep:   held,
-			op:     func(l *core.Lease) core.LeaseResult { return l.Acquire(h2, true, now, seedTTL) },
+			op:     acquire(h2, true),
 			wantUp: true, wantSuperseded: h1, wantExpiry: true, wantHolder: h2, wantFloor: 2,
 		},
 		{
 			name:   "newer handshake after a close acquires without superseding",
 			prep:   released(messages.EndReason_close),
-			op:     func(l *core.Lease) core.LeaseResult { return l.Acquire(h2, true, now, seedTTL) },
+			op:     acquire(h2, true),
 			wantUp: true, wantExpiry: true, wantHolder: h2, wantFloor: 2,
 		},
 		{
@@ -148,63 +158,63 @@ func TestLeaseOperations(t *testing.T) {
 			// the reloaded floor.
 			name:   "re-register at the reloaded floor acquires",
 			prep:   reloaded,
-			op:     func(l *core.Lease) core.LeaseResult { return l.Acquire(h2, false, now, seedTTL) },
+			op:     acquire(h2, false),
 			wantUp: true, wantExpiry: true, wantHolder: h2, wantFloor: 2,
 		},
 		{
 			name:    "re-register below the floor is refused",
 			prep:    reloaded,
-			op:      func(l *core.Lease) core.LeaseResult { return l.Acquire(h1, false, now, seedTTL) },
+			op:      acquire(h1, false),
 			wantErr: core.ErrStaleEpoch, wantFloor: 2, wantRejected: 1,
 		},
 		{
 			name:    "re-register older than the holder is refused",
-			prep:    func(t *testing.T) *core.Lease { return leaseWith(t, h2) },
-			op:      func(l *core.Lease) core.LeaseResult { return l.Acquire(h1, false, now, seedTTL) },
+			prep:    heldBy(h2),
+			op:      acquire(h1, false),
 			wantErr: core.ErrStaleEpoch, wantHolder: h2, wantFloor: 2, wantRejected: 1,
 		},
 		{
 			name:    "re-register of a closed epoch is refused",
 			prep:    released(messages.EndReason_close),
-			op:      func(l *core.Lease) core.LeaseResult { return l.Acquire(h1, false, now, seedTTL) },
+			op:      acquire(h1, false),
 			wantErr: core.ErrStaleEpoch, wantFloor: 1, wantRejected: 1,
 		},
 		{
 			name:   "re-register of an expired epoch revives it",
 			prep:   expired,
-			op:     func(l *core.Lease) core.LeaseResult { return l.Acquire(h1, false, now, seedTTL) },
+			op:     acquire(h1, false),
 			wantUp: true, wantExpiry: true, wantHolder: h1, wantFloor: 1,
 		},
 		{
 			name:       "renew by the holder extends",
 			prep:       held,
-			op:         func(l *core.Lease) core.LeaseResult { return l.Renew(h1, now, seedTTL) },
+			op:         renew(h1),
 			wantExpiry: true, wantHolder: h1, wantFloor: 1,
 		},
 		{
 			name:       "renew by an equal holder (another message) extends",
 			prep:       held,
-			op:         func(l *core.Lease) core.LeaseResult { return l.Renew(hold("g1", "c1", 1), now, seedTTL) },
+			op:         renew(hold("g1", "c1", 1)),
 			wantExpiry: true, wantHolder: h1, wantFloor: 1,
 		},
 		{
 			// "renew after lease_expired from the same holder revives it".
 			name:   "renew after lease_expired from the same holder revives it",
 			prep:   expired,
-			op:     func(l *core.Lease) core.LeaseResult { return l.Renew(h1, now, seedTTL) },
+			op:     renew(h1),
 			wantUp: true, wantExpiry: true, wantHolder: h1, wantFloor: 1,
 		},
 		{
 			// "renew from a closed (released) epoch is refused".
 			name:    "renew from a closed epoch is refused",
 			prep:    released(messages.EndReason_close),
-			op:      func(l *core.Lease) core.LeaseResult { return l.Renew(h1, now, seedTTL) },
+			op:      renew(h1),
 			wantErr: core.ErrStaleEpoch, wantFloor: 1, wantRejected: 1,
 		},
 		{
 			name:    "renew from a timed-out epoch is refused",
 			prep:    released(messages.EndReason_ping_timeout),
-			op:      func(l *core.Lease) core.LeaseResult { return l.Renew(h1, now, seedTTL) },
+			op:      renew(h1),
 			wantErr: core.ErrStaleEpoch, wantFloor: 1, wantRejected: 1,
 		},
 		{
@@ -214,7 +224,7 @@ func TestLeaseOperations(t *testing.T) {
 				l.GatewayDown("g1")
 				return l
 			},
-			op:      func(l *core.Lease) core.LeaseResult { return l.Renew(h1, now, seedTTL) },
+			op:      renew(h1),
 			wantErr: core.ErrStaleEpoch, wantFloor: 1, wantRejected: 1,
 		},
 		{
@@ -224,99 +234,87 @@ func TestLeaseOperations(t *testing.T) {
 				l.Acquire(h2, true, at(time.Second), seedTTL)
 				return l
 			},
-			op:      func(l *core.Lease) core.LeaseResult { return l.Renew(h1, now, seedTTL) },
+			op:      renew(h1),
 			wantErr: core.ErrStaleEpoch, wantHolder: h2, wantFloor: 2, wantRejected: 1,
 		},
 		{
 			name:    "renew with the holder's epoch but another connection is refused",
 			prep:    held,
-			op:      func(l *core.Lease) core.LeaseResult { return l.Renew(hold("g1", "ghost", 1), now, seedTTL) },
+			op:      renew(hold("g1", "ghost", 1)),
 			wantErr: core.ErrStaleEpoch, wantHolder: h1, wantFloor: 1, wantRejected: 1,
 		},
 		{
 			// A renew reaching a lease actor re-created empty re-registers.
 			name:   "renew at the reloaded floor re-registers",
 			prep:   reloaded,
-			op:     func(l *core.Lease) core.LeaseResult { return l.Renew(h2, now, seedTTL) },
+			op:     renew(h2),
 			wantUp: true, wantExpiry: true, wantHolder: h2, wantFloor: 2,
 		},
 		{
 			name:   "renew from a newer epoch takes over the holder",
 			prep:   held,
-			op:     func(l *core.Lease) core.LeaseResult { return l.Renew(h2, now, seedTTL) },
+			op:     renew(h2),
 			wantUp: true, wantSuperseded: h1, wantExpiry: true, wantHolder: h2, wantFloor: 2,
 		},
 		{
-			name: "release by the holder ends the lease",
-			prep: held,
-			op: func(l *core.Lease) core.LeaseResult {
-				return l.Release("c1", 1, messages.EndReason_close, at(35*time.Second))
-			},
+			name:     "release by the holder ends the lease",
+			prep:     held,
+			op:       release("c1", 1, messages.EndReason_close, at(35*time.Second)),
 			wantDown: true, wantReason: messages.EndReason_close, wantLastAlive: at(35 * time.Second), wantFloor: 1,
 		},
 		{
-			name: "release with a ping timeout keeps the last sign of life",
-			prep: held,
-			op: func(l *core.Lease) core.LeaseResult {
-				return l.Release("c1", 1, messages.EndReason_ping_timeout, at(5*time.Second))
-			},
+			name:     "release with a ping timeout keeps the last sign of life",
+			prep:     held,
+			op:       release("c1", 1, messages.EndReason_ping_timeout, at(5*time.Second)),
 			wantDown: true, wantReason: messages.EndReason_ping_timeout, wantLastAlive: at(5 * time.Second), wantFloor: 1,
 		},
 		{
-			name: "release from an older epoch is refused",
-			prep: func(t *testing.T) *core.Lease { return leaseWith(t, h2) },
-			op: func(l *core.Lease) core.LeaseResult {
-				return l.Release("c1", 1, messages.EndReason_close, now)
-			},
+			name:    "release from an older epoch is refused",
+			prep:    heldBy(h2),
+			op:      release("c1", 1, messages.EndReason_close, now),
 			wantErr: core.ErrStaleEpoch, wantHolder: h2, wantFloor: 2, wantRejected: 1,
 		},
 		{
-			name: "release with the right epoch but another connection is refused",
-			prep: held,
-			op: func(l *core.Lease) core.LeaseResult {
-				return l.Release("ghost", 1, messages.EndReason_close, now)
-			},
+			name:    "release with the right epoch but another connection is refused",
+			prep:    held,
+			op:      release("ghost", 1, messages.EndReason_close, now),
 			wantErr: core.ErrStaleEpoch, wantHolder: h1, wantFloor: 1, wantRejected: 1,
 		},
 		{
-			name: "release of an empty lease is refused",
-			prep: empty,
-			op: func(l *core.Lease) core.LeaseResult {
-				return l.Release("c1", 0, messages.EndReason_close, now)
-			},
+			name:    "release of an empty lease is refused",
+			prep:    empty,
+			op:      release("c1", 0, messages.EndReason_close, now),
 			wantErr: core.ErrStaleEpoch, wantRejected: 1,
 		},
 		{
-			name: "release twice is refused the second time",
-			prep: released(messages.EndReason_close),
-			op: func(l *core.Lease) core.LeaseResult {
-				return l.Release("c1", 1, messages.EndReason_close, now)
-			},
+			name:    "release twice is refused the second time",
+			prep:    released(messages.EndReason_close),
+			op:      release("c1", 1, messages.EndReason_close, now),
 			wantErr: core.ErrStaleEpoch, wantFloor: 1, wantRejected: 1,
 		},
 		{
 			// "GatewayDown only ends leases held on that node".
 			name:     "gateway down of the holder's node reclaims",
 			prep:     held,
-			op:       func(l *core.Lease) core.LeaseResult { return l.GatewayDown("g1") },
+			op:       gatewayDown("g1"),
 			wantDown: true, wantReason: messages.EndReason_gateway_down, wantLastAlive: t0, wantFloor: 1,
 		},
 		{
 			name:       "gateway down of another node does nothing",
 			prep:       held,
-			op:         func(l *core.Lease) core.LeaseResult { return l.GatewayDown("g2") },
+			op:         gatewayDown("g2"),
 			wantHolder: h1, wantFloor: 1,
 		},
 		{
 			name:      "gateway down of an ended lease does nothing",
 			prep:      released(messages.EndReason_close),
-			op:        func(l *core.Lease) core.LeaseResult { return l.GatewayDown("g1") },
+			op:        gatewayDown("g1"),
 			wantFloor: 1,
 		},
 		{
 			name: "gateway down of an empty lease does nothing",
 			prep: empty,
-			op:   func(l *core.Lease) core.LeaseResult { return l.GatewayDown("") },
+			op:   gatewayDown(""),
 		},
 	}
 	for _, tc := range tests {
@@ -446,6 +444,16 @@ func TestLeaseExpire(t *testing.T) {
 	}
 }
 
+// release is Lease.Release as an operation for the tables.
+func release(conn string, epoch uint64, r messages.EndReason, lastAlive time.Time) func(*core.Lease) core.LeaseResult {
+	return func(l *core.Lease) core.LeaseResult { return l.Release(conn, epoch, r, lastAlive) }
+}
+
+// gatewayDown is Lease.GatewayDown as an operation for the tables.
+func gatewayDown(node string) func(*core.Lease) core.LeaseResult {
+	return func(l *core.Lease) core.LeaseResult { return l.GatewayDown(node) }
+}
+
 // Expire after the lease ended some other way does nothing even with the
 // timer that was current then.
 func TestLeaseExpireAfterEnd(t *testing.T) {
@@ -453,10 +461,8 @@ func TestLeaseExpireAfterEnd(t *testing.T) {
 		name string
 		do   func(l *core.Lease) core.LeaseResult
 	}{
-		{"release", func(l *core.Lease) core.LeaseResult {
-			return l.Release("c1", 1, messages.EndReason_close, t0)
-		}},
-		{"gateway down", func(l *core.Lease) core.LeaseResult { return l.GatewayDown("g1") }},
+		{"release", release("c1", 1, messages.EndReason_close, t0)},
+		{"gateway down", gatewayDown("g1")},
 	} {
 		t.Run(end.name, func(t *testing.T) {
 			l := &core.Lease{}

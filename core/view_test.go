@@ -448,6 +448,14 @@ func TestViewSetPolicy(t *testing.T) {
 // Idle: no device, no subscriber, no pending offline.
 func TestViewIdle(t *testing.T) {
 	h := hold("g1", "c1", 1)
+	// upThenDown connects the phone with epoch 1 at t0 and, a second
+	// later, ends the device's epoch given.
+	upThenDown := func(v *core.View, epoch uint64) core.ViewResult {
+		v.DeviceUp("phone", h, t0)
+		return v.DeviceDown("phone", epoch, at(time.Second), at(time.Second))
+	}
+	// publish fires the debounce timer a device down armed.
+	publish := func(v *core.View, down core.ViewResult) { v.DebounceFired(down.Debounce.Gen, down.Debounce.At) }
 	tests := []struct {
 		name string
 		run  func(v *core.View)
@@ -457,30 +465,17 @@ func TestViewIdle(t *testing.T) {
 		{"subscribed", func(v *core.View) { v.Subscribe("s", "bob", t0) }, false},
 		{"subscribed then unsubscribed", func(v *core.View) { v.Subscribe("s", "bob", t0); v.Unsubscribe("s") }, true},
 		{"a device", func(v *core.View) { v.DeviceUp("phone", h, t0) }, false},
-		{"device left, offline pending", func(v *core.View) {
-			v.DeviceUp("phone", h, t0)
-			v.DeviceDown("phone", 1, at(time.Second), at(time.Second))
-		}, false},
-		{"device left, offline published", func(v *core.View) {
-			v.DeviceUp("phone", h, t0)
-			tm := v.DeviceDown("phone", 1, at(time.Second), at(time.Second)).Debounce
-			v.DebounceFired(tm.Gen, tm.At)
-		}, true},
-		{"stale device down keeps the device", func(v *core.View) {
-			v.DeviceUp("phone", h, t0)
-			v.DeviceDown("phone", 2, at(time.Second), at(time.Second))
-		}, false},
+		{"device left, offline pending", func(v *core.View) { upThenDown(v, 1) }, false},
+		{"device left, offline published", func(v *core.View) { publish(v, upThenDown(v, 1)) }, true},
+		{"stale device down keeps the device", func(v *core.View) { upThenDown(v, 2) }, false},
 		{"came back within the debounce", func(v *core.View) {
-			v.DeviceUp("phone", h, t0)
-			v.DeviceDown("phone", 1, at(time.Second), at(time.Second))
+			upThenDown(v, 1)
 			v.DeviceUp("phone", hold("g1", "c2", 2), at(2*time.Second))
 		}, false},
 		{"came back and left again, published", func(v *core.View) {
-			v.DeviceUp("phone", h, t0)
-			v.DeviceDown("phone", 1, at(time.Second), at(time.Second))
+			upThenDown(v, 1)
 			v.DeviceUp("phone", hold("g1", "c2", 2), at(2*time.Second))
-			tm := v.DeviceDown("phone", 2, at(3*time.Second), at(3*time.Second)).Debounce
-			v.DebounceFired(tm.Gen, tm.At)
+			publish(v, v.DeviceDown("phone", 2, at(3*time.Second), at(3*time.Second)))
 		}, true},
 	}
 	for _, tc := range tests {

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -19,16 +20,20 @@ import (
 type both interface {
 	store.PolicyStore
 	store.HistoryStore
+	store.LeaseStore
 }
 
 type memoryBoth struct {
 	*store.MemoryPolicies
 	*store.MemoryHistory
+	*store.MemoryLeases
 }
 
 func implementations(t *testing.T) map[string]func() both {
 	return map[string]func() both{
-		"memory": func() both { return memoryBoth{store.NewMemoryPolicies(), store.NewMemoryHistory()} },
+		"memory": func() both {
+			return memoryBoth{store.NewMemoryPolicies(), store.NewMemoryHistory(), store.NewMemoryLeases()}
+		},
 		"postgres": func() both {
 			s, err := postgres.Open(context.Background(), pgtest.Start(t))
 			if err != nil {
@@ -85,6 +90,86 @@ func TestStoreContract(t *testing.T) {
 			_ = s.SetLastSeen(ctx, "alice", t1.Add(-time.Hour))
 			if got, _ := s.LastSeen(ctx, "alice"); !got.Equal(t1) {
 				t.Fatalf("last seen %v, want %v (never moved back)", got, t1)
+			}
+		})
+	}
+}
+
+// The split-brain lease: compare-and-set on holder and expiry, a token that
+// grows with each new holder, and a refused take that changes nothing.
+func TestStoreLeaseContract(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.UnixMilli(1_700_000_000_000)
+	ttl := 3 * time.Second
+	for name, open := range implementations(t) {
+		t.Run(name, func(t *testing.T) {
+			s := open()
+			take := func(holder string, at time.Time) store.Lease {
+				t.Helper()
+				l, err := s.TakeLease(ctx, "split-brain", holder, at, ttl)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return l
+			}
+			l := take("n1", t0)
+			if l.Holder != "n1" || l.Token != 1 || !l.Expiry.Equal(t0.Add(ttl)) {
+				t.Fatalf("free lease: %+v, want n1's, token 1, expiry t0+ttl", l)
+			}
+			if l := take("n2", t0.Add(time.Second)); l.Holder != "n1" || l.Token != 1 || !l.Expiry.Equal(t0.Add(ttl)) {
+				t.Fatalf("n2 while n1 holds it: %+v, want n1's lease unchanged", l)
+			}
+			if l := take("n1", t0.Add(2*time.Second)); l.Holder != "n1" || l.Token != 1 || !l.Expiry.Equal(t0.Add(2*time.Second+ttl)) {
+				t.Fatalf("renewal: %+v, want n1's, same token, later expiry", l)
+			}
+			if l := take("n2", t0.Add(2*time.Second+ttl)); l.Holder != "n2" || l.Token != 2 {
+				t.Fatalf("n2 at n1's expiry: %+v, want n2's with token 2", l)
+			}
+			if l := take("n1", t0.Add(3*time.Second+ttl)); l.Holder != "n2" || l.Token != 2 {
+				t.Fatalf("n1 back while n2 holds it: %+v, want n2's", l)
+			}
+			if _, err := s.TakeLease(ctx, "split-brain", "", t0, ttl); !errors.Is(err, store.ErrBadLease) {
+				t.Fatalf("empty holder: %v, want ErrBadLease", err)
+			}
+			if _, err := s.TakeLease(ctx, "split-brain", "n3", t0, 0); !errors.Is(err, store.ErrBadLease) {
+				t.Fatalf("zero ttl: %v, want ErrBadLease", err)
+			}
+			if l := take("n2", t0.Add(4*time.Second+ttl)); l.Holder != "n2" || l.Token != 2 {
+				t.Fatalf("after refused requests: %+v, want n2's lease, token 2", l)
+			}
+		})
+	}
+}
+
+// Many nodes racing for a free lease: exactly one wins, and all agree who.
+func TestStoreLeaseRace(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now()
+	for name, open := range implementations(t) {
+		t.Run(name, func(t *testing.T) {
+			s := open()
+			const n = 8
+			got := make(chan store.Lease, n)
+			errs := make(chan error, n)
+			for i := range n {
+				go func() {
+					l, err := s.TakeLease(ctx, "race", fmt.Sprintf("n%d", i), now, time.Minute)
+					errs <- err
+					got <- l
+				}()
+			}
+			winner := ""
+			for range n {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+				l := <-got
+				if winner == "" {
+					winner = l.Holder
+				}
+				if l.Holder != winner || l.Token != 1 {
+					t.Fatalf("racers disagree: %+v, first saw %s with token 1", l, winner)
+				}
 			}
 		})
 	}

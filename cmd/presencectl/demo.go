@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/presence-im/presence/client"
 	"github.com/presence-im/presence/config"
@@ -55,14 +56,10 @@ func parseDemo(args []string, errOut io.Writer) (demoFlags, error) {
 	return d, nil
 }
 
+// splitList reads a comma-separated list of URLs: spaces around the
+// commas and empty items are dropped (a URL holds no space).
 func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
 }
 
 // demoCmd runs demo devices against a cluster, each in its own reconnecting

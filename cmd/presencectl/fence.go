@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,13 +14,10 @@ import (
 // of two crashes at once. Never on one side of a live partition: both
 // sides would serve.
 func serveAloneCmd(args []string, out, errOut io.Writer) int {
-	fs, addr, token := adminFlags("serve-alone", errOut)
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
-		fmt.Fprint(errOut, usage)
-		return 2
-	}
-	b, code, err := adminDo("POST", *addr+"/api/fence/serve-alone", *token, nil)
+	b, code, err := adminCall("serve-alone", "POST", "/api/fence/serve-alone", args, errOut)
 	switch {
+	case errors.Is(err, errUsage):
+		return 2
 	case err != nil:
 		fmt.Fprintln(errOut, "presencectl serve-alone:", err)
 		return 1

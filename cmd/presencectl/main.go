@@ -36,27 +36,25 @@ func run(args []string, out, errOut io.Writer) int {
 		fmt.Fprint(errOut, usage)
 		return 2
 	}
-	switch args[0] {
-	case "sim":
-		return simCmd(args[1:], out, errOut)
-	case "token":
-		return tokenCmd(args[1:], out, errOut)
-	case "load":
-		return loadCmd(args[1:], out, errOut)
-	case "demo":
-		return demoCmd(args[1:], out, errOut)
-	case "status":
-		return statusCmd(args[1:], out, errOut)
-	case "watch":
-		return watchCmd(args[1:], out, errOut)
-	case "serve-alone":
-		return serveAloneCmd(args[1:], out, errOut)
-	case "ready":
-		return readyCmd(args[1:], out, errOut)
-	default:
+	cmd, ok := commands[args[0]]
+	if !ok {
 		fmt.Fprintf(errOut, "presencectl: unknown command %q\n%s", args[0], usage)
 		return 2
 	}
+	return cmd(args[1:], out, errOut)
+}
+
+// commands are presencectl's subcommands by name, each given the arguments
+// after its name.
+var commands = map[string]func(args []string, out, errOut io.Writer) int{
+	"sim":         simCmd,
+	"token":       tokenCmd,
+	"load":        loadCmd,
+	"demo":        demoCmd,
+	"status":      statusCmd,
+	"watch":       watchCmd,
+	"serve-alone": serveAloneCmd,
+	"ready":       readyCmd,
 }
 
 // tokenCmd prints a device token as the last line of output.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -23,6 +24,20 @@ func adminFlags(name string, errOut io.Writer) (*flag.FlagSet, *string, *string)
 	addr := fs.String("admin", "http://127.0.0.1:7700", "node admin URL")
 	token := fs.String("admin-token", os.Getenv(config.EnvName("admin-token")), "admin bearer token")
 	return fs, addr, token
+}
+
+// errUsage: the command line was wrong, and the usage is printed.
+var errUsage = errors.New("usage")
+
+// adminCall parses the admin flags of a command that takes no arguments
+// and sends method path, without a body, to the node's admin API.
+func adminCall(name, method, path string, args []string, errOut io.Writer) ([]byte, int, error) {
+	fs, addr, token := adminFlags(name, errOut)
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+		fmt.Fprint(errOut, usage)
+		return nil, 0, errUsage
+	}
+	return adminDo(method, *addr+path, *token, nil)
 }
 
 func adminDo(method, u, token string, body []byte) ([]byte, int, error) {
@@ -107,12 +122,10 @@ func watchCmd(args []string, out, errOut io.Writer) int {
 // readyCmd exits 0 when the node's /readyz answers 200 (the container
 // health check of the FROM-scratch image, which has no curl).
 func readyCmd(args []string, out, errOut io.Writer) int {
-	fs, addr, token := adminFlags("ready", errOut)
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
-		fmt.Fprint(errOut, usage)
+	b, code, err := adminCall("ready", "GET", "/readyz", args, errOut)
+	if errors.Is(err, errUsage) {
 		return 2
 	}
-	b, code, err := adminDo("GET", *addr+"/readyz", *token, nil)
 	if err != nil || code != http.StatusOK {
 		fmt.Fprintf(errOut, "presencectl ready: %d %s %v\n", code, strings.TrimSpace(string(b)), err)
 		return 1

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,8 +15,8 @@ import (
 // policy is set through the admin API; SIGTERM closes devices with 1001,
 // releases their leases and exits 0.
 func TestBinaryEndToEnd(t *testing.T) {
-	p := startProc(t, "e2e", "--policy-dsn", "sqlite:"+filepath.Join(t.TempDir(), "p.db"))
-	p.put("/api/users/dave/policy", `{"granularity":"exact","contacts":["alice"]}`)
+	p := startProc(t, "e2e", "--policy-dsn", sqliteDSN(t))
+	p.allow("dave", "alice")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	alice := p.dial(ctx, "alice", "phone", 1)

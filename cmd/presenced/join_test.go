@@ -24,17 +24,10 @@ func TestClusterJoinIsInvisible(t *testing.T) {
 	for i := range users {
 		u := fmt.Sprintf("u%02d", i)
 		targets = append(targets, u)
-		n1.put("/api/users/"+u+"/policy", `{"granularity":"exact","contacts":["sam"]}`)
-		devices[u] = nodes[i%3].dial(ctx, u, "phone", 1)
+		n1.allow(u, "sam")
+		devices[u] = nodes[i%3].dialAlive(ctx, u, "phone", 1)
 	}
-	sam := n1.dial(ctx, "sam", "phone", 1)
-	conns := []*client.Conn{sam}
-	for _, c := range devices {
-		conns = append(conns, c)
-	}
-	for _, c := range conns {
-		keepAlive(ctx, c)
-	}
+	sam := n1.dialAlive(ctx, "sam", "phone", 1)
 	n1.waitOnline(targets...)
 	snap := subscribe(ctx, t, sam, targets...)
 	last := map[string]uint64{}

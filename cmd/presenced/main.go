@@ -37,28 +37,28 @@ import (
 func main() { os.Exit(run(os.Args[1:])) }
 
 // openStore opens the store a DSN names (validated by config).
-func openStore(dsn string) (store.PolicyStore, store.HistoryStore, func(), error) {
+func openStore(dsn string) (store.PolicyStore, store.HistoryStore, store.LeaseStore, func(), error) {
 	switch {
 	case dsn == "memory":
-		return store.NewMemoryPolicies(), store.NewMemoryHistory(), func() {}, nil
+		return store.NewMemoryPolicies(), store.NewMemoryHistory(), store.NewMemoryLeases(), func() {}, nil
 	case strings.HasPrefix(dsn, "postgres"):
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		s, err := postgres.Open(ctx, dsn)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
-		return s, s, s.Close, nil
+		return s, s, s, s.Close, nil
 	}
 	path := strings.TrimPrefix(dsn, "sqlite:")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, nil, nil, fmt.Errorf("store: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("store: %w", err)
 	}
 	s, err := sqlite.Open(path)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	return s, s, func() { s.Close() }, nil
+	return s, s, s, func() { s.Close() }, nil
 }
 
 // loadConfig loads and validates the configuration and makes the node's
@@ -87,7 +87,7 @@ func run(args []string) int {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	policies, history, closeStore, err := openTimedStore(cfg.PolicyDSN, reg)
+	policies, history, leases, closeStore, err := openTimedStore(cfg.PolicyDSN, reg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced:", err)
 		return 1
@@ -132,7 +132,7 @@ func run(args []string) int {
 	}
 	select {
 	case <-ctx.Done():
-	case why := <-watchFence(ctx, node, cfg.Preset, log):
+	case why := <-watchFence(ctx, node, fenceWatch(cfg, leases, log)):
 		node.Fence() // no more verdicts by time from here
 		node.Note("fence", why.detail)
 		return fence(log, why, ws, node.Membership(), cfg, args)
@@ -143,21 +143,22 @@ func run(args []string) int {
 
 // openTimedStore opens the store with every call timed and its errors
 // counted (presence_store_seconds, presence_store_errors_total).
-func openTimedStore(dsn string, reg prometheus.Registerer) (store.PolicyStore, store.HistoryStore, func(), error) {
-	policies, history, closeStore, err := openStore(dsn)
+func openTimedStore(dsn string, reg prometheus.Registerer) (store.PolicyStore, store.HistoryStore, store.LeaseStore, func(), error) {
+	policies, history, leases, closeStore, err := openStore(dsn)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	sm := store.NewStoreMetrics(reg)
-	return sm.InstrumentPolicies(policies), sm.InstrumentHistory(history), closeStore, nil
+	return sm.InstrumentPolicies(policies), sm.InstrumentHistory(history), leases, closeStore, nil
 }
 
 // watchFence tells, once, why the node must fence itself (see
 // cluster.FenceWatch); never with no gossip membership.
-func watchFence(ctx context.Context, node *actors.Node, preset string, log *slog.Logger) <-chan fenceCause {
+func watchFence(ctx context.Context, node *actors.Node, w cluster.FenceWatch) <-chan fenceCause {
 	fenced := make(chan fenceCause, 1)
 	if g := node.Membership(); g != nil {
-		go cluster.FenceWatch{Gossip: g, Preset: preset, Log: log}.Run(ctx, func(r cluster.FenceReason, detail string, base []cluster.Voter) {
+		w.Gossip = g
+		go w.Run(ctx, func(r cluster.FenceReason, detail string, base []cluster.Voter) {
 			fenced <- fenceCause{string(r) + ": " + detail, base}
 		})
 	}
@@ -212,6 +213,17 @@ func drain(log *slog.Logger, ws *gateway.Server, node *actors.Node, srv *http.Se
 	ws.Stop()
 	_ = srv.Shutdown(shutdown)
 	log.Info("stopped")
+}
+
+// fenceWatch is the node's FenceWatch (its Gossip set by watchFence) with
+// the strategy --split-brain names.
+func fenceWatch(cfg config.Config, leases store.LeaseStore, log *slog.Logger) cluster.FenceWatch {
+	w := cluster.FenceWatch{Preset: cfg.Preset, Log: log}
+	if cfg.SplitBrain == cluster.StrategyLease {
+		// the TTL is the same for any cluster of up to ten members
+		w.Lease = cluster.NewLeaseArbiter(leases, cfg.NodeID, cfg.Preset, 3, log)
+	}
+	return w
 }
 
 // warnInsecure says what a node started without its secrets (on loopback,

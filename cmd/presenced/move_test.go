@@ -26,20 +26,17 @@ func (p *proc) route(user string) (int, []string) {
 func TestClusterDeviceMovesAsOldNodeDies(t *testing.T) {
 	nodes, _ := startCluster(t, 3)
 	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
-	n1.put("/api/users/mia/policy", `{"granularity":"exact","contacts":["sam"]}`)
+	n1.allow("mia", "sam")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	sam := n1.dial(ctx, "sam", "phone", 1)
-	keepAlive(ctx, sam)
-	old := n2.dial(ctx, "mia", "phone", 1)
-	keepAlive(ctx, old)
+	sam := n1.dialAlive(ctx, "sam", "phone", 1)
+	n2.dialAlive(ctx, "mia", "phone", 1)
 	n1.waitOnline("mia")
 	subscribe(ctx, t, sam, "mia")
 	events := make(chan *messages.Presence, 100)
 	go readPresences(ctx, sam, events)
 
-	moved := n3.dial(ctx, "mia", "phone", 2) // takes over: the n2 connection gets 4001
-	keepAlive(ctx, moved)
+	n3.dialAlive(ctx, "mia", "phone", 2) // takes over: the n2 connection gets 4001
 	n2.kill()
 	quiet := time.After(time.Duration(n1.bounds().OwnerCrashMs)*time.Millisecond + time.Second)
 	for done := false; !done; {

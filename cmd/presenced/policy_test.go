@@ -16,20 +16,18 @@ func TestClusterPolicyChangeAppliesEverywhere(t *testing.T) {
 	n1, n2 := nodes[0], nodes[1]
 	n1.settled()
 	user := ownedBy(t, n1, "n2")
-	n1.put("/api/users/"+user+"/policy", `{"granularity":"exact","contacts":["sam","tia"]}`)
+	n1.allow(user, "sam", "tia")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	watch := map[string]chan *messages.Presence{}
 	for _, v := range []string{"sam", "tia"} {
-		c := n1.dial(ctx, v, "phone", 1)
-		keepAlive(ctx, c)
+		c := n1.dialAlive(ctx, v, "phone", 1)
 		subscribe(ctx, t, c, user)
 		watch[v] = make(chan *messages.Presence, 10)
 		go readPresences(ctx, c, watch[v])
 	}
 	n1.put("/api/users/"+user+"/policy", `{"granularity":"exact","contacts":["sam","tia"],"blocked":["tia"]}`)
-	dev := n2.dial(ctx, user, "phone", 1)
-	keepAlive(ctx, dev)
+	dev := n2.dialAlive(ctx, user, "phone", 1)
 	select {
 	case p := <-watch["sam"]:
 		if p.GetStatus() != messages.Status_online {

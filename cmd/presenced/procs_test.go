@@ -123,6 +123,26 @@ func (p *proc) dial(ctx context.Context, user, device string, attempt uint64) *c
 	return c
 }
 
+// allow sets user's policy through p's admin API: exact presence for the
+// contacts.
+func (p *proc) allow(user string, contacts ...string) {
+	p.t.Helper()
+	b, err := json.Marshal(map[string]any{"granularity": "exact", "contacts": contacts})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.put("/api/users/"+user+"/policy", string(b))
+}
+
+// dialAlive is dial with heartbeats until ctx ends, so the connection
+// outlives the stale threshold.
+func (p *proc) dialAlive(ctx context.Context, user, device string, attempt uint64) *client.Conn {
+	p.t.Helper()
+	c := p.dial(ctx, user, device, attempt)
+	keepAlive(ctx, c)
+	return c
+}
+
 // authorize adds the node's admin token, if it has one.
 func (p *proc) authorize(req *http.Request) {
 	if p.node.Token != "" {
@@ -253,7 +273,7 @@ func (p *proc) settled() {
 // the nodes and the store's DSN (for a node started later).
 func startCluster(t *testing.T, n int) ([]*proc, string) {
 	t.Helper()
-	db := "sqlite:" + filepath.Join(t.TempDir(), "presence.db")
+	db := sqliteDSN(t)
 	nodes := []*proc{startProc(t, "n1", "--policy-dsn", db)}
 	for i := 2; i <= n; i++ {
 		nodes = append(nodes, startProc(t, fmt.Sprintf("n%d", i), "--policy-dsn", db, "--join", nodes[0].gossip))
@@ -268,18 +288,17 @@ func startCluster(t *testing.T, n int) ([]*proc, string) {
 func samAndTwo(ctx context.Context, t *testing.T, a, b string) (nodes []*proc, sam, ca, cb *client.Conn) {
 	t.Helper()
 	nodes, _ = startCluster(t, 3)
-	for _, u := range []string{a, b} {
-		nodes[0].put("/api/users/"+u+"/policy", `{"granularity":"exact","contacts":["sam"]}`)
-	}
-	sam = nodes[0].dial(ctx, "sam", "phone", 1)
-	ca = nodes[1].dial(ctx, a, "phone", 1)
-	cb = nodes[2].dial(ctx, b, "phone", 1)
-	for _, c := range []*client.Conn{sam, ca, cb} {
-		keepAlive(ctx, c)
-	}
+	nodes[0].allow(a, "sam")
+	nodes[0].allow(b, "sam")
+	sam = nodes[0].dialAlive(ctx, "sam", "phone", 1)
+	ca = nodes[1].dialAlive(ctx, a, "phone", 1)
+	cb = nodes[2].dialAlive(ctx, b, "phone", 1)
 	nodes[0].waitOnline(a, b)
 	return nodes, sam, ca, cb
 }
+
+// sqliteDSN is a --policy-dsn for a fresh SQLite file of the test's own.
+func sqliteDSN(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "presence.db") }
 
 // freePort is a loopback address that was free a moment ago.
 func freePort(t *testing.T) string {

@@ -175,11 +175,18 @@ func TestClusterFencedOldestServesAsNewCluster(t *testing.T) {
 	n1 := startProc(t, "n1", "--policy-dsn", db)
 	n2 := startProc(t, "n2", "--policy-dsn", db, "--join", n1.gossip)
 	converged(t, n1, n2)
+	// n1 stays stopped for twice the failure detection at least, so its
+	// pause is past what anyone needs to declare it dead: resumed sooner
+	// (n2 can fence in about a second), it would rightly keep serving as
+	// the tie's winner without fencing, which is not this test's path.
+	hold := 2 * time.Duration(n1.bounds().Timing.FailureDetectionMs) * time.Millisecond
+	pausedAt := time.Now()
 	if err := n1.node.Pause(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 15*time.Second, "n2 fences (it lost the tie)", func() bool { return strings.Contains(n2.log(), "fenced: restarting") })
 	n2.kill()
+	<-time.After(time.Until(pausedAt.Add(hold)))
 	if err := n1.node.Resume(); err != nil {
 		t.Fatal(err)
 	}
@@ -193,4 +200,39 @@ func TestClusterFencedOldestServesAsNewCluster(t *testing.T) {
 	c := n1.dial(ctx, "ann", "phone", 1)
 	keepAlive(ctx, c)
 	n1.waitOnline("ann")
+}
+
+// The lease strategy: 3 nodes sharing one SQLite file, --split-brain
+// lease. kill -9 n1 and n2 at once: n3, the youngest (the majority rule
+// would fence it), takes the lease, serves its device on and a new one, and
+// drops the dead from its quorum base after the stable period.
+func TestClusterLeaseSurvivorOfTwoAtOnce(t *testing.T) {
+	db := "sqlite:" + filepath.Join(t.TempDir(), "presence.db")
+	n1 := startProc(t, "n1", "--policy-dsn", db, "--split-brain", "lease")
+	n2 := startProc(t, "n2", "--policy-dsn", db, "--split-brain", "lease", "--join", n1.gossip)
+	n3 := startProc(t, "n3", "--policy-dsn", db, "--split-brain", "lease", "--join", n1.gossip)
+	converged(t, n1, n2, n3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	sam := n3.dial(ctx, "sam", "phone", 1)
+	keepAlive(ctx, sam)
+	n3.waitOnline("sam")
+
+	done := make(chan struct{})
+	go func() { n1.kill(); close(done) }()
+	n2.kill()
+	<-done
+	logged := func(parts ...string) func() bool {
+		return func() bool {
+			for _, l := range strings.Split(n3.log(), "\n") {
+				if strings.Contains(l, parts[0]) && strings.Contains(l, parts[1]) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	waitFor(t, 30*time.Second, "n3 holds the lease", logged(`msg="cluster: split-brain lease"`, "holder=n3"))
+	waitFor(t, 30*time.Second, "n3's quorum base down to itself", logged(`msg="cluster: quorum base"`, " members=1 was="))
+	n3.serves(ctx, sam, "ann")
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,7 +12,7 @@ import (
 // right after the start, inside what was the settle window, is reported
 // offline within the graceful-close bound, not the owner-crash one.
 func TestCloseRightAfterStartIsGraceful(t *testing.T) {
-	p := startProc(t, "n1", "--policy-dsn", "sqlite:"+filepath.Join(t.TempDir(), "p.db"))
+	p := startProc(t, "n1", "--policy-dsn", sqliteDSN(t))
 	ready := time.Now()
 	var b struct {
 		Graceful int64 `json:"graceful_close_ms"`
@@ -25,11 +24,10 @@ func TestCloseRightAfterStartIsGraceful(t *testing.T) {
 		t.Fatalf("/api/bounds: %d %+v", code, b)
 	}
 	settle, graceful := time.Duration(b.Timing.SettleMs)*time.Millisecond, time.Duration(b.Graceful)*time.Millisecond
-	p.put("/api/users/dave/policy", `{"granularity":"exact","contacts":["alice"]}`)
+	p.allow("dave", "alice")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	alice := p.dial(ctx, "alice", "phone", 1)
-	keepAlive(ctx, alice)
+	alice := p.dialAlive(ctx, "alice", "phone", 1)
 	dave := p.dial(ctx, "dave", "phone", 1)
 	if s := subscribe(ctx, t, alice, "dave"); s.GetPresences()[0].GetStatus() != messages.Status_online {
 		t.Fatalf("snapshot: %v", s)

@@ -24,6 +24,7 @@ const postgresSchema = `
 CREATE TABLE IF NOT EXISTS presence_policies (user_id TEXT PRIMARY KEY, doc JSONB NOT NULL, updated_ms BIGINT NOT NULL);
 CREATE TABLE IF NOT EXISTS presence_floors (user_id TEXT NOT NULL, device TEXT NOT NULL, attempt BIGINT NOT NULL, PRIMARY KEY (user_id, device));
 CREATE TABLE IF NOT EXISTS presence_last_seen (user_id TEXT PRIMARY KEY, at_ms BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS presence_leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, token BIGINT NOT NULL, expiry_ms BIGINT NOT NULL);
 `
 
 // Open connects to dsn and creates the tables if needed.
@@ -97,4 +98,29 @@ func (s *Postgres) SetLastSeen(ctx context.Context, user string, t time.Time) er
 		return fmt.Errorf("store: set last seen of %s: %w", user, err)
 	}
 	return nil
+}
+
+// TakeLease is one compare-and-set upsert: the row changes only when it is
+// the holder's or expired (the row lock orders concurrent takers).
+func (s *Postgres) TakeLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (store.Lease, error) {
+	if err := store.CheckLease(name, holder, ttl); err != nil {
+		return store.Lease{}, err
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO presence_leases (name, holder, token, expiry_ms) VALUES ($1, $2, 1, $3)
+		ON CONFLICT (name) DO UPDATE SET
+			token = CASE WHEN presence_leases.holder = EXCLUDED.holder THEN presence_leases.token ELSE presence_leases.token + 1 END,
+			holder = EXCLUDED.holder, expiry_ms = EXCLUDED.expiry_ms
+		WHERE presence_leases.holder = EXCLUDED.holder OR presence_leases.expiry_ms <= $4`,
+		name, holder, now.Add(ttl).UnixMilli(), now.UnixMilli())
+	if err != nil {
+		return store.Lease{}, fmt.Errorf("store: take lease %s: %w", name, err)
+	}
+	l := store.Lease{Name: name}
+	var token, exp int64
+	err = s.pool.QueryRow(ctx, `SELECT holder, token, expiry_ms FROM presence_leases WHERE name = $1`, name).Scan(&l.Holder, &token, &exp)
+	if err != nil {
+		return store.Lease{}, fmt.Errorf("store: read lease %s: %w", name, err)
+	}
+	l.Token, l.Expiry = uint64(token), time.UnixMilli(exp)
+	return l, nil
 }

@@ -26,6 +26,7 @@ const sqliteSchema = `
 CREATE TABLE IF NOT EXISTS policies (user TEXT PRIMARY KEY, doc TEXT NOT NULL, updated_ms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS floors (user TEXT NOT NULL, device TEXT NOT NULL, attempt INTEGER NOT NULL, PRIMARY KEY (user, device));
 CREATE TABLE IF NOT EXISTS last_seen (user TEXT PRIMARY KEY, at_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, token INTEGER NOT NULL, expiry_ms INTEGER NOT NULL);
 `
 
 // Open opens (creating if needed) the store at path.
@@ -104,4 +105,29 @@ func (s *SQLite) SetLastSeen(ctx context.Context, user string, t time.Time) erro
 		return fmt.Errorf("store: set last seen of %s: %w", user, err)
 	}
 	return nil
+}
+
+// TakeLease is one compare-and-set upsert: the row changes only when it is
+// the holder's or expired; SQLite serialises the writers of the file.
+func (s *SQLite) TakeLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (store.Lease, error) {
+	if err := store.CheckLease(name, holder, ttl); err != nil {
+		return store.Lease{}, err
+	}
+	_, err := s.db.ExecContext(ctx, `INSERT INTO leases (name, holder, token, expiry_ms) VALUES (?, ?, 1, ?)
+		ON CONFLICT (name) DO UPDATE SET
+			token = CASE WHEN leases.holder = excluded.holder THEN leases.token ELSE leases.token + 1 END,
+			holder = excluded.holder, expiry_ms = excluded.expiry_ms
+		WHERE leases.holder = excluded.holder OR leases.expiry_ms <= ?`,
+		name, holder, now.Add(ttl).UnixMilli(), now.UnixMilli())
+	if err != nil {
+		return store.Lease{}, fmt.Errorf("store: take lease %s: %w", name, err)
+	}
+	l := store.Lease{Name: name}
+	var token, exp int64
+	err = s.db.QueryRowContext(ctx, `SELECT holder, token, expiry_ms FROM leases WHERE name = ?`, name).Scan(&l.Holder, &token, &exp)
+	if err != nil {
+		return store.Lease{}, fmt.Errorf("store: read lease %s: %w", name, err)
+	}
+	l.Token, l.Expiry = uint64(token), time.UnixMilli(exp)
+	return l, nil
 }

@@ -1,0 +1,199 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/presence-im/presence/store"
+)
+
+// The lease strategy (--split-brain lease): the majority rule decides
+// nothing alone once members become unreachable; a row in the store every
+// node shares (store.LeaseStore) does, as Akka's lease-majority:
+//
+//   - while every member of the quorum base is reached, the lease is not
+//     consulted (nor on any device's path);
+//   - once one is not, the side asks for the lease: a strict majority at
+//     once, a side at or below half after LeaseArbiter.Delay, so that the
+//     majority takes it first; the side whose member holds it serves and
+//     renews it while members stay unreachable;
+//   - a side that finds it held by a member it does not reach waits: a
+//     crashed holder renews no more and its lease runs out within TTL (the
+//     side takes it then); a holder that renewed after this side lost it
+//     is alive on the other side, and this side fences;
+//   - a store that does not answer: the majority rule decides.
+//
+// So with the lease a 3-node cluster's last survivor serves on, after one
+// crash and another or after two at once, as long as it reaches the store.
+
+// Split-brain strategies (--split-brain).
+const (
+	StrategyMajority = "majority"
+	StrategyLease    = "lease"
+)
+
+// LeaseState is what a side knows of the lease.
+type LeaseState int
+
+const (
+	LeaseNotAsked LeaseState = iota // not asked yet (a minority's delay)
+	LeaseOurs                       // held by a member this side reaches
+	LeaseTheirs                     // held, unexpired, by a member it does not reach
+	LeaseUnknown                    // the store did not answer
+)
+
+// LeaseCall is the lease strategy's answer.
+type LeaseCall int
+
+const (
+	LeaseServe LeaseCall = iota
+	LeaseWait            // undecided: serve on, ask again
+	LeaseFence
+)
+
+// LeaseInput is what DecideLease decides on.
+type LeaseInput struct {
+	Verdict Verdict // the majority rule's, over the same base
+	State   LeaseState
+	// HolderAlive: the lease's expiry moved after this side lost its
+	// holder (it renewed since: it runs, on the other side).
+	HolderAlive bool
+	TheirsFor   time.Duration // since this side first found it theirs
+	TTL         time.Duration
+}
+
+// DecideLease is the lease strategy's decision table.
+func DecideLease(in LeaseInput) LeaseCall {
+	switch {
+	case in.Verdict.Reach == in.Verdict.Base, in.State == LeaseOurs:
+		return LeaseServe
+	case in.State == LeaseUnknown && in.Verdict.Serve:
+		return LeaseServe
+	case in.State == LeaseUnknown:
+		return LeaseFence
+	case in.State == LeaseTheirs && (in.HolderAlive || in.TheirsFor > 2*in.TTL):
+		return LeaseFence
+	}
+	return LeaseWait
+}
+
+// LeaseName is the store row the members of a cluster share.
+const LeaseName = "split-brain"
+
+// LeaseArbiter asks the store for the lease on FenceWatch's behalf. Not
+// safe for concurrent use: one FenceWatch calls it.
+type LeaseArbiter struct {
+	Store  store.LeaseStore
+	Holder string        // this node's id
+	TTL    time.Duration // the lease's life after each take or renewal
+	Delay  time.Duration // how much later than a majority a minority asks
+	Log    *slog.Logger
+
+	lease    store.Lease
+	state    LeaseState
+	asked    time.Time            // last store call
+	below    time.Time            // since when this side is at or below half
+	theirs   time.Time            // since when the lease is theirs
+	lost     map[string]time.Time // since when each unreached member is
+	holderUp bool                 // the holder renewed after it was lost
+}
+
+// NewLeaseArbiter: TTL the preset's failure detection for n members (a
+// crashed holder's lease runs out in about the time the others need to
+// declare it dead), Delay its gossip propagation.
+func NewLeaseArbiter(s store.LeaseStore, holder, preset string, n int, log *slog.Logger) *LeaseArbiter {
+	return &LeaseArbiter{Store: s, Holder: holder, TTL: FailureDetection(preset, n), Delay: Propagation(preset), Log: log}
+}
+
+// Decide is the lease strategy at now over the majority rule's verdict v on
+// base; it asks the store when due (every TTL/4 at most, each call bounded
+// by TTL/4 and 500 ms).
+func (a *LeaseArbiter) Decide(now time.Time, v Verdict, base []Voter) (LeaseCall, string) {
+	if v.Reach == v.Base {
+		a.reset()
+		return LeaseServe, ""
+	}
+	a.track(now, base)
+	if 2*v.Reach <= v.Base && a.below.IsZero() {
+		a.below = now
+	}
+	majorityFirst := 2*v.Reach <= v.Base && now.Sub(a.below) < a.Delay
+	if !majorityFirst && (a.asked.IsZero() || now.Sub(a.asked) >= a.TTL/4) {
+		a.ask(now, base)
+	}
+	in := LeaseInput{Verdict: v, State: a.state, HolderAlive: a.holderUp, TTL: a.TTL}
+	if a.state == LeaseTheirs {
+		in.TheirsFor = now.Sub(a.theirs)
+	}
+	call := DecideLease(in)
+	return call, a.describe(v)
+}
+
+func (a *LeaseArbiter) describe(v Verdict) string {
+	switch a.state {
+	case LeaseOurs:
+		return fmt.Sprintf("%s; the lease is this side's (%s, token %d)", v, a.lease.Holder, a.lease.Token)
+	case LeaseTheirs:
+		return fmt.Sprintf("%s; the lease is held by %s (token %d), which renews it beyond this side's reach", v, a.lease.Holder, a.lease.Token)
+	case LeaseUnknown:
+		return fmt.Sprintf("%s; the lease's store does not answer: the majority rule decides", v)
+	}
+	return v.String()
+}
+
+// reset forgets the split: every member is reached again. The lease is
+// left to run out.
+func (a *LeaseArbiter) reset() {
+	a.state, a.asked, a.below, a.theirs, a.holderUp = LeaseNotAsked, time.Time{}, time.Time{}, time.Time{}, false
+	clear(a.lost)
+}
+
+// track notes since when each member of base has been unreached.
+func (a *LeaseArbiter) track(now time.Time, base []Voter) {
+	if a.lost == nil {
+		a.lost = map[string]time.Time{}
+	}
+	for _, m := range base {
+		if m.Reached {
+			delete(a.lost, m.ID)
+		} else if _, ok := a.lost[m.ID]; !ok {
+			a.lost[m.ID] = now
+		}
+	}
+}
+
+// ask takes or renews the lease and files the answer.
+func (a *LeaseArbiter) ask(now time.Time, base []Voter) {
+	a.asked = now
+	ctx, cancel := context.WithTimeout(context.Background(), min(a.TTL/4, 500*time.Millisecond))
+	defer cancel()
+	l, err := a.Store.TakeLease(ctx, LeaseName, a.Holder, now, a.TTL)
+	if err != nil {
+		if a.state != LeaseUnknown && a.Log != nil {
+			a.Log.Warn("cluster: split-brain lease: the store does not answer; the majority rule decides", "err", err)
+		}
+		a.state = LeaseUnknown
+		return
+	}
+	prev := a.state
+	a.lease, a.state = l, LeaseTheirs
+	for _, m := range base {
+		if m.ID == l.Holder && m.Reached {
+			a.state = LeaseOurs
+		}
+	}
+	if a.state == LeaseTheirs {
+		if prev != LeaseTheirs {
+			a.theirs = now
+		}
+		// a renewal made after this side lost the holder: it runs
+		if since, ok := a.lost[l.Holder]; ok && l.Expiry.Add(-a.TTL).After(since) {
+			a.holderUp = true
+		}
+	}
+	if prev != a.state && a.Log != nil {
+		a.Log.Info("cluster: split-brain lease", "holder", l.Holder, "token", l.Token, "ours", a.state == LeaseOurs)
+	}
+}

@@ -1,0 +1,132 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/presence-im/presence/store"
+)
+
+func TestDecideLease(t *testing.T) {
+	ttl := 2 * time.Second
+	for _, tc := range []struct {
+		name string
+		base []Voter
+		in   LeaseInput
+		want LeaseCall
+	}{
+		{"all reached: no lease needed", voters("+n1", "+n2", "+n3"), LeaseInput{}, LeaseServe},
+		{"3: the survivor of two at once holds it", voters("+n1", "n2", "n3"), LeaseInput{State: LeaseOurs}, LeaseServe},
+		{"3: the survivor, still waiting for the majority to go first", voters("+n1", "n2", "n3"), LeaseInput{State: LeaseNotAsked}, LeaseWait},
+		{"3: the majority holds it", voters("+n1", "+n2", "n3"), LeaseInput{State: LeaseOurs}, LeaseServe},
+		{"3: the minority finds the holder renewing beyond reach", voters("n1", "n2", "+n3"), LeaseInput{State: LeaseTheirs, HolderAlive: true}, LeaseFence},
+		{"3: a crashed holder's lease has not run out yet", voters("+n1", "n2", "n3"), LeaseInput{State: LeaseTheirs, TheirsFor: ttl}, LeaseWait},
+		{"3: theirs for longer than twice its ttl", voters("+n1", "n2", "n3"), LeaseInput{State: LeaseTheirs, TheirsFor: 2*ttl + 1}, LeaseFence},
+		{"3: even a majority fences for a live holder", voters("+n1", "+n2", "n3"), LeaseInput{State: LeaseTheirs, HolderAlive: true}, LeaseFence},
+		{"3: store down, the majority serves", voters("+n1", "+n2", "n3"), LeaseInput{State: LeaseUnknown}, LeaseServe},
+		{"3: store down, the survivor fences", voters("+n1", "n2", "n3"), LeaseInput{State: LeaseUnknown}, LeaseFence},
+		{"2: store down, the oldest wins the tie", voters("+n1", "n2"), LeaseInput{State: LeaseUnknown}, LeaseServe},
+		{"2: store down, the younger fences", voters("n1", "+n2"), LeaseInput{State: LeaseUnknown}, LeaseFence},
+		{"2: the younger holds it", voters("n1", "+n2"), LeaseInput{State: LeaseOurs}, LeaseServe},
+		{"5: 2+2+1, the single one holds it", voters("n1", "n2", "n3", "n4", "+n5"), LeaseInput{State: LeaseOurs}, LeaseServe},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.in.Verdict, tc.in.TTL = Decide(tc.base), ttl
+			if got := DecideLease(tc.in); got != tc.want {
+				t.Fatalf("DecideLease(%+v) = %v, want %v", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+// downStore is a store that does not answer.
+type downStore struct{}
+
+func (downStore) TakeLease(context.Context, string, string, time.Time, time.Duration) (store.Lease, error) {
+	return store.Lease{}, errors.New("connection refused")
+}
+
+func arbiter(s store.LeaseStore, holder string) *LeaseArbiter {
+	return &LeaseArbiter{Store: s, Holder: holder, TTL: 2 * time.Second, Delay: 500 * time.Millisecond}
+}
+
+// A 2+1 split: the majority takes the lease at once, the minority asks only
+// after its delay, finds it renewed beyond its reach and fences.
+func TestLeaseArbiterSplit(t *testing.T) {
+	s := store.NewMemoryLeases()
+	n1, n3 := arbiter(s, "n1"), arbiter(s, "n3")
+	t0 := time.UnixMilli(1_700_000_000_000)
+	maj, min3 := voters("+n1", "+n2", "n3"), voters("n1", "n2", "+n3")
+	if call, _ := n3.Decide(t0, Decide(min3), min3); call != LeaseWait {
+		t.Fatalf("minority before its delay: %v, want wait (not asked)", call)
+	}
+	if call, why := n1.Decide(t0, Decide(maj), maj); call != LeaseServe || n1.lease.Holder != "n1" {
+		t.Fatalf("majority: %v (%s), want serve holding the lease", call, why)
+	}
+	t1 := t0.Add(600 * time.Millisecond)
+	if call, _ := n3.Decide(t1, Decide(min3), min3); call != LeaseWait {
+		t.Fatalf("minority, first look: %v, want wait (n1 may have crashed)", call)
+	}
+	t2 := t0.Add(time.Second) // n1 renews (every ttl/4), n3 looks again
+	n1.Decide(t2, Decide(maj), maj)
+	if call, why := n3.Decide(t2.Add(100*time.Millisecond), Decide(min3), min3); call != LeaseFence {
+		t.Fatalf("minority after n1's renewal: %v (%s), want fence", call, why)
+	}
+}
+
+// Two crashes at once: the survivor takes the free lease after its delay;
+// with a crashed holder's lease it waits for it to run out, then takes it.
+func TestLeaseArbiterSurvivor(t *testing.T) {
+	s := store.NewMemoryLeases()
+	t0 := time.UnixMilli(1_700_000_000_000)
+	if _, err := s.TakeLease(context.Background(), LeaseName, "n2", t0.Add(-100*time.Millisecond), 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	a := arbiter(s, "n1")
+	base := voters("+n1", "n2", "n3")
+	var call LeaseCall
+	for at := t0; at.Before(t0.Add(5 * time.Second)); at = at.Add(100 * time.Millisecond) {
+		if call, _ = a.Decide(at, Decide(base), base); call == LeaseFence {
+			t.Fatalf("fenced at +%v for a dead holder's lease", at.Sub(t0))
+		}
+		if call == LeaseServe && at.Before(t0.Add(1900*time.Millisecond)) {
+			t.Fatalf("took n2's lease at +%v, before it ran out", at.Sub(t0))
+		}
+	}
+	if call != LeaseServe || a.lease.Holder != "n1" || a.lease.Token != 2 {
+		t.Fatalf("survivor: %v, lease %+v, want serve holding it with token 2", call, a.lease)
+	}
+	// the dead leave the base: every member reached, the lease left alone
+	exp := a.lease.Expiry
+	alone := voters("+n1")
+	if call, _ := a.Decide(t0.Add(10*time.Second), Decide(alone), alone); call != LeaseServe || a.state != LeaseNotAsked {
+		t.Fatalf("alone: %v state %v, want serve without the lease", call, a.state)
+	}
+	if l, _ := s.TakeLease(context.Background(), LeaseName, "n9", t0, time.Second); !l.Expiry.Equal(exp) {
+		t.Fatalf("the lease was renewed with nobody unreachable: %+v", l)
+	}
+}
+
+// The store down during a split: the majority rule decides.
+func TestLeaseArbiterStoreDown(t *testing.T) {
+	t0 := time.UnixMilli(1_700_000_000_000)
+	for _, tc := range []struct {
+		base []Voter
+		want LeaseCall
+	}{
+		{voters("+n1", "+n2", "n3"), LeaseServe},
+		{voters("+n1", "n2", "n3"), LeaseFence},
+		{voters("+n1", "n2"), LeaseServe},
+	} {
+		a := arbiter(downStore{}, "n1")
+		call, why := a.Decide(t0.Add(time.Second), Decide(tc.base), tc.base)
+		if call == LeaseWait { // a minority's delay
+			call, why = a.Decide(t0.Add(2*time.Second), Decide(tc.base), tc.base)
+		}
+		if call != tc.want || a.state != LeaseUnknown {
+			t.Fatalf("%v: %v (%s), want %v by the majority rule", tc.base, call, why, tc.want)
+		}
+	}
+}

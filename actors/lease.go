@@ -26,10 +26,13 @@ type leaseActor struct {
 
 func (a *leaseActor) Receive(ctx actor.Context) {
 	now := time.Now()
+	held, stopping := a.l.Live(), false
+	defer func() { a.n.heldDelta(held, a.l.Live() && !stopping) }()
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.onStarted(ctx)
 	case *actor.Stopping:
+		stopping = true // its holder no longer counts
 		a.n.deactivated(KindLease, ctx.Self())
 		a.expiry.stop()
 		a.idle.stop()

@@ -23,6 +23,7 @@ type Metrics struct {
 	Passivations      *prometheus.CounterVec // kind
 	Activations       *prometheus.CounterVec // kind
 	DeadLetters       *prometheus.CounterVec // message type
+	stateMetrics
 }
 
 // NewMetrics makes the collectors and registers them with reg (nil: not
@@ -40,9 +41,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Passivations:      metric.CounterVec("presence_actor_passivations_total", "Idle lease and view actors stopped.", "kind"),
 		Activations:       metric.CounterVec("presence_actor_activations_total", "Lease and view actors started.", "kind"),
 		DeadLetters:       metric.CounterVec("presence_dead_letters_total", "Messages sent to an actor that had stopped (a passivated or moved lease or view, a closed connection), by message type; logged only at debug.", "message"),
+		stateMetrics:      newStateMetrics(),
 	}
+	m.preset()
 	if reg != nil {
 		reg.MustRegister(m.DeviceTransitions, m.Published, m.Delivered, m.EventMessages, m.Renewals, m.ClientRestarts, m.StaleChecks, m.RejectedStale, m.Passivations, m.Activations, m.DeadLetters)
+		reg.MustRegister(m.collectors()...)
 	}
 	return m
 }

@@ -26,14 +26,18 @@ type viewActor struct {
 	debounce, age, idle, settle timer
 	idleGen                     uint64
 	started                     time.Time // activation
+	mode                        string    // leave mode of the last departure (presence_offline_detection_seconds)
 }
 
 func (a *viewActor) Receive(ctx actor.Context) {
 	now := time.Now()
+	before, stopping := viewCounts(a.v, false), false
+	defer func() { a.n.viewDelta(before, viewCounts(a.v, stopping)) }()
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.onStarted(ctx, now)
 	case *actor.Stopping:
+		stopping = true
 		a.onStopping(ctx)
 	case *messages.DeviceUp:
 		a.received++
@@ -42,6 +46,7 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.received++
 		a.onDeviceDown(ctx, m, now)
 	case *messages.GatewayDown:
+		a.mode = ModeGatewayCrash
 		a.apply(ctx, a.v.GatewayDown(m.GetNode(), now))
 	case *messages.DeviceShow:
 		a.received++
@@ -107,6 +112,7 @@ func (a *viewActor) onDeviceDown(ctx actor.Context, m *messages.DeviceDown, now 
 	if _, known := a.v.Devices[m.GetDevice()]; !known {
 		a.evidence(ctx, now) // the device was up at an earlier incarnation
 	}
+	a.mode = leaveMode(m.GetReason())
 	a.apply(ctx, a.v.DeviceDown(m.GetDevice(), m.GetEpoch(), time.UnixMilli(m.GetLastAliveMs()), now))
 }
 
@@ -145,6 +151,9 @@ func (a *viewActor) onSettle(ctx actor.Context, m settleView, now time.Time) {
 		return
 	}
 	a.n.log.Debug("view: settled", "user", a.user, "devices", len(a.v.Devices), "online", a.v.Online, "subscribers", len(a.v.Subs))
+	if a.v.Unsettled {
+		a.mode = ModeOwnerCrash // re-created: its departures happened with the old view
+	}
 	a.apply(ctx, a.v.Settle(now))
 }
 
@@ -263,6 +272,10 @@ func (a *viewActor) published(now time.Time) {
 	ev := &messages.ObsEvent{Kind: "published", User: a.user, Status: status}
 	if !a.v.Online && !a.v.LastSeen.IsZero() {
 		ev.LatencyMs = now.Sub(a.v.LastSeen).Milliseconds() // from the departure
+		ev.Reason = a.mode
+		if a.mode != "" {
+			a.n.metrics.Detection.WithLabelValues(a.mode).Observe(now.Sub(a.v.LastSeen).Seconds())
+		}
 	}
 	a.n.emit(ev)
 	a.n.log.Debug("view: published", "user", a.user, "status", status, "devices", len(a.v.Devices), "unsettled", a.v.Unsettled)

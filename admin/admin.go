@@ -51,7 +51,9 @@ type Server struct {
 	// MaxEventStreams bounds the open GET /api/events streams; 0:
 	// DefaultMaxEventStreams. One more answers 503.
 	MaxEventStreams int
-	streams         atomic.Int64
+	// History, when set, answers GET /api/history (its Run feeds it).
+	History *History
+	streams atomic.Int64
 }
 
 // DefaultMaxEventStreams is the default cap on open event streams: each
@@ -80,6 +82,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/users/{user}/policy", s.getPolicy)
 	mux.HandleFunc("PUT /api/users/{user}/policy", s.putPolicy)
 	mux.HandleFunc("GET /api/events", s.events)
+	mux.HandleFunc("GET /api/history", s.history)
+	mux.HandleFunc("GET /api/users/{user}/graph", s.graph)
 	// Go's profiler, behind the token like the rest: a profile shows where
 	// the node spends its CPU and heap under real load (docs/operations.md).
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
@@ -410,13 +414,13 @@ func withLists(d store.PolicyDoc) store.PolicyDoc {
 // Event is one line of GET /api/events (the data of a server-sent event
 // named after its kind).
 type Event struct {
-	Kind      string `json:"kind"` // device_up, device_down, published, member
+	Kind      string `json:"kind"` // device_up, device_down, published, member, fence, drain
 	Node      string `json:"node"` // the node that saw it
 	AtMs      int64  `json:"at_ms"`
 	User      string `json:"user,omitempty"`
 	Device    string `json:"device,omitempty"`
 	Gateway   string `json:"gateway,omitempty"`    // device_up: the device's node
-	Reason    string `json:"reason,omitempty"`     // device_down: end reason; member: its state
+	Reason    string `json:"reason,omitempty"`     // device_down: end reason; member: its state; published offline: leave mode
 	Status    string `json:"status,omitempty"`     // published: online or offline
 	LatencyMs int64  `json:"latency_ms,omitempty"` // published offline: from the departure
 	Member    string `json:"member,omitempty"`
@@ -457,8 +461,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		case <-keep.C:
 			_, err = fmt.Fprintf(w, ": dropped %d\n\n", dropped.Load())
 		case ev := <-ch:
-			b, _ := json.Marshal(Event{Kind: ev.GetKind(), Node: ev.GetNode(), AtMs: ev.GetAtMs(), User: ev.GetUser(), Device: ev.GetDevice(),
-				Gateway: ev.GetGateway(), Reason: ev.GetReason(), Status: ev.GetStatus(), LatencyMs: ev.GetLatencyMs(), Member: ev.GetMember()})
+			b, _ := json.Marshal(toEvent(ev))
 			_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.GetKind(), b)
 		}
 		if err != nil || rc.Flush() != nil {

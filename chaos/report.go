@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -25,6 +26,7 @@ type Options struct {
 	Backend  string        // "process" (default) or "docker"
 	Image    string        // docker backend: the image (`make docker`: presence:dev)
 	Duration time.Duration // soak: how long
+	Progress io.Writer     // a line per round and phase, and devices up every 5 s; nil: quiet
 }
 
 // Report is what a run measured and found.
@@ -62,6 +64,9 @@ type Round struct {
 	Latencies []Latency `json:"latencies"`
 	Findings  []Finding `json:"findings"`
 	Notes     []string  `json:"notes,omitempty"`
+	Start     time.Time `json:"start"`    // the round's cluster starting
+	FaultAt   time.Time `json:"fault_at"` // set up: the scenario begins
+	End       time.Time `json:"end"`
 }
 
 // Latency is from a device's departure to a watcher receiving its offline.
@@ -130,26 +135,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		o.Bin = bin
 	}
 	for i := range o.Rounds {
-		r := &Round{Index: i}
+		r := &Round{Index: i, Start: time.Now()}
+		o.progress("round %d/%d: starting %d nodes and %d devices", i+1, o.Rounds, o.Nodes, o.Devices)
 		rep.Rounds = append(rep.Rounds, r)
 		dir := filepath.Join(o.Report, fmt.Sprintf("round-%d", i))
 		if err := os.RemoveAll(dir); err != nil { // a fresh store every round
 			return nil, err
 		}
-		err := func() error {
-			// The round's devices and watchers end with it.
-			ctx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			e, err := setup(ctx, o, dir)
-			if err != nil {
-				return err
-			}
-			defer e.Cluster.Stop()
-			rep.Bounds, rep.Timing = e.Bounds, e.Timing
-			err = sc.run(ctx, e, r)
-			checkVersions(e, r)
-			return err
-		}()
+		err := runRound(ctx, o, sc, rep, r, dir)
+		r.End = time.Now()
+		o.progress("round %d/%d: done in %.1f s: %d latencies, %d findings", i+1, o.Rounds, r.End.Sub(r.Start).Seconds(), len(r.Latencies), len(r.Findings))
 		if err != nil {
 			rep.Error = err.Error()
 			break
@@ -158,6 +153,25 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep.Seconds = time.Since(rep.Started).Seconds()
 	rep.summarize()
 	return rep, rep.write(o.Report)
+}
+
+// runRound runs one round on a fresh cluster in dir; the round's devices
+// and watchers end with it.
+func runRound(ctx context.Context, o Options, sc Scenario, rep *Report, r *Round, dir string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	e, err := setup(ctx, o, dir)
+	if err != nil {
+		return err
+	}
+	defer e.Cluster.Stop()
+	rep.Bounds, rep.Timing = e.Bounds, e.Timing
+	r.FaultAt = time.Now()
+	o.progress("round %d/%d: %s, %d/%d devices up", r.Index+1, o.Rounds, sc.Name, e.Fleet.Up(), len(e.Fleet.Devices))
+	go o.watchProgress(ctx, r.Index, e)
+	err = sc.run(ctx, e, r)
+	checkVersions(e, r)
+	return err
 }
 
 // checkVersions: every watcher sees each target's versions strictly grow.
@@ -252,6 +266,11 @@ td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}th{background:#f4
 <table><tr><th>bound</th><th>n</th><th>min ms</th><th>median ms</th><th>max ms</th><th>bound ms</th><th>within</th></tr>
 {{range .Summary}}<tr><td>{{.Bound}}</td><td>{{.N}}</td><td>{{printf "%.0f" .MinMs}}</td><td>{{printf "%.0f" .MedMs}}</td><td>{{printf "%.0f" .MaxMs}}</td><td>{{printf "%.0f" .BoundMs}}</td><td>{{.Within}}</td></tr>
 {{end}}</table>
+<p>Each dot is one latency, on its bound's row; the red line is the bound.</p>
+{{.LatencyChart}}
+<h2>Faults</h2>
+<p>Each round on one time axis: its cluster starting (grey), then the fault running (orange).</p>
+{{.Timeline}}
 <h2>Findings</h2>
 {{if .Findings}}<ul>{{range $k, $v := .Findings}}<li class="bad">{{$k}}: {{$v}}</li>{{end}}</ul>{{else}}<p class="ok">no false offline, ghost, lost event or version going back</p>{{end}}
 <h2>Rounds</h2>

@@ -1,5 +1,9 @@
 // Package dashboard is the cluster dashboard: plain HTML, JS and CSS
 // embedded in the binary and served by the admin API at GET /. The page
+// replays GET /api/history (what happened before it opened: events, the
+// membership timeline, actors over time), draws its charts as SVG itself
+// (charts.js: offline latency per leave mode against its bound;
+// connections, actors and events over the last minutes),
 // polls GET /api/cluster (members and every node's live actors), streams
 // GET /api/events (device ups and downs, published changes with their
 // latency, member changes, from every node) and looks users up through

@@ -19,6 +19,14 @@ func newMetrics(reg prometheus.Registerer, live func() int) *metrics {
 		handshakes: metric.CounterVec("presence_ws_handshakes_total", "Device WebSocket handshakes by HTTP status (101 accepted).", "status"),
 		closes:     metric.CounterVec("presence_ws_server_closes_total", "Device connections the node closed, by close code (4008: outbox overflow).", "code"),
 	}
+	// Every series from the start, so that rate() and increase() see their
+	// zero and an alert on 429 or 4008 fires on the first one.
+	for _, st := range []int{101, 400, 401, 409, 426, 429, 503} {
+		m.handshakes.WithLabelValues(strconv.Itoa(st))
+	}
+	for _, code := range messages.CloseCodes {
+		m.closes.WithLabelValues(strconv.Itoa(int(code)))
+	}
 	if reg != nil {
 		reg.MustRegister(m.handshakes, m.closes, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "presence_ws_connections",

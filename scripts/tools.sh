@@ -2,14 +2,16 @@
 # Installs what the tests need beyond Go, if missing (idempotent):
 # protoc (Debian's protobuf-compiler), the PostgreSQL server binaries
 # (Debian's postgresql; tests start their own throwaway server) and a
-# headless browser for the dashboard test (Debian's chromium) and iptables
-# for the chaos partition (Debian's iptables).
+# headless browser for the dashboard test (Debian's chromium), iptables
+# for the chaos partition (Debian's iptables) and promtool for the alert
+# rules' test (Debian's prometheus; its service is not started).
 set -eu
 need=""
 command -v protoc >/dev/null 2>&1 || need="$need protobuf-compiler"
 command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need="$need postgresql"
 command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || need="$need chromium"
 command -v iptables >/dev/null 2>&1 || need="$need iptables"
+command -v promtool >/dev/null 2>&1 || need="$need prometheus"
 [ -z "$need" ] && exit 0
 echo "installing:$need"
 if [ "$(id -u)" != 0 ]; then

@@ -90,7 +90,7 @@ func run(args []string) int {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	policies, history, leases, closeStore, err := openStore(cfg.PolicyDSN, reg)
+	policies, history, leases, closeStore, err := openTimedStore(cfg.PolicyDSN, reg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced:", err)
 		return 1
@@ -109,11 +109,13 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "presenced:", err)
 		return 2
 	}
+	reg.MustRegister(node.Collector(), fenceGauge(rejoin))
 	ws := gateway.New(gateway.Options{Listen: cfg.Listen, Gateway: cfg.Gateway, Registerer: reg, PreviousSecrets: bytesOf(cfg.SecretPrevious)},
 		node.Gateway(), cfg.Timing, []byte(cfg.Secret), log)
 	// /readyz says ready once the gateway listens, and not while draining.
 	api := &admin.Server{Node: node, Members: node.Membership(), Timing: cfg.Timing, Policies: policies, Gatherer: reg,
-		Token: cfg.AdminToken, Log: log, Ready: ws.Ready, Addr: cfg.Admin, AllowedHosts: adminHosts(cfg)}
+		Token: cfg.AdminToken, Log: log, Ready: ws.Ready, Addr: cfg.Admin, AllowedHosts: adminHosts(cfg), History: admin.NewHistory(0)}
+	go api.History.Run(ctx, node)
 	srv, ln, err := serveAdmin(api, cfg.Admin, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced: admin:", err)
@@ -135,10 +137,22 @@ func run(args []string) int {
 	case <-ctx.Done():
 	case why := <-watchFence(ctx, node, fenceWatch(cfg, leases, log)):
 		node.Fence() // no more verdicts by time from here
+		node.Note("fence", why.detail)
 		return fence(log, why, ws, node.Membership(), cfg, args)
 	}
 	drain(log, ws, node, srv)
 	return 0
+}
+
+// openTimedStore opens the store with every call timed and its errors
+// counted (presence_store_seconds, presence_store_errors_total).
+func openTimedStore(dsn string, reg prometheus.Registerer) (store.PolicyStore, store.HistoryStore, store.LeaseStore, func(), error) {
+	policies, history, leases, closeStore, err := openStore(dsn, reg)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	sm := store.NewStoreMetrics(reg)
+	return sm.InstrumentPolicies(policies), sm.InstrumentHistory(history), leases, closeStore, nil
 }
 
 // watchFence tells, once, why the node must fence itself (see
@@ -194,6 +208,7 @@ func serveAdmin(api *admin.Server, addr string, log *slog.Logger) (*http.Server,
 // reason close.
 func drain(log *slog.Logger, ws *gateway.Server, node *actors.Node, srv *http.Server) {
 	log.Info("draining: new handshakes get 503, devices are closed with 1001", "devices", ws.Live())
+	node.Note("drain", "shutdown")
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ws.Drain(shutdown.Done())

@@ -15,6 +15,7 @@ import (
 
 	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/config"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // rejoinEnv carries, from a fenced node to the incarnation it re-executes,
@@ -114,4 +115,18 @@ func prepareRejoin(cfg config.Config, log *slog.Logger) (*cluster.Rejoin, *fence
 		return nil, nil, fmt.Errorf("admin: %w", err)
 	}
 	return r, f, nil
+}
+
+// fenceGauge is presence_last_fence_timestamp_seconds: when this process's
+// node last fenced (it re-executed since, so a counter would start again
+// at 0), 0 if it never did.
+func fenceGauge(r *cluster.Rejoin) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "presence_last_fence_timestamp_seconds",
+		Help: "Unix time this node last fenced itself (left, drained, re-executed); 0: never since it was started by hand.",
+	})
+	if r != nil {
+		g.Set(float64(r.Fenced.UnixNano()) / 1e9)
+	}
+	return g
 }

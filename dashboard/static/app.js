@@ -4,7 +4,14 @@
 const token = new URLSearchParams(location.hash.slice(1)).get("token") || "";
 const headers = token ? { Authorization: "Bearer " + token } : {};
 const maxEvents = 200;
+const window_ms = 10 * 60 * 1000; // the series' last minutes
 let seen = 0;
+let bounds = {};
+const latencies = []; // {mode, ms, user} of published offlines
+const samples = []; // {at_ms, values{connections, actors, events}}
+const eventTimes = []; // at_ms of the events seen, for events per 5 s
+const seenKeys = new Set(); // history and stream overlap: each event once
+let replaying = false; // loadHistory draws the timeline once, at the end
 
 function el(tag, text, cls) {
   const e = document.createElement(tag);
@@ -38,13 +45,61 @@ async function refreshCluster() {
     }
     document.querySelector("#unanswered").textContent =
       body.unanswered ? "no answer from " + body.unanswered.join(", ") : "";
+    addSample(Date.now(), Object.values(body.actors || {}));
   } catch (e) {
     document.querySelector("#unanswered").textContent = "cluster: " + e.message;
   }
 }
 
+// addSample records the cluster's connections and actors at a time, and
+// the events seen in the 5 s before it.
+function addSample(at, perNode) {
+  let connections = 0, actors = 0;
+  for (const c of perNode) {
+    connections += c.connection || 0;
+    for (const v of Object.values(c)) actors += v;
+  }
+  const events = eventTimes.filter((t) => t > at - 5000 && t <= at).length;
+  samples.push({ at_ms: at, values: { connections, actors, events } });
+  while (samples.length && samples[0].at_ms < at - window_ms) samples.shift();
+  drawSeries(document.querySelector("#series"), samples, ["connections", "actors", "events"], ["#2266aa", "#070", "#a60"]);
+}
+
+// loadHistory shows what happened before the page opened: the events every
+// member sent this node, the membership timeline and the actors over time.
+async function loadHistory() {
+  const { status, body } = await getJSON("/api/history");
+  if (status !== 200) return;
+  replaying = true;
+  for (const ev of body.events || []) addEvent(ev);
+  replaying = false;
+  for (const s of body.samples || []) {
+    const events = (body.events || []).filter((e) => e.at_ms > s.at_ms - 5000 && e.at_ms <= s.at_ms).length;
+    let actors = 0;
+    for (const v of Object.values(s.actors)) actors += v;
+    samples.push({ at_ms: s.at_ms, values: { connections: s.actors.connection || 0, actors, events } });
+  }
+  drawTimeline(body.members || {});
+}
+
+function drawTimeline(members) {
+  const tbody = document.querySelector("#timeline tbody");
+  tbody.replaceChildren();
+  for (const id of Object.keys(members).sort()) {
+    const tr = el("tr");
+    tr.dataset.member = id;
+    const td = el("td");
+    for (const t of members[id]) {
+      td.append(el("span", new Date(t.at_ms).toLocaleTimeString() + " " + t.state + " (" + t.seen_by + ")", t.state));
+    }
+    tr.append(el("td", id), td);
+    tbody.append(tr);
+  }
+}
+
 async function loadBounds() {
   const { body } = await getJSON("/api/bounds");
+  bounds = body;
   const tbody = document.querySelector("#bounds tbody");
   for (const [k, v] of Object.entries(body)) {
     if (typeof v !== "number") continue;
@@ -58,13 +113,26 @@ function detail(ev) {
   switch (ev.kind) {
     case "device_up": return "via " + ev.gateway;
     case "device_down": return ev.reason;
-    case "published": return ev.status + (ev.latency_ms ? " after " + ev.latency_ms + " ms" : "");
+    case "published": return ev.status + (ev.latency_ms ? " after " + ev.latency_ms + " ms" + (ev.reason ? " (" + ev.reason + ")" : "") : "");
     case "member": return ev.member + " " + ev.reason;
+    case "fence": case "drain": return ev.member + " " + ev.kind + ": " + ev.reason;
   }
   return "";
 }
 
 function addEvent(ev) {
+  const key = [ev.kind, ev.node, ev.at_ms, ev.user, ev.device, ev.member, ev.reason, ev.status].join("|");
+  if (seenKeys.has(key)) return;
+  seenKeys.add(key);
+  eventTimes.push(ev.at_ms);
+  while (eventTimes.length && eventTimes[0] < Date.now() - window_ms) eventTimes.shift();
+  if (ev.kind === "published" && ev.status === "offline" && ev.latency_ms && ev.reason) {
+    latencies.push({ mode: ev.reason, ms: ev.latency_ms, user: ev.user });
+    if (latencies.length > 2000) latencies.shift();
+    drawLatency(document.querySelector("#latency"), latencies, bounds);
+  }
+ if (!replaying && ev.user && ev.user === shownUser) showGraph(shownUser);
+  if (!replaying && (ev.kind === "member" || ev.kind === "fence" || ev.kind === "drain")) refreshTimeline();
   const tbody = document.querySelector("#events tbody");
   const tr = el("tr");
   tr.dataset.kind = ev.kind;
@@ -81,13 +149,30 @@ function addEvent(ev) {
   document.querySelector("#count").textContent = "(" + (++seen) + " seen)";
 }
 
+async function refreshTimeline() {
+  const { status, body } = await getJSON("/api/history");
+  if (status === 200) drawTimeline(body.members || {});
+}
+
 function streamEvents() {
   const src = new EventSource("/api/events" + (token ? "?token=" + encodeURIComponent(token) : ""));
   const conn = document.querySelector("#conn");
   src.onopen = () => { conn.textContent = "live"; conn.className = "ok"; };
   src.onerror = () => { conn.textContent = "reconnecting…"; conn.className = "bad"; };
-  for (const kind of ["device_up", "device_down", "published", "member"]) {
+  for (const kind of ["device_up", "device_down", "published", "member", "fence", "drain"]) {
     src.addEventListener(kind, (m) => addEvent(JSON.parse(m.data)));
+  }
+}
+
+let shownUser = "";
+
+async function showGraph(user) {
+  const { status, body } = await getJSON("/api/users/" + encodeURIComponent(user) + "/graph");
+  const svg = document.querySelector("#graph");
+  svg.dataset.user = user;
+  if (status === 200) {
+    drawGraph(svg, body);
+    svg.dataset.devices = body.devices.length;
   }
 }
 
@@ -95,6 +180,8 @@ document.querySelector("#lookup").addEventListener("submit", async (e) => {
   e.preventDefault();
   const user = document.querySelector("#user").value.trim();
   if (!user) return;
+  shownUser = user;
+  showGraph(user);
   const [p, r] = await Promise.all([
     getJSON("/api/presence/" + encodeURIComponent(user)),
     getJSON("/api/route/" + encodeURIComponent(user)),
@@ -107,7 +194,9 @@ document.querySelector("#lookup").addEventListener("submit", async (e) => {
 async function main() {
   const { body } = await getJSON("/api/cluster").catch(() => ({ body: {} }));
   document.querySelector("#node").textContent = "served by " + (body.self || "?");
-  loadBounds();
+  await loadBounds();
+  drawLatency(document.querySelector("#latency"), latencies, bounds);
+  await loadHistory();
   // Each poll after the last answer, never piling up behind a slow member.
   (async function poll() {
     await refreshCluster();

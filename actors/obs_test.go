@@ -1,0 +1,70 @@
+package actors
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/presence-im/presence/config"
+	"github.com/presence-im/presence/core"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// gauges reads leases held, devices online and users online.
+func gauges(m *Metrics) [3]float64 {
+	return [3]float64{testutil.ToFloat64(m.LeasesHeld), testutil.ToFloat64(m.DevicesOnline), testutil.ToFloat64(m.UsersOnline)}
+}
+
+func histogram(t *testing.T, h prometheus.Observer) *dto.Histogram {
+	t.Helper()
+	var out dto.Metric
+	if err := h.(prometheus.Metric).Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out.GetHistogram()
+}
+
+// The gauges follow a device up and its two ways down, and each published
+// offline is observed under its leave mode, from the departure.
+func TestStateGaugesAndDetectionByMode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Seed()
+		e := newEnv(t, timing)
+		e.policy("alice", core.Exact, "bob")
+		d := e.connect(e.n.Gateway(), "alice", "phone", 1)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if g := gauges(e.n.metrics); g != [3]float64{1, 1, 1} {
+			t.Fatalf("held, devices, users = %v, want 1 1 1", g)
+		}
+		if c := e.n.Counts()["connection"]; c != 1 {
+			t.Fatalf("connections = %d, want 1", c)
+		}
+		d.close()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if g := gauges(e.n.metrics); g != [3]float64{0, 0, 0} {
+			t.Fatalf("after close: held, devices, users = %v, want 0 0 0", g)
+		}
+		h := histogram(t, e.n.metrics.Detection.WithLabelValues(ModeClose))
+		got := time.Duration(h.GetSampleSum() * float64(time.Second))
+		if h.GetSampleCount() != 1 || got > timing.Bounds().GracefulClose || got < timing.Debounce-time.Second {
+			t.Fatalf("close: %d observations, sum %v; want 1 within (debounce - 1 s, %v]", h.GetSampleCount(), got, timing.Bounds().GracefulClose)
+		}
+		d = e.connect(e.n.Gateway(), "alice", "phone", 2)
+		time.Sleep(time.Minute)
+		d.halt()
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		h = histogram(t, e.n.metrics.Detection.WithLabelValues(ModeHalfOpen))
+		got = time.Duration(h.GetSampleSum() * float64(time.Second))
+		if h.GetSampleCount() != 1 || got > timing.Bounds().HalfOpen {
+			t.Fatalf("half-open: %d observations, sum %v; want 1 within %v", h.GetSampleCount(), got, timing.Bounds().HalfOpen)
+		}
+		if g := gauges(e.n.metrics); g != [3]float64{0, 0, 0} {
+			t.Fatalf("after half-open: held, devices, users = %v, want 0 0 0", g)
+		}
+	})
+}

@@ -1,0 +1,108 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// StoreMetrics time every store call and count its errors, by operation:
+// a slow or failing store delays handshakes (the attempt floor) and loses
+// last-seen times.
+type StoreMetrics struct {
+	Latency *prometheus.HistogramVec // op
+	Errors  *prometheus.CounterVec   // op
+}
+
+// storeOps are the operations of PolicyStore and HistoryStore.
+var storeOps = []string{"policy_get", "policy_put", "floor", "raise_floor", "last_seen", "set_last_seen"}
+
+// NewStoreMetrics makes the collectors and registers them with reg (nil:
+// not registered).
+func NewStoreMetrics(reg prometheus.Registerer) *StoreMetrics {
+	m := &StoreMetrics{
+		Latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "presence_store_seconds",
+			Help:    "Policy and history store calls, by operation.",
+			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5},
+		}, []string{"op"}),
+		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "presence_store_errors_total",
+			Help: "Policy and history store calls that failed, by operation.",
+		}, []string{"op"}),
+	}
+	for _, op := range storeOps {
+		m.Latency.WithLabelValues(op)
+		m.Errors.WithLabelValues(op)
+	}
+	if reg != nil {
+		reg.MustRegister(m.Latency, m.Errors)
+	}
+	return m
+}
+
+func (m *StoreMetrics) observe(op string, start time.Time, err error) {
+	m.Latency.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	if err != nil {
+		m.Errors.WithLabelValues(op).Inc()
+	}
+}
+
+// InstrumentPolicies returns p with each call timed and its errors counted.
+func (m *StoreMetrics) InstrumentPolicies(p PolicyStore) PolicyStore { return timedPolicies{p, m} }
+
+// InstrumentHistory returns h with each call timed and its errors counted.
+func (m *StoreMetrics) InstrumentHistory(h HistoryStore) HistoryStore { return timedHistory{h, m} }
+
+type timedPolicies struct {
+	PolicyStore
+	m *StoreMetrics
+}
+
+func (t timedPolicies) Get(ctx context.Context, user string) (PolicyDoc, bool, error) {
+	start := time.Now()
+	doc, ok, err := t.PolicyStore.Get(ctx, user)
+	t.m.observe("policy_get", start, err)
+	return doc, ok, err
+}
+
+func (t timedPolicies) Put(ctx context.Context, user string, doc PolicyDoc) error {
+	start := time.Now()
+	err := t.PolicyStore.Put(ctx, user, doc)
+	t.m.observe("policy_put", start, err)
+	return err
+}
+
+type timedHistory struct {
+	HistoryStore
+	m *StoreMetrics
+}
+
+func (t timedHistory) Floor(ctx context.Context, user, device string) (uint64, error) {
+	start := time.Now()
+	f, err := t.HistoryStore.Floor(ctx, user, device)
+	t.m.observe("floor", start, err)
+	return f, err
+}
+
+func (t timedHistory) RaiseFloor(ctx context.Context, user, device string, attempt uint64) error {
+	start := time.Now()
+	err := t.HistoryStore.RaiseFloor(ctx, user, device, attempt)
+	t.m.observe("raise_floor", start, err)
+	return err
+}
+
+func (t timedHistory) LastSeen(ctx context.Context, user string) (time.Time, error) {
+	start := time.Now()
+	ls, err := t.HistoryStore.LastSeen(ctx, user)
+	t.m.observe("last_seen", start, err)
+	return ls, err
+}
+
+func (t timedHistory) SetLastSeen(ctx context.Context, user string, at time.Time) error {
+	start := time.Now()
+	err := t.HistoryStore.SetLastSeen(ctx, user, at)
+	t.m.observe("set_last_seen", start, err)
+	return err
+}

@@ -122,12 +122,7 @@ func runPartition(ctx context.Context, e *Env, r *Round) error {
 		return err
 	}
 	healed := time.Now()
-	if err := victim.WaitReady(ctx, 30*time.Second); err != nil {
-		r.find("no_rejoin", "", "", err.Error())
-		return nil
-	}
-	if err := e.Cluster.Converged(ctx, e.Cluster.Nodes...); err != nil {
-		r.find("no_rejoin", "", "", err.Error())
+	if !e.awaitRejoin(ctx, r, victim) {
 		return nil
 	}
 	r.Notes = append(r.Notes, fmt.Sprintf("%s rejoined %.1f s after the heal", victim.ID, time.Since(healed).Seconds()))
@@ -168,18 +163,7 @@ func (e *Env) afterRejoin(ctx context.Context, r *Round, victim *Node) error {
 	}
 	ws := append(e.watchersBut(victim), w)
 	e.checkFinal(r, ws, nil, e.Fleet.Devices)
-	var gone []*Device
-	for _, n := range e.Cluster.Nodes {
-		if dn := e.devicesOn(n); len(dn) > 0 {
-			gone = append(gone, dn[0])
-		}
-	}
-	t1 := time.Now()
-	for _, d := range gone {
-		d.Close()
-	}
-	e.awaitOffline(r, ws, gone, func(*Device) time.Time { return t1 }, e.fixed("graceful_close"),
-		t1.Add(ms(e.Bounds["graceful_close_ms"])+e.Slack))
+	gone := e.closeOnePerNode(r, ws)
 	e.checkFinal(r, ws, gone, e.othersThan(gone))
 	e.checkRoutes(ctx, r, victim, gone, e.othersThan(gone))
 	return nil

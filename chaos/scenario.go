@@ -310,12 +310,7 @@ func runPause(ctx context.Context, e *Env, r *Round) error {
 	}
 	resumed := time.Now()
 	checkFenced(r, victim, ds, resumed)
-	if err := victim.WaitReady(ctx, 30*time.Second); err != nil {
-		r.find("no_rejoin", "", "", err.Error())
-		return nil
-	}
-	if err := e.Cluster.Converged(ctx, e.Cluster.Nodes...); err != nil {
-		r.find("no_rejoin", "", "", err.Error())
+	if !e.awaitRejoin(ctx, r, victim) {
 		return nil
 	}
 	r.Notes = append(r.Notes, fmt.Sprintf("%s ready again %.1f s after SIGCONT", victim.ID, time.Since(resumed).Seconds()))
@@ -387,18 +382,7 @@ func runJoin(ctx context.Context, e *Env, r *Round) error {
 	e.checkStayed(r, e.Fleet.Watchers, e.Fleet.Devices, t0)
 	// Departures after the join still reach every watcher: one device per
 	// original node.
-	var gone []*Device
-	for _, nd := range e.Cluster.Nodes {
-		if ds := e.devicesOn(nd); len(ds) > 0 {
-			gone = append(gone, ds[0])
-		}
-	}
-	t1 := time.Now()
-	for _, d := range gone {
-		d.Close()
-	}
-	e.awaitOffline(r, e.Fleet.Watchers, gone, func(*Device) time.Time { return t1 }, e.fixed("graceful_close"),
-		t1.Add(ms(e.Bounds["graceful_close_ms"])+e.Slack))
+	gone := e.closeOnePerNode(r, e.Fleet.Watchers)
 	e.checkRoutes(ctx, r, n, gone, e.othersThan(gone))
 	e.checkFinal(r, e.Fleet.Watchers, gone, e.othersThan(gone))
 	return nil
@@ -525,4 +509,37 @@ func joinQuoted(ss []string) string {
 		out += s
 	}
 	return out
+}
+
+// awaitRejoin waits until victim is ready again and the cluster has
+// converged with it; false (and a no_rejoin finding) if it did not.
+func (e *Env) awaitRejoin(ctx context.Context, r *Round, victim *Node) bool {
+	err := victim.WaitReady(ctx, 30*time.Second)
+	if err == nil {
+		err = e.Cluster.Converged(ctx, e.Cluster.Nodes...)
+	}
+	if err != nil {
+		r.find("no_rejoin", "", "", err.Error())
+		return false
+	}
+	return true
+}
+
+// closeOnePerNode closes one device of each node's and records the offline
+// every watcher of ws gets against the graceful-close bound; it answers the
+// devices it closed.
+func (e *Env) closeOnePerNode(r *Round, ws []*Watcher) []*Device {
+	var gone []*Device
+	for _, nd := range e.Cluster.Nodes {
+		if ds := e.devicesOn(nd); len(ds) > 0 {
+			gone = append(gone, ds[0])
+		}
+	}
+	t1 := time.Now()
+	for _, d := range gone {
+		d.Close()
+	}
+	e.awaitOffline(r, ws, gone, func(*Device) time.Time { return t1 }, e.fixed("graceful_close"),
+		t1.Add(ms(e.Bounds["graceful_close_ms"])+e.Slack))
+	return gone
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -179,4 +180,17 @@ func (b *Batcher) run(batch []pending) {
 	for _, p := range batch {
 		p.res <- err
 	}
+}
+
+// RaiseFloor checks attempt and writes it as user/device's floor through
+// the batch, answering once it is committed (the floor is durable before
+// the handshake is answered).
+func (b *Batcher) RaiseFloor(ctx context.Context, user, device string, attempt uint64) error {
+	if err := CheckAttempt(user, device, attempt); err != nil {
+		return err
+	}
+	if err := b.Do(ctx, Write{User: user, Device: device, Attempt: attempt}); err != nil {
+		return fmt.Errorf("store: raise floor of %s/%s: %w", user, device, err)
+	}
+	return nil
 }

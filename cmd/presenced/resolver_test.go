@@ -46,13 +46,7 @@ func (p *proc) serves(ctx context.Context, kept *client.Conn, user string) {
 // 3 nodes: kill -9 n3; once n1 dropped it from its quorum base (stable
 // period), kill -9 n2: n1, the oldest, wins the 1-of-2 tie and serves on.
 func TestClusterSequentialCrashes(t *testing.T) {
-	nodes, _ := startCluster(t, 3)
-	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	sam := n1.dial(ctx, "sam", "phone", 1)
-	keepAlive(ctx, sam)
-	n1.waitOnline("sam")
+	ctx, n1, n2, n3, sam := threeWithSamOnN1(t)
 
 	n3.kill()
 	n1.baseShrank(2, 30*time.Second)
@@ -144,13 +138,7 @@ func post(t *testing.T, p *proc, path, token string) int {
 // its death: n1, the oldest, serves on alone; SIGCONT: n3 fences and
 // rejoins n1.
 func TestClusterTourKillThenPause(t *testing.T) {
-	nodes, _ := startCluster(t, 3)
-	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	sam := n1.dial(ctx, "sam", "phone", 1)
-	keepAlive(ctx, sam)
-	n1.waitOnline("sam")
+	ctx, n1, n2, n3, sam := threeWithSamOnN1(t)
 	n2.kill()
 	n1.baseShrank(2, 30*time.Second)
 	if err := n3.node.Pause(); err != nil {
@@ -235,4 +223,17 @@ func TestClusterLeaseSurvivorOfTwoAtOnce(t *testing.T) {
 	waitFor(t, 30*time.Second, "n3 holds the lease", logged(`msg="cluster: split-brain lease"`, "holder=n3"))
 	waitFor(t, 30*time.Second, "n3's quorum base down to itself", logged(`msg="cluster: quorum base"`, " members=1 was="))
 	n3.serves(ctx, sam, "ann")
+}
+
+// threeWithSamOnN1 starts a 3-node cluster with sam's phone online through
+// n1, kept alive until the test ends (90 s at most).
+func threeWithSamOnN1(t *testing.T) (context.Context, *proc, *proc, *proc, *client.Conn) {
+	t.Helper()
+	nodes, _ := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	sam := nodes[0].dial(ctx, "sam", "phone", 1)
+	keepAlive(ctx, sam)
+	nodes[0].waitOnline("sam")
+	return ctx, nodes[0], nodes[1], nodes[2], sam
 }

@@ -110,14 +110,7 @@ func (s *Postgres) Floor(ctx context.Context, user, device string) (uint64, erro
 }
 
 func (s *Postgres) RaiseFloor(ctx context.Context, user, device string, attempt uint64) error {
-	if err := store.CheckAttempt(user, device, attempt); err != nil {
-		return err
-	}
-	err := s.w.Do(ctx, store.Write{User: user, Device: device, Attempt: attempt})
-	if err != nil {
-		return fmt.Errorf("store: raise floor of %s/%s: %w", user, device, err)
-	}
-	return nil
+	return s.w.RaiseFloor(ctx, user, device, attempt)
 }
 
 func (s *Postgres) LastSeen(ctx context.Context, user string) (time.Time, error) {

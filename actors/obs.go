@@ -6,6 +6,7 @@ import (
 	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/core"
+	"github.com/presence-im/presence/internal/metric"
 	"github.com/presence-im/presence/messages"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -49,18 +50,9 @@ var detectionBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 4
 
 func newStateMetrics() stateMetrics {
 	m := stateMetrics{
-		LeasesHeld: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "presence_leases_held",
-			Help: "Lease actors on this node with a live holder (a device up, or a ghost whose connection is gone).",
-		}),
-		DevicesOnline: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "presence_devices_online",
-			Help: "Devices listed online by the view actors on this node.",
-		}),
-		UsersOnline: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "presence_users_online",
-			Help: "Users whose view on this node last published online.",
-		}),
+		LeasesHeld:    metric.Gauge("presence_leases_held", "Lease actors on this node with a live holder (a device up, or a ghost whose connection is gone)."),
+		DevicesOnline: metric.Gauge("presence_devices_online", "Devices listed online by the view actors on this node."),
+		UsersOnline:   metric.Gauge("presence_users_online", "Users whose view on this node last published online."),
 		Detection: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "presence_offline_detection_seconds",
 			Help:    "From a user's departure (last sign of life) to the published offline, by leave mode.",

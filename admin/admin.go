@@ -53,7 +53,7 @@ type Server struct {
 	// MaxBatch bounds the users of one POST /api/presence/batch; more is
 	// 413. 0: config.DefaultLimits().Batch.
 	MaxBatch int
-	streams atomic.Int64
+	streams  atomic.Int64
 }
 
 // DefaultMaxEventStreams is the default cap on open event streams: each

@@ -256,6 +256,7 @@ func (a *connActor) subscribe(ctx actor.Context, m connSubscribe) {
 		code := messages.ErrBadRequest
 		if errors.Is(err, core.ErrTooManySubscriptions) {
 			code = messages.ErrTooManySubscriptions
+			a.n.metrics.Refused.WithLabelValues(LimitSubscriptions).Inc()
 		}
 		a.send(ctx, &messages.Frame{Kind: &messages.Frame_Error{Error: &messages.Error{
 			Code: uint32(code), RequestId: m.requestID, Message: err.Error(),

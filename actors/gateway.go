@@ -231,11 +231,16 @@ func (g *Gateway) admit(ctx context.Context, r OpenRequest) error {
 		return fmt.Errorf("actors: gateway %s: %w", g.node, err)
 	}
 	if a, _ := ans.(*messages.DeviceAdmitted); !a.GetOk() {
+		g.n.metrics.Refused.WithLabelValues(LimitDevices).Inc()
 		return fmt.Errorf("%w: user %s has %d devices online, the limit (max-devices %d): %s is not one of them",
 			ErrTooManyDevices, r.User, a.GetDevices(), limit, r.Device)
 	}
 	return nil
 }
+
+// Refused counts a request the socket layer refused by one of its own
+// limits (presence_limit_refusals_total{limit}).
+func (g *Gateway) Refused(limit string) { g.n.metrics.Refused.WithLabelValues(limit).Inc() }
 
 // requestTimeout is what is left of ctx, or 5 s without a deadline.
 func requestTimeout(ctx context.Context) time.Duration {

@@ -76,6 +76,9 @@ func TestDevicesPerUserLimit(t *testing.T) {
 		if after := e.n.Counts(); after["connection"] != before["connection"] || after["lease"] != before["lease"] {
 			t.Fatalf("counts %v -> %v after a refused handshake", before, after)
 		}
+		if r := testutil.ToFloat64(e.n.metrics.Refused.WithLabelValues(LimitDevices)); r != 1 {
+			t.Fatalf("device refusals counted = %v, want 1", r)
+		}
 		if floor, _ := e.history.Floor(context.Background(), "alice", "tablet"); floor != 0 {
 			t.Fatalf("tablet's floor = %d after a refused handshake, want 0", floor)
 		}

@@ -320,6 +320,7 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, errors.New("admin: 0 users: must be 1 or more"))
 		return
 	case len(req.Users) > limit:
+		s.Node.Metrics().Refused.WithLabelValues(actors.LimitBatch).Inc()
 		writeErr(w, http.StatusRequestEntityTooLarge, fmt.Errorf("admin: %d users: more than the limit of %d per batch (max-batch)", len(req.Users), limit))
 		return
 	}

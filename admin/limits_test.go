@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/presence-im/presence/actors"
 	"github.com/presence-im/presence/internal/poll"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -32,6 +33,9 @@ func TestBatchLimitAndLookupsLeaveNothing(t *testing.T) {
 	}
 	if a := activations(); a != 0 {
 		t.Fatalf("a refused batch activated %v views, want none", a)
+	}
+	if r := testutil.ToFloat64(f.node.Metrics().Refused.WithLabelValues(actors.LimitBatch)); r != 1 {
+		t.Fatalf("batch refusals counted = %v, want 1", r)
 	}
 	code, body = f.do(t, "POST", "/api/presence/batch", names(3))
 	var b struct{ Users []UserPresence }

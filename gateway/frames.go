@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/lesismal/nbio/nbhttp/websocket"
+	"github.com/presence-im/presence/actors"
 	"github.com/presence-im/presence/messages"
 )
 
@@ -76,6 +77,7 @@ func (s *Server) onMessage(c *websocket.Conn, kind websocket.MessageType, data [
 		}}})
 	case *messages.Frame_Subscribe:
 		if wait, ok := sock.takeSubscribe(time.Now()); !ok {
+			s.gw.Refused(actors.LimitSubscribeRate)
 			sock.slowDown(k.Subscribe.GetRequestId(), wait)
 			return
 		}

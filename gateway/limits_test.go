@@ -12,6 +12,7 @@ import (
 	"github.com/presence-im/presence/actors"
 	"github.com/presence-im/presence/client"
 	"github.com/presence-im/presence/messages"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // answer sends a subscribe and returns its answer: the snapshot or the
@@ -26,6 +27,14 @@ func answer(t *testing.T, c *client.Conn, id string, targets ...string) *message
 	return next(t, c, 2*time.Second, func(f *messages.Frame) bool {
 		return f.GetSnapshot().GetRequestId() == id || f.GetError().GetRequestId() == id
 	})
+}
+
+// refused fails unless the node counted want refusals by limit.
+func refused(t *testing.T, nd *node, limit string, want float64) {
+	t.Helper()
+	if got := testutil.ToFloat64(nd.n.Metrics().Refused.WithLabelValues(limit)); got != want {
+		t.Fatalf("presence_limit_refusals_total{limit=%q} = %v, want %v", limit, got, want)
+	}
 }
 
 // A connection holds at most max-subscriptions targets over all its
@@ -46,6 +55,7 @@ func TestSubscriptionLimitPerConnection(t *testing.T) {
 	if v := nd.n.Counts()["view"]; v != views {
 		t.Fatalf("views %d -> %d after a refused subscribe", views, v)
 	}
+	refused(t, nd, actors.LimitSubscriptions, 1)
 	if f := answer(t, c, "s3", "ann", "dan"); f.GetSnapshot() == nil { // one new: 3
 		t.Fatalf("s3 = %v, want a snapshot", f)
 	}
@@ -88,6 +98,7 @@ func TestSubscribeRatePerConnection(t *testing.T) {
 		e.GetRetryAfterMs() < 1 || e.GetRetryAfterMs() > 50 || !strings.Contains(e.GetMessage(), "subscribe-rate") {
 		t.Fatalf("answers = %v, want snapshots for s1 and s2, error 429 for s3 with retry_after_ms in [1, 50] naming subscribe-rate", got)
 	}
+	refused(t, nd, actors.LimitSubscribeRate, 1)
 	views := nd.n.Counts()["view"] // bob's own, for-s1 and for-s2
 	if views != 3 {
 		t.Fatalf("views = %d, want 3: the refused subscribe activated one", views)
@@ -125,6 +136,7 @@ func TestDevicesPerUserHandshake403(t *testing.T) {
 	if d := nd.route("alice"); len(d) != 1 || d[0].Device != "phone" {
 		t.Fatalf("alice = %v, want the phone alone", d)
 	}
+	refused(t, nd, actors.LimitDevices, 2)
 	if floor, _ := nd.history.Floor(ctx, "alice", "laptop"); floor != 0 {
 		t.Fatalf("laptop's floor = %d after a 403, want 0", floor)
 	}

@@ -46,6 +46,14 @@ func TestSinkSubscriptionLimit(t *testing.T) {
 	if got := slices.Sorted(maps.Keys(s.Targets())); !slices.Equal(got, []string{"a", "c", "d", "e"}) {
 		t.Fatalf("targets = %v", got)
 	}
+	// A target unsubscribed while its snapshot is on its way stays
+	// unsubscribed when its part arrives: it takes no room.
+	s.Unsubscribe([]string{"e"})
+	s.SnapshotPart("s6", "e", true, &messages.Presence{User: "e", Status: messages.Status_online, Version: 1})
+	if _, ok := s.Targets()["e"]; ok || len(s.Targets()) != 3 {
+		t.Fatalf("targets = %v after e's part came for an unsubscribed e", s.Targets())
+	}
+	mustAsk("s8", "f")
 }
 
 // Admit lets in a device online already (a reconnect) or admitted already,

@@ -107,7 +107,9 @@ func (s *Sink) SnapshotPart(requestID, target string, visible bool, p *messages.
 	delete(ps.want, target)
 	if visible && p != nil {
 		ps.got = append(ps.got, p)
-		s.subs[p.GetUser()] = p
+		if _, still := s.subs[p.GetUser()]; still { // not unsubscribed meanwhile: Max holds
+			s.subs[p.GetUser()] = p
+		}
 	}
 	if len(ps.want) > 0 {
 		return nil

@@ -6,7 +6,7 @@ TIMING  ?= fast
 FUZZTIME ?= 8s
 BIN     := bin
 
-.PHONY: all build run test test-unit fuzz sim bench chaos proto tools lint verify docker docker-postgres compose-up compose-down clean
+.PHONY: all build run test test-unit fuzz sim bench bench-churn chaos proto tools lint verify docker docker-postgres compose-up compose-down clean
 
 all: build
 
@@ -67,13 +67,24 @@ bench:
 ## chaos: every scenario on a local 3-node cluster, 3 rounds each; reports
 ## in chaos-report/<scenario>/report.{json,html}
 ## (make chaos BACKEND=docker: on containers of presence:dev, built first)
+## (churn, in every round: USERS distinct users, about ONLINE connected at
+## once; see bench-churn)
 SCENARIO ?= all
 ROUNDS   ?= 3
 DEVICES  ?= 30
 BACKEND  ?= process
+USERS    ?= 100000
+ONLINE   ?= 1000
 chaos:
 	if [ "$(BACKEND)" = docker ]; then $(MAKE) --no-print-directory docker; fi
-	$(GO) run ./cmd/chaos run --scenario $(SCENARIO) --nodes 3 --devices $(DEVICES) --rounds $(ROUNDS) --backend $(BACKEND) --report chaos-report
+	$(GO) run ./cmd/chaos run --scenario $(SCENARIO) --nodes 3 --devices $(DEVICES) --rounds $(ROUNDS) --backend $(BACKEND) --users $(USERS) --online $(ONLINE) --report chaos-report
+
+## bench-churn: memory under churn (docs/bounds.md, "Memory under churn"):
+## USERS distinct users connect in waves to a local 3-node cluster, about
+## ONLINE at once, and leave; live actors and RSS against the devices
+## online, and back to the baseline after idle; chaos-report/churn/report.html
+bench-churn:
+	$(GO) run ./cmd/chaos run --scenario churn --nodes 3 --rounds 1 --users $(USERS) --online $(ONLINE) --report chaos-report/churn
 
 ## proto: regenerate messages/*.pb.go
 proto: tools

@@ -30,7 +30,7 @@ func (o Options) progress(format string, args ...any) {
 // watchProgress prints the round's devices up every 5 s until ctx ends,
 // so a long round shows it is alive.
 func (o Options) watchProgress(ctx context.Context, round int, e *Env) {
-	if o.Progress == nil {
+	if o.Progress == nil || e.churn != nil { // churn prints its own
 		return
 	}
 	t := time.NewTicker(5 * time.Second)

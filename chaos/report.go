@@ -26,7 +26,15 @@ type Options struct {
 	Backend  string        // "process" (default) or "docker"
 	Image    string        // docker backend: the image (`make docker`: presence:dev)
 	Duration time.Duration // soak: how long
-	Progress io.Writer     // a line per round and phase, and devices up every 5 s; nil: quiet
+	// churn: the distinct users, the devices connected at most at once,
+	// how long each stays on average, and the nodes' --idle (0: the
+	// Churn* defaults).
+	Users    int
+	Online   int
+	Stay     time.Duration
+	Idle     time.Duration
+	Waves    int
+	Progress io.Writer // a line per round and phase, and devices up every 5 s; nil: quiet
 }
 
 // Report is what a run measured and found.
@@ -64,8 +72,9 @@ type Round struct {
 	Latencies []Latency `json:"latencies"`
 	Findings  []Finding `json:"findings"`
 	Notes     []string  `json:"notes,omitempty"`
-	Start     time.Time `json:"start"`    // the round's cluster starting
-	FaultAt   time.Time `json:"fault_at"` // set up: the scenario begins
+	Churn     *Churn    `json:"churn,omitempty"` // the churn scenario's measurements
+	Start     time.Time `json:"start"`           // the round's cluster starting
+	FaultAt   time.Time `json:"fault_at"`        // set up: the scenario begins
 	End       time.Time `json:"end"`
 }
 
@@ -116,6 +125,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := os.MkdirAll(o.Report, 0o755); err != nil {
 		return nil, err
 	}
+	o.churnDefaults()
 	rep := &Report{Scenario: sc.Name, About: sc.About, Nodes: o.Nodes, Devices: o.Devices, Machine: machine(), Started: time.Now(), Findings: map[string]int{}}
 	switch o.Backend {
 	case "", "process":
@@ -219,7 +229,8 @@ func (rep *Report) summarize() {
 		rep.Summary = append(rep.Summary, s)
 	}
 	slices.SortFunc(rep.Summary, func(a, b Summary) int { return strings.Compare(a.Bound, b.Bound) })
-	rep.OK = rep.Error == "" && len(rep.Findings) == 0 && len(rep.Summary) > 0
+	churn := len(rep.Rounds) > 0 && rep.Rounds[0].Churn != nil && len(rep.Rounds[0].Churn.Checks) > 0
+	rep.OK = rep.Error == "" && len(rep.Findings) == 0 && (len(rep.Summary) > 0 || churn)
 }
 
 func (rep *Report) write(dir string) error {
@@ -253,7 +264,7 @@ func machine() Machine {
 	return m
 }
 
-var page = template.Must(template.New("report").Parse(`<!doctype html>
+var page = template.Must(template.New("report").Funcs(template.FuncMap{"mb": func(b float64) float64 { return b / 1e6 }, "inc": func(i int) int { return i + 1 }}).Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><title>chaos: {{.Scenario}}</title>
 <style>body{font:14px system-ui,sans-serif;margin:2em;max-width:70em}table{border-collapse:collapse}
 td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}th{background:#f4f4f4}.bad{color:#b00}.ok{color:#070}</style></head>
@@ -262,12 +273,27 @@ td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}th{background:#f4
 <p>{{.About}}. {{.Nodes}} nodes, {{.Devices}} devices, {{len .Rounds}} rounds, {{printf "%.0f" .Seconds}} s;
 {{.Machine.CPU}}, {{.Machine.Cores}} cores, {{.Machine.OS}}, {{.Machine.Go}}; started {{.Started.Format "2006-01-02 15:04:05 MST"}}.</p>
 {{if .Error}}<p class="bad">error: {{.Error}}</p>{{end}}
-<h2>Latency from departure to a subscriber's offline</h2>
+{{if .Summary}}<h2>Latency from departure to a subscriber's offline</h2>
 <table><tr><th>bound</th><th>n</th><th>min ms</th><th>median ms</th><th>max ms</th><th>bound ms</th><th>within</th></tr>
 {{range .Summary}}<tr><td>{{.Bound}}</td><td>{{.N}}</td><td>{{printf "%.0f" .MinMs}}</td><td>{{printf "%.0f" .MedMs}}</td><td>{{printf "%.0f" .MaxMs}}</td><td>{{printf "%.0f" .BoundMs}}</td><td>{{.Within}}</td></tr>
 {{end}}</table>
 <p>Each dot is one latency, on its bound's row; the red line is the bound.</p>
-{{.LatencyChart}}
+{{.LatencyChart}}{{end}}
+{{range .Rounds}}{{with .Churn}}{{$c := .}}<h2>Churn: actors and memory against the devices online</h2>
+<p>{{.Users}} users in {{.Waves}} waves ({{printf "%.0f" .ArriveSec}} s of arrivals each; the next starts once the devices left, the window passed and the nodes were read), {{.Contacts}} contacts per device,
+stay {{printf "%.1f" .StaySec}} s on average, {{.Residents}} residents, a warm-up of {{.Warm}}; idle {{printf "%.1f" .IdleSec}} s, window {{printf "%.1f" .WindowSec}} s; peak {{.PeakOnline}} online; seed {{.Seed}}.
+Back to the baseline {{if ge .BackSec 0.0}}{{printf "%.1f" .BackSec}} s after the last departure{{else}}never, within the window and {{printf "%.0f" 30.0}} s{{end}}.</p>
+{{.Charts}}
+<table><tr><th>check</th><th>ok</th><th>detail</th></tr>
+{{range .Checks}}<tr><td>{{.Name}}</td><td class="{{if .OK}}ok{{else}}bad{{end}}">{{if .OK}}ok{{else}}FAILED{{end}}</td><td style="text-align:left">{{.Detail}}</td></tr>
+{{end}}</table>
+<table><tr><th>node</th><th>leases base / after</th><th>views base / after</th><th>heap MB base / after</th><th>RSS MB base / after</th><th>passivations</th></tr>
+{{if eq (len .Final) (len .Baseline)}}{{range $i, $b := .Baseline}}{{with index $c.Final $i}}<tr><td>{{$b.Node}}</td><td>{{$b.Lease}} / {{.Lease}}</td><td>{{$b.View}} / {{.View}}</td><td>{{printf "%.1f" (mb $b.Heap)}} / {{printf "%.1f" (mb .Heap)}}</td><td>{{printf "%.1f" (mb $b.RSS)}} / {{printf "%.1f" (mb .RSS)}}</td><td>{{.Passivations}}</td></tr>{{end}}
+{{end}}{{end}}</table>
+<p>After each wave (the last: the final reading), per node: leases, views, heap MB, RSS MB.</p>
+<table><tr><th>after wave</th><th>per node</th></tr>
+{{range $k, $w := .AfterWave}}<tr><td>{{inc $k}}</td><td style="text-align:left">{{range $w}}{{.Node}}: {{.Lease}}, {{.View}}, {{printf "%.1f" (mb .Heap)}}, {{printf "%.1f" (mb .RSS)}}; {{end}}</td></tr>
+{{end}}</table>{{end}}{{end}}
 <h2>Faults</h2>
 <p>Each round on one time axis: its cluster starting (grey), then the fault running (orange).</p>
 {{.Timeline}}

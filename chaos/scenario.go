@@ -32,6 +32,7 @@ var Scenarios = []Scenario{
 	{"soak", "random kills, pauses, partitions and restarts for --duration, SDK devices, checked after each", runSoak},
 	{"kill-two", "kill -9 the youngest node, a stable period, then the next: the oldest serves on alone", runKillTwo},
 	{"kill-two-at-once", "kill -9 the two youngest nodes together: the survivor fences and waits (majority rule)", runKillTwoAtOnce},
+	{"churn", "devices of --users distinct users connect in waves, subscribe to contacts and leave: live actors and memory follow the devices online and return to the baseline", runChurn},
 	{"kill-two-at-once-lease", "--split-brain lease: kill -9 the two oldest nodes together: the youngest takes the lease and serves on", runKillTwoAtOnceLease},
 }
 
@@ -54,6 +55,9 @@ type Env struct {
 	Slack   time.Duration      // waiting past a bound before calling an event lost
 	// Duration is how long soak goes on.
 	Duration time.Duration
+
+	churn *churnPlan           // the churn scenario's schedule
+	say   func(string, ...any) // a progress line
 }
 
 // devicesOn is the devices connected to n.
@@ -413,7 +417,10 @@ func setup(ctx context.Context, o Options, dir string) (*Env, error) {
 	if strings.HasSuffix(o.Scenario, "-lease") {
 		c.Args = append(c.Args, "--split-brain", "lease")
 	}
-	e := &Env{Cluster: c, Fleet: &Fleet{Secret: c.Secret}, Slack: 2 * time.Second, Duration: o.Duration}
+	e := &Env{Cluster: c, Fleet: &Fleet{Secret: c.Secret}, Slack: 2 * time.Second, Duration: o.Duration, say: o.progress}
+	if o.Scenario == "churn" {
+		return e, e.setupChurn(ctx, o)
+	}
 	if err := c.Start(ctx, nodes); err != nil {
 		c.Stop()
 		return nil, err

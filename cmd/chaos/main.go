@@ -2,6 +2,7 @@
 //
 //	chaos list
 //	chaos run --scenario NAME --nodes N --devices D --report DIR [--rounds R] [--presenced BIN] [--backend process|docker] [--image IMG]
+//	chaos run --scenario churn --users U --online N --stay D --idle D --report DIR
 //
 // It exits 0 only if every measured latency is within its bound and no
 // false offline, ghost or lost event was seen; 1 otherwise; 2 on bad usage.
@@ -61,9 +62,15 @@ func runFlags(args []string, stderr io.Writer) (chaos.Options, bool) {
 	fs.StringVar(&o.Backend, "backend", "process", "process (local presenced processes) or docker (containers of --image on a network of their own)")
 	fs.StringVar(&o.Image, "image", "presence:dev", "docker backend: the image (make docker builds it)")
 	fs.DurationVar(&o.Duration, "duration", time.Minute, "soak: how long to inject faults")
+	fs.IntVar(&o.Users, "users", chaos.ChurnUsers, "churn: distinct users whose devices connect, each once")
+	fs.IntVar(&o.Online, "online", chaos.ChurnOnline, "churn: devices connected at most at once (about)")
+	fs.DurationVar(&o.Stay, "stay", chaos.ChurnStay, "churn: how long a device stays connected on average")
+	fs.IntVar(&o.Waves, "waves", chaos.ChurnWaves, "churn: waves the users arrive in")
+	fs.DurationVar(&o.Idle, "idle", chaos.ChurnIdle, "churn: the nodes' --idle (lease and view actors passivate after it)")
 	if err := fs.Parse(args); err != nil {
 		return o, false
 	}
+	o.Progress = stderr // a line per round and phase while it runs
 	if o.Backend != "process" && o.Backend != "docker" {
 		fmt.Fprintf(stderr, "chaos: backend %q: process or docker\n", o.Backend)
 		return o, false

@@ -1,0 +1,186 @@
+package chaos
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+)
+
+// liveBound is, at one sample, what the harness's schedule explains: the
+// leases of devices seen in the idle window before it (dialling, connected
+// or gone for less than the window) and the views of those devices' users
+// and contacts (upper bounds, over the baseline), and the leases that must
+// exist: devices connected from half a second before the sample until half
+// a second after it (lower bound).
+type liveBound struct {
+	leases, views, held int
+}
+
+// boundAt computes the bounds at a sample read over [from, to]: the upper
+// ones from the churning sessions ss, the lower one from them and the
+// residents.
+func boundAt(ss, residents []*churnSession, window time.Duration, from, to time.Time) liveBound {
+	leases := 0
+	views := map[string]bool{}
+	b := liveBound{held: held(residents, from, to)}
+	for _, s := range ss {
+		b.held += held([]*churnSession{s}, from, to)
+		start, _, down := s.times()
+		if start.IsZero() || start.After(to) || !down.IsZero() && down.Before(from.Add(-window)) {
+			continue
+		}
+		leases++
+		views[s.User] = true
+		for _, c := range s.Contacts {
+			views[c] = true
+		}
+	}
+	b.leases, b.views = leases, len(views)
+	return b
+}
+
+// held counts the sessions of ss connected from half a second before from
+// until half a second after to.
+func held(ss []*churnSession, from, to time.Time) int {
+	n := 0
+	for _, s := range ss {
+		if _, up, down := s.times(); !up.IsZero() && up.Before(from.Add(-time.Second/2)) && (down.IsZero() || down.After(to.Add(time.Second/2))) {
+			n++
+		}
+	}
+	return n
+}
+
+// allowed is the most actors of a kind the checks accept: the baseline and
+// what the schedule explains, with ChurnTolerance over it.
+func allowed(baseline float64, explained int) float64 {
+	return baseline + float64(explained)*(1+ChurnTolerance)
+}
+
+// checkTracking: at every sample of the waves, lease and view actors over
+// the cluster stay within what the devices of the idle window explain,
+// and every device connected has its lease.
+func (ch *Churn) checkTracking(p *churnPlan, t0, end time.Time) {
+	base := ChurnSample{Nodes: ch.Baseline}
+	bl, bv := base.total(leaseOf), base.total(viewOf)
+	var worstL, worstV, missing struct {
+		n      int
+		detail string
+	}
+	for i, s := range ch.Samples {
+		if s.At.Before(t0) || s.At.After(end) {
+			continue
+		}
+		to := s.At.Add(time.Second) // the nodes are read one after another
+		b := boundAt(p.sessions, p.residents, p.window(), s.At, to)
+		t := s.At.Sub(t0).Seconds()
+		ch.Samples[i].LeaseLimit, ch.Samples[i].ViewLimit = allowed(bl, b.leases), allowed(bv, b.views)
+		if l := s.total(leaseOf); l > allowed(bl, b.leases) {
+			worstL.n++
+			worstL.detail = fmt.Sprintf("at %.0f s: %.0f lease actors, allowed %.0f (baseline %.0f + %d devices of the window + 10%%)", t, l, allowed(bl, b.leases), bl, b.leases)
+		}
+		if v := s.total(viewOf); v > allowed(bv, b.views) {
+			worstV.n++
+			worstV.detail = fmt.Sprintf("at %.0f s: %.0f view actors, allowed %.0f (baseline %.0f + %d users and contacts of the window + 10%%)", t, v, allowed(bv, b.views), bv, b.views)
+		}
+		if l := s.total(leaseOf); l < float64(b.held) {
+			missing.n++
+			missing.detail = fmt.Sprintf("at %.0f s: %.0f lease actors for %d devices connected", t, l, b.held)
+		}
+	}
+	add := func(name string, w struct {
+		n      int
+		detail string
+	}, ok string) {
+		if w.n == 0 {
+			ch.Checks = append(ch.Checks, Check{name, true, ok})
+			return
+		}
+		ch.Checks = append(ch.Checks, Check{name, false, fmt.Sprintf("%d samples over; the last %s", w.n, w.detail)})
+	}
+	add("leases track devices", worstL, "lease actors within the devices of the idle window at every sample")
+	add("views track devices", worstV, "view actors within the users and contacts of the idle window at every sample")
+	add("connected devices hold leases", missing, "at least one lease actor per connected device at every sample")
+}
+
+// checkFlat: what the nodes hold once a wave has left does not grow with
+// the waves, each of new users: the view and lease actors over the cluster
+// and each node's heap after the last wave are within 10% of after the
+// first. Unlike the baseline check, this leaves out what the first wave's
+// peak made the runtime keep (heap spans, map buckets) and asks whether
+// memory follows the users ever seen.
+func (ch *Churn) checkFlat() {
+	if len(ch.AfterWave) < 2 {
+		return
+	}
+	first, last := ch.AfterWave[0], ch.AfterWave[len(ch.AfterWave)-1]
+	f, l := ChurnSample{Nodes: first}, ChurnSample{Nodes: last}
+	ok := within(l.total(leaseOf), f.total(leaseOf)) && within(l.total(viewOf), f.total(viewOf))
+	detail := fmt.Sprintf("leases %.0f then %.0f, views %.0f then %.0f; heap MB", f.total(leaseOf), l.total(leaseOf), f.total(viewOf), l.total(viewOf))
+	for i := range first {
+		ok = ok && within(last[i].Heap, first[i].Heap)
+		detail += fmt.Sprintf(" %s %.1f then %.1f", first[i].Node, first[i].Heap/1e6, last[i].Heap/1e6)
+	}
+	ch.Checks = append(ch.Checks, Check{"flat across waves", ok, fmt.Sprintf("after wave 1 then after wave %d: %s", len(ch.AfterWave), detail)})
+}
+
+// checkUp: no node fenced itself (and restarted, losing what it held)
+// after the baseline, and each answered every sample; otherwise the
+// figures after are not the same process's.
+func (ch *Churn) checkUp(since time.Time) {
+	fenced, missed := map[string]bool{}, 0
+	for _, s := range ch.Samples {
+		for _, n := range s.Nodes {
+			if n.Err != "" && s.At.After(since) {
+				missed++
+			}
+			if n.Fenced >= float64(since.Unix()) {
+				fenced[n.Node] = true
+			}
+		}
+	}
+	c := Check{Name: "nodes stayed up", OK: len(fenced) == 0 && missed == 0, Detail: "no node fenced itself; each answered every sample"}
+	if !c.OK {
+		c.Detail = fmt.Sprintf("fenced and restarted: %v; %d readings of /metrics failed (a fenced node restarts with nothing: its memory after is not comparable)", slices.Sorted(maps.Keys(fenced)), missed)
+	}
+	ch.Checks = append(ch.Checks, c)
+}
+
+// within reports whether got is at most ChurnTolerance over base.
+func within(got, base float64) bool { return got <= base*(1+ChurnTolerance)+0.5 }
+
+// backToBaseline reports whether final is back to base: views and leases
+// over the cluster, and each node's heap and RSS.
+func backToBaseline(base, final []NodeSample) bool {
+	b, f := ChurnSample{Nodes: base}, ChurnSample{Nodes: final}
+	if !within(f.total(leaseOf), b.total(leaseOf)) || !within(f.total(viewOf), b.total(viewOf)) {
+		return false
+	}
+	for i := range base {
+		if !within(final[i].RSS, base[i].RSS) || !within(final[i].Heap, base[i].Heap) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkBaseline compares the final state with the baseline: the actors of
+// each kind over the cluster, then each node's heap (after a GC: the live
+// heap) and RSS.
+func (ch *Churn) checkBaseline() {
+	b, f := ChurnSample{Nodes: ch.Baseline}, ChurnSample{Nodes: ch.Final}
+	for _, k := range []struct {
+		name string
+		of   func(NodeSample) float64
+	}{{"leases back to baseline", leaseOf}, {"views back to baseline", viewOf}} {
+		bv, fv := b.total(k.of), f.total(k.of)
+		ch.Checks = append(ch.Checks, Check{k.name, within(fv, bv), fmt.Sprintf("%.0f after, %.0f at the baseline (at most +10%%: %.0f)", fv, bv, bv*(1+ChurnTolerance))})
+	}
+	for i := range ch.Baseline {
+		bn, fn := ch.Baseline[i], ch.Final[i]
+		ch.Checks = append(ch.Checks,
+			Check{bn.Node + " heap back to baseline", within(fn.Heap, bn.Heap), fmt.Sprintf("%.1f MB after, %.1f MB at the baseline", fn.Heap/1e6, bn.Heap/1e6)},
+			Check{bn.Node + " RSS back to baseline", within(fn.RSS, bn.RSS), fmt.Sprintf("%.1f MB after, %.1f MB at the baseline", fn.RSS/1e6, bn.RSS/1e6)})
+	}
+}

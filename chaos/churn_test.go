@@ -1,0 +1,191 @@
+package chaos
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/presence-im/presence/store/sqlite"
+)
+
+func testPlan(users int) *churnPlan {
+	o := Options{Users: users, Online: 100}
+	o.churnDefaults()
+	return newChurnPlan(o, 3, 1)
+}
+
+// The schedule: every user once, contacts distinct and never the user,
+// waves apart by more than the idle window, and about Online connected at
+// once (stays are drawn from half to one and a half of the average).
+func TestChurnPlan(t *testing.T) {
+	p := testPlan(3000)
+	if len(p.sessions) != 3000 || len(p.residents) != 5 || len(p.warm) != 200 {
+		t.Fatalf("%d sessions, %d residents, %d warm-up", len(p.sessions), len(p.residents), len(p.warm))
+	}
+	users := map[string]bool{}
+	for _, s := range p.sessions {
+		if users[s.User] {
+			t.Fatalf("%s twice", s.User)
+		}
+		users[s.User] = true
+		if len(s.Contacts) != ChurnContacts || slices.Contains(s.Contacts, s.User) || len(slices.Compact(slices.Sorted(slices.Values(s.Contacts)))) != ChurnContacts {
+			t.Fatalf("%s: contacts %v", s.User, s.Contacts)
+		}
+	}
+	waves := p.waves()
+	if len(waves) != p.Waves || len(waves[0]) != 1000 {
+		t.Fatalf("%d waves of %d", len(waves), len(waves[0]))
+	}
+	peak := 0
+	for at := time.Duration(0); at < p.Arrive+p.Stay*3/2; at += 100 * time.Millisecond {
+		n := 0
+		for _, s := range waves[1] {
+			if s.At <= at && at < s.At+s.Stay {
+				n++
+			}
+		}
+		peak = max(peak, n)
+	}
+	if peak < p.Online*8/10 || peak > p.Online*13/10 {
+		t.Fatalf("peak %d connected at once, want about %d", peak, p.Online)
+	}
+}
+
+// What stays after each wave must not grow with the waves.
+func TestChurnFlat(t *testing.T) {
+	after := func(views, heap float64) []NodeSample {
+		return []NodeSample{{Node: "n1", Lease: 5, View: views, Heap: heap}}
+	}
+	for _, c := range []struct {
+		last []NodeSample
+		ok   bool
+	}{{after(10, 84e6), true}, {after(30, 84e6), false}, {after(10, 100e6), false}} {
+		ch := &Churn{AfterWave: [][]NodeSample{after(10, 80e6), after(10, 80e6), c.last}}
+		ch.checkFlat()
+		if len(ch.Checks) != 1 || ch.Checks[0].OK != c.ok {
+			t.Errorf("%+v: %+v, want ok %v", c.last, ch.Checks, c.ok)
+		}
+	}
+}
+
+// Each user's policy lets exactly those who have them as a contact see them.
+func TestChurnPolicies(t *testing.T) {
+	p := testPlan(300)
+	dir := t.TempDir()
+	if err := p.writePolicies(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+	st, err := sqlite.Open(filepath.Join(dir, "presence.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s := p.sessions[7]
+	for _, c := range s.Contacts {
+		doc, ok, err := st.Get(context.Background(), c)
+		if err != nil || !ok || !slices.Contains(doc.Contacts, s.User) {
+			t.Fatalf("policy of %s: %v %v %+v, want %s among its contacts", c, ok, err, doc, s.User)
+		}
+	}
+}
+
+// churnFixture is a plan of two devices, one gone long ago and one
+// connected, with a baseline of 5 leases and 5 views, and a sample with
+// leases and views as given.
+func churnFixture(leases, views float64) (*Churn, *churnPlan, time.Time) {
+	t0 := time.Now().Add(-time.Minute)
+	var residents []*churnSession
+	for range 5 {
+		residents = append(residents, &churnSession{Resident: true, start: t0, up: t0.Add(-time.Minute)})
+	}
+	p := &churnPlan{Idle: time.Second, residents: residents, sessions: []*churnSession{
+		{User: "a", Contacts: []string{"x", "y"}, start: t0, up: t0, down: t0.Add(time.Second)},
+		{User: "b", Contacts: []string{"y", "z"}, At: 30 * time.Second, start: t0.Add(30 * time.Second), up: t0.Add(30 * time.Second)},
+	}}
+	base := []NodeSample{{Node: "n1", Lease: 5, View: 5, RSS: 100e6, Heap: 80e6}}
+	ch := &Churn{Baseline: base, Samples: []ChurnSample{{At: t0.Add(40 * time.Second), Nodes: []NodeSample{{Node: "n1", Lease: leases, View: views}}}}}
+	return ch, p, t0
+}
+
+func failed(ch *Churn) []string {
+	var out []string
+	for _, c := range ch.Checks {
+		if !c.OK {
+			out = append(out, c.Name+": "+c.Detail)
+		}
+	}
+	return out
+}
+
+// At a sample, b's lease and the views of b, y and z are explained (a left
+// long before the window); more than that and 10% fails the check, and
+// fewer leases than devices connected fails the other.
+func TestChurnTracking(t *testing.T) {
+	for _, c := range []struct {
+		leases, views float64
+		fail          string
+	}{
+		{6, 8, ""},
+		{6, 9, "views track devices"},  // a's view stayed: 5 + 3 x 1.1 = 8.3
+		{7, 8, "leases track devices"}, // a's lease stayed
+		{5, 8, "connected devices hold leases"},
+	} {
+		ch, p, t0 := churnFixture(c.leases, c.views)
+		ch.checkTracking(p, t0, time.Now())
+		got := failed(ch)
+		if c.fail == "" && len(got) > 0 || c.fail != "" && (len(got) != 1 || !strings.HasPrefix(got[0], c.fail)) {
+			t.Errorf("leases %v views %v: failed %q, want %q", c.leases, c.views, got, c.fail)
+		}
+		if ch.Samples[0].ViewLimit == 0 {
+			t.Errorf("the limit is not kept for the chart")
+		}
+	}
+}
+
+// After the run: within 10% of the baseline passes, more fails, each
+// figure on its own.
+func TestChurnBaseline(t *testing.T) {
+	for _, c := range []struct {
+		final NodeSample
+		fail  string
+	}{
+		{NodeSample{Node: "n1", Lease: 5, View: 5, RSS: 109e6, Heap: 85e6}, ""},
+		{NodeSample{Node: "n1", Lease: 5, View: 50, RSS: 109e6, Heap: 85e6}, "views back to baseline"},
+		{NodeSample{Node: "n1", Lease: 5, View: 5, RSS: 112e6, Heap: 85e6}, "n1 RSS back to baseline"},
+		{NodeSample{Node: "n1", Lease: 5, View: 5, RSS: 100e6, Heap: 90e6}, "n1 heap back to baseline"},
+	} {
+		ch, _, _ := churnFixture(0, 0)
+		ch.Final = []NodeSample{c.final}
+		ch.checkBaseline()
+		got := failed(ch)
+		if c.fail == "" && len(got) > 0 || c.fail != "" && (len(got) != 1 || !strings.HasPrefix(got[0], c.fail)) {
+			t.Errorf("%+v: failed %q, want %q", c.final, got, c.fail)
+		}
+		if backToBaseline(ch.Baseline, ch.Final) != (c.fail == "") {
+			t.Errorf("%+v: backToBaseline disagrees with the checks", c.final)
+		}
+	}
+}
+
+// The charts: a panel of actors and one of memory, with the devices online
+// as an area and the phases marked.
+func TestChurnCharts(t *testing.T) {
+	t0 := time.Now()
+	ch := &Churn{Phases: []Phase{{"waves", t0.Add(time.Second)}}}
+	for i := range 5 {
+		ch.Samples = append(ch.Samples, ChurnSample{At: t0.Add(time.Duration(i) * time.Second), Online: i * 10,
+			Nodes: []NodeSample{{Node: "n1", Lease: float64(i), View: float64(2 * i), RSS: 50e6, Heap: 40e6}}})
+	}
+	svg := string(ch.Charts())
+	for _, want := range []string{"live actors", "memory per node", "n1 RSS", "n1 heap", ">waves<", "<path"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("chart without %q", want)
+		}
+	}
+	if strings.Count(svg, "<svg") != 2 {
+		t.Errorf("%d charts, want 2", strings.Count(svg, "<svg"))
+	}
+}

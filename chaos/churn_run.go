@@ -27,7 +27,10 @@ func runChurn(ctx context.Context, e *Env, r *Round) error {
 	go sp.run(sctx)
 	go e.churnProgress(sctx, p, f, sp)
 	ch.phase("residents")
-	f.launch(ctx, p.residents, time.Now())
+	rctx, leave := context.WithCancel(ctx)
+	residents := f.launch(rctx, p.residents, time.Now())
+	defer residents.Wait()
+	defer leave()
 	if err := awaitUp(ctx, p.residents, 30*time.Second); err != nil {
 		return err
 	}
@@ -169,9 +172,9 @@ func (e *Env) churnProgress(ctx context.Context, p *churnPlan, f *churnFleet, sp
 // progress line.
 func brief(ns []NodeSample) string {
 	s := ChurnSample{Nodes: ns}
-	out := fmt.Sprintf("leases %.0f, views %.0f, connections %.0f; MB RSS/heap", s.total(leaseOf), s.total(viewOf), s.total(func(n NodeSample) float64 { return n.Connections }))
+	out := fmt.Sprintf("leases %.0f, views %.0f, connections %.0f; MB RSS/heap in use/heap objects", s.total(leaseOf), s.total(viewOf), s.total(func(n NodeSample) float64 { return n.Connections }))
 	for _, n := range ns {
-		out += fmt.Sprintf(" %s %.0f/%.0f", n.Node, n.RSS/1e6, n.Heap/1e6)
+		out += fmt.Sprintf(" %s %.0f/%.0f/%.0f", n.Node, n.RSS/1e6, n.Heap/1e6, n.Live/1e6)
 	}
 	return out
 }

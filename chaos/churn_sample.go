@@ -22,12 +22,13 @@ type NodeSample struct {
 	Lease        float64 `json:"lease"` // presence_actors{kind}
 	View         float64 `json:"view"`
 	Connection   float64 `json:"connection"`
-	Connections  float64 `json:"connections"`    // presence_connections
-	Devices      float64 `json:"devices_online"` // presence_devices_online
-	Passivations float64 `json:"passivations"`   // presence_actor_passivations_total, every kind
-	Activations  float64 `json:"activations"`    // presence_actor_activations_total, every kind
-	RSS          float64 `json:"rss_bytes"`      // process_resident_memory_bytes
-	Heap         float64 `json:"heap_inuse_bytes"`
+	Connections  float64 `json:"connections"`       // presence_connections
+	Devices      float64 `json:"devices_online"`    // presence_devices_online
+	Passivations float64 `json:"passivations"`      // presence_actor_passivations_total, every kind
+	Activations  float64 `json:"activations"`       // presence_actor_activations_total, every kind
+	RSS          float64 `json:"rss_bytes"`         // process_resident_memory_bytes
+	Heap         float64 `json:"heap_inuse_bytes"`  // go_memstats_heap_inuse_bytes: spans holding objects
+	Live         float64 `json:"heap_alloc_bytes"`  // go_memstats_heap_alloc_bytes: the objects (right after a GC: the live ones)
 	CPU          float64 `json:"cpu_seconds"`       // process_cpu_seconds_total
 	Fenced       float64 `json:"last_fence_unix_s"` // presence_last_fence_timestamp_seconds
 	Err          string  `json:"err,omitempty"`
@@ -181,6 +182,7 @@ func sampleNode(ctx context.Context, n *Node) NodeSample {
 	s.Activations = value(mfs, "presence_actor_activations_total")
 	s.RSS = value(mfs, "process_resident_memory_bytes")
 	s.Heap = value(mfs, "go_memstats_heap_inuse_bytes")
+	s.Live = value(mfs, "go_memstats_heap_alloc_bytes")
 	s.CPU = value(mfs, "process_cpu_seconds_total")
 	s.Fenced = value(mfs, "presence_last_fence_timestamp_seconds")
 	return s
@@ -260,6 +262,7 @@ func (sp *sampler) settled(ctx context.Context, dir, name string) []NodeSample {
 			Devices:      med(func(n NodeSample) float64 { return n.Devices }),
 			RSS:          med(func(n NodeSample) float64 { return n.RSS }),
 			Heap:         med(func(n NodeSample) float64 { return n.Heap }),
+			Live:         med(func(n NodeSample) float64 { return n.Live }),
 			Passivations: got[2].Nodes[i].Passivations, Activations: got[2].Nodes[i].Activations,
 			CPU: got[2].Nodes[i].CPU, Fenced: got[2].Nodes[i].Fenced}
 	}

@@ -57,7 +57,7 @@ func TestChurnPlan(t *testing.T) {
 // What stays after each wave must not grow with the waves.
 func TestChurnFlat(t *testing.T) {
 	after := func(views, heap float64) []NodeSample {
-		return []NodeSample{{Node: "n1", Lease: 5, View: views, Heap: heap}}
+		return []NodeSample{{Node: "n1", Lease: 5, View: views, Live: heap, RSS: 100e6}}
 	}
 	for _, c := range []struct {
 		last []NodeSample
@@ -105,7 +105,7 @@ func churnFixture(leases, views float64) (*Churn, *churnPlan, time.Time) {
 		{User: "a", Contacts: []string{"x", "y"}, start: t0, up: t0, down: t0.Add(time.Second)},
 		{User: "b", Contacts: []string{"y", "z"}, At: 30 * time.Second, start: t0.Add(30 * time.Second), up: t0.Add(30 * time.Second)},
 	}}
-	base := []NodeSample{{Node: "n1", Lease: 5, View: 5, RSS: 100e6, Heap: 80e6}}
+	base := []NodeSample{{Node: "n1", Lease: 5, View: 5, RSS: 100e6, Live: 80e6}}
 	ch := &Churn{Baseline: base, Samples: []ChurnSample{{At: t0.Add(40 * time.Second), Nodes: []NodeSample{{Node: "n1", Lease: leases, View: views}}}}}
 	return ch, p, t0
 }
@@ -152,10 +152,10 @@ func TestChurnBaseline(t *testing.T) {
 		final NodeSample
 		fail  string
 	}{
-		{NodeSample{Node: "n1", Lease: 5, View: 5, RSS: 109e6, Heap: 85e6}, ""},
-		{NodeSample{Node: "n1", Lease: 5, View: 50, RSS: 109e6, Heap: 85e6}, "views back to baseline"},
-		{NodeSample{Node: "n1", Lease: 5, View: 5, RSS: 112e6, Heap: 85e6}, "n1 RSS back to baseline"},
-		{NodeSample{Node: "n1", Lease: 5, View: 5, RSS: 100e6, Heap: 90e6}, "n1 heap back to baseline"},
+		{NodeSample{Node: "n1", Lease: 5, View: 5, RSS: 109e6, Live: 85e6}, ""},
+		{NodeSample{Node: "n1", Lease: 5, View: 50, RSS: 109e6, Live: 85e6}, "views back to baseline"},
+		{NodeSample{Node: "n1", Lease: 5, View: 5, RSS: 112e6, Live: 85e6}, "n1 RSS back to baseline"},
+		{NodeSample{Node: "n1", Lease: 5, View: 5, RSS: 100e6, Live: 90e6}, "n1 live heap back to baseline"},
 	} {
 		ch, _, _ := churnFixture(0, 0)
 		ch.Final = []NodeSample{c.final}

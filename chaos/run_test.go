@@ -32,6 +32,30 @@ func TestRunScenarios(t *testing.T) {
 	}
 }
 
+// The churn benchmark, short: 2,000 users in two waves, about 400 online
+// at once, idle 2 s; live actors follow the devices online and everything
+// returns to the baseline (docs/bounds.md, "Memory under churn").
+func TestRunChurn(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin, err := Build(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(ctx, Options{Scenario: "churn", Nodes: 3, Devices: 3, Rounds: 1, Report: t.TempDir(), Bin: bin,
+		Users: 2000, Online: 400, Stay: 2 * time.Second, Idle: 2 * time.Second, Waves: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rep.Rounds[0].Churn.Checks {
+		t.Logf("%s: %v: %s", c.Name, c.OK, c.Detail)
+	}
+	t.Logf("notes: %v", rep.Rounds[0].Notes)
+	if !rep.OK {
+		t.Fatalf("not ok: error %q, findings %v", rep.Error, rep.Rounds[0].Findings)
+	}
+}
+
 // The docker backend: the same fault on containers of presence:dev (make
 // test builds it first when a Docker engine answers).
 func TestRunDocker(t *testing.T) {

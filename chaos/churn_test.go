@@ -56,14 +56,14 @@ func TestChurnPlan(t *testing.T) {
 
 // What stays after each wave must not grow with the waves.
 func TestChurnFlat(t *testing.T) {
-	after := func(views, heap float64) []NodeSample {
-		return []NodeSample{{Node: "n1", Lease: 5, View: views, Live: heap, RSS: 100e6}}
+	after := func(views, heap, rss float64) []NodeSample {
+		return []NodeSample{{Node: "n1", Lease: 5, View: views, Live: heap, RSS: rss}}
 	}
 	for _, c := range []struct {
 		last []NodeSample
 		ok   bool
-	}{{after(10, 84e6), true}, {after(30, 84e6), false}, {after(10, 100e6), false}} {
-		ch := &Churn{AfterWave: [][]NodeSample{after(10, 80e6), after(10, 80e6), c.last}}
+	}{{after(10, 84e6, 105e6), true}, {after(30, 84e6, 100e6), false}, {after(10, 100e6, 100e6), false}, {after(10, 80e6, 120e6), false}} {
+		ch := &Churn{AfterWave: [][]NodeSample{after(10, 80e6, 100e6), after(10, 80e6, 100e6), c.last}}
 		ch.checkFlat()
 		if len(ch.Checks) != 1 || ch.Checks[0].OK != c.ok {
 			t.Errorf("%+v: %+v, want ok %v", c.last, ch.Checks, c.ok)

@@ -33,6 +33,7 @@ type Churn struct {
 	Retries    int64          `json:"handshake_retries"`
 	Events     int            `json:"presence_events"`
 	Phases     []Phase        `json:"phases"`
+	Cold       []NodeSample   `json:"cold"` // the residents alone, before the warm-up
 	Baseline   []NodeSample   `json:"baseline"`
 	Peak       []NodeSample   `json:"peak"`
 	AfterWave  [][]NodeSample `json:"after_wave"` // settled after each wave's idle window

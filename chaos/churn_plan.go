@@ -85,16 +85,21 @@ type churnPlan struct {
 // wave starts once the one before has left and been measured),
 // contacts drawn among all users (most of them offline: their views exist
 // only for the subscribers), residents subscribed to each other. The
-// warm-up is 2 x Online users of their own, arriving over 2 x Stay: the
-// same peak as a wave, so that the baseline after it holds what the Go
-// runtime keeps from a peak (heap spans, map buckets, buffer pools).
+// warm-up is users of their own arriving at the waves' rate for 2 x Stay
+// and the window: long enough for the actors still idling after their
+// devices left to reach a wave's steady count, so that the baseline after
+// it holds what the nodes keep from a peak (proto.actor's process
+// registry and the directory's maps keep their buckets, heap spans stay
+// pinned by a few survivors).
 func newChurnPlan(o Options, nodes int, seed uint64) *churnPlan {
 	p := &churnPlan{Seed: seed, Users: o.Users, Online: o.Online, Stay: o.Stay, Idle: o.Idle, Waves: o.Waves}
 	rnd := rand.New(rand.NewPCG(seed, 8))
 	perWave := (p.Users + p.Waves - 1) / p.Waves
 	p.Arrive = time.Duration(float64(perWave) / float64(p.Online) * float64(p.Stay))
 	p.sessions = p.wave(rnd, "c", p.Users, perWave, p.Arrive, nodes)
-	p.warm = p.wave(rnd, "w", 2*p.Online, 2*p.Online, 2*p.Stay, nodes)
+	warm := 2*p.Stay + p.window()
+	n := int(float64(p.Online) * warm.Seconds() / p.Stay.Seconds())
+	p.warm = p.wave(rnd, "w", n, n, warm, nodes)
 	p.residents = ring("res", max(nodes, p.Online/20), nodes)
 	return p
 }

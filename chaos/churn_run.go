@@ -34,6 +34,8 @@ func runChurn(ctx context.Context, e *Env, r *Round) error {
 	if err := awaitUp(ctx, p.residents, 30*time.Second); err != nil {
 		return err
 	}
+	ch.Cold = sp.settled(ctx, e.Cluster.Dir, "cold")
+	e.say("churn: cold, before the warm-up: %s", brief(ch.Cold))
 	ch.phase("warm-up")
 	f.launch(ctx, p.warm, time.Now()).Wait()
 	time.Sleep(time.Until(lastDeparture(p.warm).Add(p.window())))

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,7 +23,7 @@ func testPlan(users int) *churnPlan {
 // once (stays are drawn from half to one and a half of the average).
 func TestChurnPlan(t *testing.T) {
 	p := testPlan(3000)
-	if len(p.sessions) != 3000 || len(p.residents) != 5 || len(p.warm) != 200 {
+	if len(p.sessions) != 3000 || len(p.residents) != 5 || len(p.warm) != 100*(12+10)/6 {
 		t.Fatalf("%d sessions, %d residents, %d warm-up", len(p.sessions), len(p.residents), len(p.warm))
 	}
 	users := map[string]bool{}
@@ -187,5 +188,32 @@ func TestChurnCharts(t *testing.T) {
 	}
 	if strings.Count(svg, "<svg") != 2 {
 		t.Errorf("%d charts, want 2", strings.Count(svg, "<svg"))
+	}
+}
+
+// report.html shows a churn round: its charts, checks and readings; a
+// round whose checks all hold is ok without any latency.
+func TestChurnReportPage(t *testing.T) {
+	ch, _, t0 := churnFixture(6, 8)
+	ch.Samples = append(ch.Samples, ChurnSample{At: t0.Add(41 * time.Second), Nodes: ch.Samples[0].Nodes})
+	ch.Cold, ch.Final, ch.AfterWave = ch.Baseline, ch.Baseline, [][]NodeSample{ch.Baseline}
+	ch.checkBaseline()
+	rep := &Report{Scenario: "churn", Rounds: []*Round{{Churn: ch}}, Findings: map[string]int{}}
+	rep.summarize()
+	dir := t.TempDir()
+	if err := rep.write(dir); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Churn: actors and memory", "leases back to baseline", "after wave 1", "cold", "<svg"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("report.html without %q", want)
+		}
+	}
+	if !rep.OK {
+		t.Errorf("not ok with every check holding")
 	}
 }

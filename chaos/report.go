@@ -290,9 +290,11 @@ Back to the baseline {{if ge .BackSec 0.0}}{{printf "%.1f" .BackSec}} s after th
 <table><tr><th>node</th><th>leases base / after</th><th>views base / after</th><th>live heap MB base / after</th><th>heap in use MB base / after</th><th>RSS MB base / after</th><th>passivations</th></tr>
 {{if eq (len .Final) (len .Baseline)}}{{range $i, $b := .Baseline}}{{with index $c.Final $i}}<tr><td>{{$b.Node}}</td><td>{{$b.Lease}} / {{.Lease}}</td><td>{{$b.View}} / {{.View}}</td><td>{{printf "%.1f" (mb $b.Live)}} / {{printf "%.1f" (mb .Live)}}</td><td>{{printf "%.1f" (mb $b.Heap)}} / {{printf "%.1f" (mb .Heap)}}</td><td>{{printf "%.1f" (mb $b.RSS)}} / {{printf "%.1f" (mb .RSS)}}</td><td>{{.Passivations}}</td></tr>{{end}}
 {{end}}{{end}}</table>
-<p>After each wave (the last: the final reading), per node: leases, views, live heap MB, RSS MB.</p>
-<table><tr><th>after wave</th><th>per node</th></tr>
-{{range $k, $w := .AfterWave}}<tr><td>{{inc $k}}</td><td style="text-align:left">{{range $w}}{{.Node}}: {{.Lease}}, {{.View}}, {{printf "%.1f" (mb .Live)}}, {{printf "%.1f" (mb .RSS)}}; {{end}}</td></tr>
+<p>Settled readings, per node: leases, views, live heap MB, RSS MB; cold: the residents alone, before the warm-up; after each wave (the last: the final reading).</p>
+<table><tr><th>reading</th><th>per node</th></tr>
+<tr><td>cold</td><td style="text-align:left">{{range .Cold}}{{.Node}}: {{.Lease}}, {{.View}}, {{printf "%.1f" (mb .Live)}}, {{printf "%.1f" (mb .RSS)}}; {{end}}</td></tr>
+<tr><td>baseline</td><td style="text-align:left">{{range .Baseline}}{{.Node}}: {{.Lease}}, {{.View}}, {{printf "%.1f" (mb .Live)}}, {{printf "%.1f" (mb .RSS)}}; {{end}}</td></tr>
+{{range $k, $w := .AfterWave}}<tr><td>after wave {{inc $k}}</td><td style="text-align:left">{{range $w}}{{.Node}}: {{.Lease}}, {{.View}}, {{printf "%.1f" (mb .Live)}}, {{printf "%.1f" (mb .RSS)}}; {{end}}</td></tr>
 {{end}}</table>{{end}}{{end}}
 <h2>Faults</h2>
 <p>Each round on one time axis: its cluster starting (grey), then the fault running (orange).</p>

@@ -8,6 +8,20 @@ import (
 	"github.com/presence-im/presence/messages"
 )
 
+// clearReadDeadline drops a read deadline nbio's accept path may have set
+// after the upgrade: nbio (v1.6.8, AddConnNonTLSNonBlocking) registers an
+// accepted connection with epoll and only then sets its HTTP keep-alive
+// read deadline (2 x stale), so a handshake answered in between has its
+// upgrader's clearing undone, and the device is cut without a close frame
+// 2 x stale after it connected (1 to 3 in 19,000 connections, see
+// BENCHMARKS.md). Liveness is the stale check's, never a read deadline;
+// with no deadline set this is a lock and a nil check.
+func clearReadDeadline(c *websocket.Conn) {
+	if nbc := nbioConn(c); nbc != nil {
+		_ = nbc.SetReadDeadline(time.Time{})
+	}
+}
+
 func (s *socket) beat(seq uint64) {
 	if c := s.conn.Load(); c != nil {
 		c.Heartbeat(seq)
@@ -26,6 +40,7 @@ func (s *Server) onMessage(c *websocket.Conn, kind websocket.MessageType, data [
 	if !ok || sock.conn.Load() == nil {
 		return // nothing may come before hello; see docs/protocol.md
 	}
+	clearReadDeadline(c)
 	if kind != sock.codec.kind {
 		sock.Close(messages.CloseWrongType, "wrong frame type for "+sock.codec.name)
 		return

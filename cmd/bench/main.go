@@ -89,7 +89,7 @@ func runCmd(ctx context.Context, args []string, out, errOut io.Writer) int {
 		return 1
 	}
 	loadbench.Report(out, o, before+" at the start; "+loadbench.Machine()+" at the end", results)
-	fmt.Fprintln(errOut, o.Dir)
+	_ = os.RemoveAll(o.Dir) // kept when a run fails: its logs say why
 	return 0
 }
 

@@ -24,9 +24,9 @@ func buildBinaries(t *testing.T, dir string) {
 }
 
 // TestBenchSmoke is `make bench` in small: both systems, a few hundred
-// devices from two load processes, seconds per phase. Every row must have
-// a figure, every subscriber its offline event, and no connection may end
-// without the load asking.
+// devices from three load processes, seconds per phase. Every row must
+// have a figure, every subscriber (in two of the processes) its offline
+// event, and no connection may end without the load asking.
 func TestBenchSmoke(t *testing.T) {
 	redis, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -35,8 +35,8 @@ func TestBenchSmoke(t *testing.T) {
 	dir := t.TempDir()
 	buildBinaries(t, dir)
 	o := Options{
-		N: PerWorker + 200, Runs: 1, Idle: 3 * time.Second, Hold: 6 * time.Second, Interval: time.Second,
-		Debounce: 300 * time.Millisecond, Concurrency: 50, Subs: 100, Rounds: 2, LookupRate: 20,
+		N: 600, PerWorker: 250, Runs: 1, Idle: 3 * time.Second, Hold: 6 * time.Second, Interval: time.Second,
+		Debounce: 300 * time.Millisecond, Concurrency: 50, Subs: 300, Rounds: 2, LookupRate: 20,
 		Bin: dir, Self: filepath.Join(dir, "bench"), RedisServer: redis, Dir: dir,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

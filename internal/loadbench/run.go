@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ type Options struct {
 	Interval    time.Duration // heartbeat period of every device
 	Debounce    time.Duration // presenced's --debounce (subtracted from its fan-out latency)
 	Concurrency int           // dials in flight over all load processes (cold connect)
+	PerWorker   int           // devices per load process (each dials from its own 127.0.0.x)
 	Subs        int           // subscribers of the one user that goes offline
 	Rounds      int           // offlines per run
 	LookupRate  int           // lookups per second while the heartbeats flow
@@ -32,6 +34,7 @@ type Options struct {
 	Self        string        // this binary (cmd/bench): its peer and worker commands
 	RedisServer string        // redis-server binary
 	Dir         string        // logs and stores of the runs
+	Profile     string        // directory for presence's CPU profile of each idle window; "": none
 	Progress    io.Writer     // the progress bar (a terminal); nil: none
 }
 
@@ -46,6 +49,7 @@ func (o *Options) Defaults() {
 	def(&o.N, 19000)
 	def(&o.Runs, 3)
 	def(&o.Concurrency, 100)
+	def(&o.PerWorker, PerWorker)
 	def(&o.Subs, 5000)
 	def(&o.Rounds, 3)
 	def(&o.LookupRate, 20)
@@ -266,6 +270,9 @@ func idle(ctx context.Context, o Options, sys system, ws []*workerProc, res *Run
 	stop := make(chan struct{})
 	lat := make(chan []time.Duration, 1)
 	go func() { lat <- lookups(o, sys, stop, &res.LookupErrors) }()
+	if p, ok := sys.(*presenceSys); ok && o.Profile != "" {
+		go p.profile(o.Idle*3/4, filepath.Join(o.Profile, fmt.Sprintf("cpu-%d.pprof", time.Now().Unix())))
+	}
 	o.waitBar(ctx, sys.Name()+" idle", t0, o.Idle)
 	close(stop)
 	cpu1, _ := cpuTime(sys.Pids()...)

@@ -281,3 +281,17 @@ func getOK(c *http.Client, url string) error {
 	}
 	return nil
 }
+
+// profile saves the node's CPU profile over d (GET /debug/pprof/profile,
+// behind the admin token) to path.
+func (s *presenceSys) profile(d time.Duration, path string) {
+	res, err := s.get(&http.Client{Timeout: d + 30*time.Second}, fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(int(d.Seconds()), 1)))
+	if err != nil {
+		return
+	}
+	defer res.Body.Close()
+	if f, err := os.Create(path); err == nil {
+		_, _ = io.Copy(f, res.Body)
+		f.Close()
+	}
+}

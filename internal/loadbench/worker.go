@@ -250,6 +250,9 @@ func (w *worker) runCommand(ctx context.Context, cmd []string) bool {
 	}
 	switch cmd[0] {
 	case "sub":
+		w.mu.Lock()
+		w.targetUser = cmd[1]
+		w.mu.Unlock()
 		k, _ := strconv.Atoi(cmd[2])
 		w.say("subscribed %d", w.subscribe(ctx, cmd[1], k))
 	case "open":

@@ -15,8 +15,8 @@ import (
 	"time"
 )
 
-// PerWorker is the most connections one load process holds: the file limit
-// of a process is 20,000 here, and a few spread the client CPU.
+// PerWorker is the default of Options.PerWorker: the file limit of a
+// process is 20,000 here, and a few processes spread the client CPU.
 const PerWorker = 4000
 
 // workerProc is one load process driven over its standard input and output.
@@ -33,11 +33,11 @@ type workerProc struct {
 // spawnWorkers starts the load processes for n devices, each from its own
 // source address 127.0.0.2, .3, ...; concurrency dials are spread over them.
 func spawnWorkers(o Options, url, dir string) ([]*workerProc, error) {
-	nw := (o.N + PerWorker - 1) / PerWorker
+	nw := (o.N + o.PerWorker - 1) / o.PerWorker
 	var ws []*workerProc
 	for w := range nw {
-		first := w * PerWorker
-		count := min(PerWorker, o.N-first)
+		first := w * o.PerWorker
+		count := min(o.PerWorker, o.N-first)
 		conc := max(1, o.Concurrency/nw)
 		args := []string{"worker", "--url", url, "--src", fmt.Sprintf("127.0.0.%d", 2+w), "--secret", benchSecret,
 			"--prefix", "bench", "--first", strconv.Itoa(first), "--count", strconv.Itoa(count),

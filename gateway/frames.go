@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/lesismal/nbio/nbhttp/websocket"
+	"github.com/presence-im/presence/actors"
 	"github.com/presence-im/presence/messages"
 )
 
@@ -28,6 +29,20 @@ func (s *socket) beat(seq uint64) {
 	}
 }
 
+// heartbeat records a sign of life and answers its ack; on the JSON
+// subprotocol the ack is written without protojson (heartbeat.go).
+func (s *socket) heartbeat(conn *actors.Conn, seq uint64, clientTS int64) {
+	conn.Heartbeat(max(seq, 1))
+	now := time.Now().UnixMilli()
+	if s.codec.kind == websocket.TextMessage {
+		s.write(websocket.TextMessage, appendJSONAck(make([]byte, 0, 96), seq, clientTS, now), true)
+		return
+	}
+	s.Send(&messages.Frame{Kind: &messages.Frame_HeartbeatAck{HeartbeatAck: &messages.HeartbeatAck{
+		Seq: seq, ClientTsMs: clientTS, ServerTsMs: now,
+	}}})
+}
+
 func (s *socket) errorFrame(code messages.ErrorCode, requestID, msg string) {
 	s.Send(&messages.Frame{Kind: &messages.Frame_Error{Error: &messages.Error{Code: uint32(code), RequestId: requestID, Message: msg}}})
 }
@@ -49,6 +64,13 @@ func (s *Server) onMessage(c *websocket.Conn, kind websocket.MessageType, data [
 		sock.Close(messages.CloseInvalidData, "text frame is not UTF-8")
 		return
 	}
+	if kind == websocket.TextMessage {
+		if seq, ts, ok := parseJSONHeartbeat(data); ok {
+			sock.errs = 0
+			sock.heartbeat(sock.conn.Load(), seq, ts)
+			return
+		}
+	}
 	f := &messages.Frame{}
 	if err := sock.codec.unmarshal(data, f); err != nil {
 		sock.errs++
@@ -63,10 +85,7 @@ func (s *Server) onMessage(c *websocket.Conn, kind websocket.MessageType, data [
 	conn := sock.conn.Load()
 	switch k := f.GetKind().(type) {
 	case *messages.Frame_Heartbeat:
-		conn.Heartbeat(max(k.Heartbeat.GetSeq(), 1))
-		sock.Send(&messages.Frame{Kind: &messages.Frame_HeartbeatAck{HeartbeatAck: &messages.HeartbeatAck{
-			Seq: k.Heartbeat.GetSeq(), ClientTsMs: k.Heartbeat.GetClientTsMs(), ServerTsMs: time.Now().UnixMilli(),
-		}}})
+		sock.heartbeat(conn, k.Heartbeat.GetSeq(), k.Heartbeat.GetClientTsMs())
 	case *messages.Frame_Subscribe:
 		conn.Subscribe(k.Subscribe.GetRequestId(), k.Subscribe.GetTargets())
 	case *messages.Frame_Unsubscribe:

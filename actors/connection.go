@@ -63,11 +63,9 @@ func (a *connActor) Receive(ctx actor.Context) {
 	case connActivate:
 		a.active = true
 		a.armRenew(ctx, true)
-	case connBeat:
-		if a.c.Beat(now, m.seq) {
-			a.n.metrics.ClientRestarts.Inc()
-		}
-		a.live.alive.Store(a.c.LastAlive.UnixNano())
+	case connBeat: // a seq that did not grow (Conn.Heartbeat)
+		a.c.Restarts++
+		a.n.metrics.ClientRestarts.Inc()
 	case checkTick:
 		a.onCheck(ctx, now)
 	case renewDue:
@@ -111,6 +109,7 @@ func (a *connActor) onCheck(ctx actor.Context, now time.Time) {
 	if !a.n.gate(ctx, gate{}) {
 		return
 	}
+	a.c.Beat(time.Unix(0, a.live.alive.Load()), 0) // the socket's last sign of life
 	if a.active && a.c.Stale(now, a.t.Stale) {
 		a.end(ctx, messages.EndReason_ping_timeout, a.c.LastAlive, messages.CloseGoingAway, "ping timeout")
 	}

@@ -16,8 +16,8 @@ type liveConn struct {
 	pid   *actor.PID
 	alive atomic.Int64  // last sign of life, Unix ns (Conn.Heartbeat)
 	seq   atomic.Uint64 // last heartbeat seq (Conn.Heartbeat)
-	gone  bool         // terminated: dropped when it next comes due
-	due   time.Time    // when the gateway looks at it next
+	gone  bool          // terminated: dropped when it next comes due
+	due   time.Time     // when the gateway looks at it next
 }
 
 // deadlines is a min-heap of connections by due time: a check period

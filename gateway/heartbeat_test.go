@@ -22,7 +22,7 @@ func TestParseJSONHeartbeat(t *testing.T) {
 		{`{"heartbeat":{}}`, 0, 0, true},
 		{`{"heartbeat":{"client_ts_ms":"-5"}}`, 0, -5, true},
 		{`{"heartbeat":{"seq":"18446744073709551615"}}`, 0, 0, false}, // 20 digits: protojson decides
-		{`{"heartbeat":{"clientTsMs":"1"}}`, 0, 0, false},              // JSON name: protojson
+		{`{"heartbeat":{"clientTsMs":"1"}}`, 0, 0, false},             // JSON name: protojson
 		{`{"heartbeat":{"seq":"1","seq":"2"}}`, 0, 0, false},
 		{`{"heartbeat":{"seq":"01"}}`, 0, 0, false},
 		{`{"heartbeat":{"seq":1.0}}`, 0, 0, false},

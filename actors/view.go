@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
 )
@@ -40,28 +39,28 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		stopping = true
 		a.onStopping(ctx)
 	case *messages.DeviceUp:
-		a.received++
+		a.n.handled(KindView, &a.received)
 		a.apply(ctx, a.v.DeviceUp(m.GetDevice(), m.GetHolder(), now))
 	case *messages.DeviceDown:
-		a.received++
+		a.n.handled(KindView, &a.received)
 		a.onDeviceDown(ctx, m, now)
 	case *messages.GatewayDown:
 		a.mode = ModeGatewayCrash
 		a.apply(ctx, a.v.GatewayDown(m.GetNode(), now))
 	case *messages.DeviceShow:
-		a.received++
+		a.n.handled(KindView, &a.received)
 		a.apply(ctx, a.v.SetShow(m.GetShow(), now))
 	case *messages.ViewSubscribe:
-		a.received++
+		a.n.handled(KindView, &a.received)
 		a.subscribe(ctx, m, now)
 	case *messages.ViewUnsubscribe:
-		a.received++
+		a.n.handled(KindView, &a.received)
 		a.onUnsubscribe(ctx, m)
 	case *messages.PolicyChanged:
-		a.received++
+		a.n.handled(KindView, &a.received)
 		a.apply(ctx, a.v.SetPolicy(a.policy(), now))
 	case *messages.ViewQuery:
-		a.received++
+		a.n.handled(KindView, &a.received)
 		a.onQuery(ctx, now)
 	case *actor.Terminated:
 		a.drop(ctx, m.GetWho())
@@ -74,7 +73,9 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.onSettle(ctx, m, now)
 	case idleCheck:
 		if m.gen == a.idleGen && a.v.Idle() {
-			a.n.passivate(ctx, KindView, a.user, a.received)
+			if !a.n.passivate(ctx, KindView, a.user, a.received) {
+				a.armIdle(ctx) // a message on its way: check again later
+			}
 		}
 	}
 }
@@ -83,9 +84,6 @@ func (a *viewActor) Receive(ctx actor.Context) {
 // after a membership change may replace one on another member, and waits
 // to settle.
 func (a *viewActor) onStarted(ctx actor.Context, now time.Time) {
-	if a.user == "" { // a virtual actor: its identity is the user
-		a.user = pcluster.GetClusterIdentity(ctx).GetIdentity()
-	}
 	a.n.activated(KindView, ctx.Self())
 	last, err := a.n.deps.History.LastSeen(context.Background(), a.user)
 	if err != nil {

@@ -130,6 +130,7 @@ func (n *Node) handled(kind Kind, received *uint64) {
 // its idle timer, and the message on its way may make it live again.
 func (n *Node) passivate(ctx actor.Context, kind Kind, id string, received uint64) bool {
 	if !n.dir.Passivate(kind, id, ctx.Self(), received) {
+		n.log.Debug("passivation refused: a message is on its way", "kind", string(kind), "id", id)
 		return false
 	}
 	n.metrics.Passivations.WithLabelValues(string(kind)).Inc()

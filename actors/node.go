@@ -36,7 +36,8 @@ type Deps struct {
 	// test only (see core.Lease.Unfenced).
 	Unfenced bool
 	// Cluster makes the node a member of a gossip cluster whose lease and
-	// view actors are proto.actor virtual actors; nil: a node alone.
+	// view actors are spread over the members (ClusterDirectory); nil: a
+	// node alone.
 	Cluster *ClusterOptions
 }
 

@@ -95,7 +95,7 @@ func TestDirectoryHostStopsMovedActors(t *testing.T) {
 			d.Send(KindView, u, &messages.PolicyChanged{User: u})
 		}
 		synctest.Wait()
-		owners["bob"] = "127.0.0.1:1" // bob moved to another member
+		owners["bob"] = "127.0.0.1:1"                                       // bob moved to another member
 		d.local.Send(KindView, "bob", &messages.PolicyChanged{User: "bob"}) // queued before the sweep
 		e.n.root.Send(d.host, sweepMoved{})
 		synctest.Wait()

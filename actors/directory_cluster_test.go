@@ -30,14 +30,16 @@ func (e *env) clusterDir(owners map[string]string) *ClusterDirectory {
 
 // A message from another member reaches the actor through the directory
 // host with its original sender, so a request is answered by the view
-// itself; it counts for passivation like a local one, and the view
-// passivates once idle. A message for an unknown kind is dropped.
+// itself, and one sent without a sender is handled too; both count for
+// passivation like local ones, and the view passivates once idle. A
+// message for an unknown kind is dropped.
 func TestDirectoryHostDeliversWithSender(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		timing := config.Fast()
 		e := newEnv(t, timing)
 		d := e.clusterDir(nil)
 		e.n.root.Send(d.host, &messages.DirectoryDeliver{Kind: "grain", Identity: "alice", Message: wrap(KindView, "alice", &messages.ViewQuery{}).GetMessage()})
+		e.n.root.Send(d.host, wrap(KindView, "alice", &messages.PolicyChanged{User: "alice"})) // sent, not requested
 		res, err := e.n.root.RequestFuture(d.host, wrap(KindView, "alice", &messages.ViewQuery{User: "alice"}), time.Second).Result()
 		if st, ok := res.(*messages.ViewState); err != nil || !ok || st.GetUser() != "alice" {
 			t.Fatalf("request through the host = %v, %v; want alice's ViewState", res, err)
@@ -45,8 +47,8 @@ func TestDirectoryHostDeliversWithSender(t *testing.T) {
 		if c := e.n.Counts(); c["view"] != 1 || c["lease"] != 0 {
 			t.Fatalf("counts = %v, want alice's view alone", c)
 		}
-		if got := testutil.ToFloat64(e.n.metrics.Messages.WithLabelValues("view")); got != 1 {
-			t.Fatalf("view messages handled = %v, want 1", got)
+		if got := testutil.ToFloat64(e.n.metrics.Messages.WithLabelValues("view")); got != 2 {
+			t.Fatalf("view messages handled = %v, want 2", got)
 		}
 		time.Sleep(timing.Idle + time.Second)
 		synctest.Wait()

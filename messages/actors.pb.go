@@ -748,6 +748,122 @@ func (x *DeviceDown) GetLastAliveMs() int64 {
 	return 0
 }
 
+// DeviceAdmit asks a user's view, before a handshake takes the device's
+// lease, whether one more device may come online: yes for a device that is
+// online (a reconnect) or already admitted, or while the user has fewer
+// than limit devices online or admitted. Answered with DeviceAdmitted.
+type DeviceAdmit struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Device        string                 `protobuf:"bytes,2,opt,name=device,proto3" json:"device,omitempty"`
+	Limit         uint32                 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceAdmit) Reset() {
+	*x = DeviceAdmit{}
+	mi := &file_actors_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceAdmit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceAdmit) ProtoMessage() {}
+
+func (x *DeviceAdmit) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceAdmit.ProtoReflect.Descriptor instead.
+func (*DeviceAdmit) Descriptor() ([]byte, []int) {
+	return file_actors_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *DeviceAdmit) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *DeviceAdmit) GetDevice() string {
+	if x != nil {
+		return x.Device
+	}
+	return ""
+}
+
+func (x *DeviceAdmit) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type DeviceAdmitted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ok            bool                   `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
+	Devices       uint32                 `protobuf:"varint,2,opt,name=devices,proto3" json:"devices,omitempty"` // online or admitted, this one included if ok
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceAdmitted) Reset() {
+	*x = DeviceAdmitted{}
+	mi := &file_actors_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceAdmitted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceAdmitted) ProtoMessage() {}
+
+func (x *DeviceAdmitted) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceAdmitted.ProtoReflect.Descriptor instead.
+func (*DeviceAdmitted) Descriptor() ([]byte, []int) {
+	return file_actors_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DeviceAdmitted) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *DeviceAdmitted) GetDevices() uint32 {
+	if x != nil {
+		return x.Devices
+	}
+	return 0
+}
+
 // DeviceShow sets the user's show (available, away, dnd, invisible).
 type DeviceShow struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -760,7 +876,7 @@ type DeviceShow struct {
 
 func (x *DeviceShow) Reset() {
 	*x = DeviceShow{}
-	mi := &file_actors_proto_msgTypes[10]
+	mi := &file_actors_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +888,7 @@ func (x *DeviceShow) String() string {
 func (*DeviceShow) ProtoMessage() {}
 
 func (x *DeviceShow) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[10]
+	mi := &file_actors_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +901,7 @@ func (x *DeviceShow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceShow.ProtoReflect.Descriptor instead.
 func (*DeviceShow) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{10}
+	return file_actors_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeviceShow) GetUser() string {
@@ -829,7 +945,7 @@ type ViewSubscribe struct {
 
 func (x *ViewSubscribe) Reset() {
 	*x = ViewSubscribe{}
-	mi := &file_actors_proto_msgTypes[11]
+	mi := &file_actors_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -841,7 +957,7 @@ func (x *ViewSubscribe) String() string {
 func (*ViewSubscribe) ProtoMessage() {}
 
 func (x *ViewSubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[11]
+	mi := &file_actors_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -854,7 +970,7 @@ func (x *ViewSubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewSubscribe.ProtoReflect.Descriptor instead.
 func (*ViewSubscribe) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{11}
+	return file_actors_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ViewSubscribe) GetTarget() string {
@@ -910,7 +1026,7 @@ type ViewUnsubscribe struct {
 
 func (x *ViewUnsubscribe) Reset() {
 	*x = ViewUnsubscribe{}
-	mi := &file_actors_proto_msgTypes[12]
+	mi := &file_actors_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +1038,7 @@ func (x *ViewUnsubscribe) String() string {
 func (*ViewUnsubscribe) ProtoMessage() {}
 
 func (x *ViewUnsubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[12]
+	mi := &file_actors_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +1051,7 @@ func (x *ViewUnsubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewUnsubscribe.ProtoReflect.Descriptor instead.
 func (*ViewUnsubscribe) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{12}
+	return file_actors_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ViewUnsubscribe) GetTarget() string {
@@ -964,7 +1080,7 @@ type SnapshotPart struct {
 
 func (x *SnapshotPart) Reset() {
 	*x = SnapshotPart{}
-	mi := &file_actors_proto_msgTypes[13]
+	mi := &file_actors_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1092,7 @@ func (x *SnapshotPart) String() string {
 func (*SnapshotPart) ProtoMessage() {}
 
 func (x *SnapshotPart) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[13]
+	mi := &file_actors_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1105,7 @@ func (x *SnapshotPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotPart.ProtoReflect.Descriptor instead.
 func (*SnapshotPart) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{13}
+	return file_actors_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SnapshotPart) GetRequestId() string {
@@ -1029,7 +1145,7 @@ type PresenceEvent struct {
 
 func (x *PresenceEvent) Reset() {
 	*x = PresenceEvent{}
-	mi := &file_actors_proto_msgTypes[14]
+	mi := &file_actors_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1041,7 +1157,7 @@ func (x *PresenceEvent) String() string {
 func (*PresenceEvent) ProtoMessage() {}
 
 func (x *PresenceEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[14]
+	mi := &file_actors_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1054,7 +1170,7 @@ func (x *PresenceEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceEvent.ProtoReflect.Descriptor instead.
 func (*PresenceEvent) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{14}
+	return file_actors_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PresenceEvent) GetPresence() *Presence {
@@ -1078,7 +1194,7 @@ type PresenceFanout struct {
 
 func (x *PresenceFanout) Reset() {
 	*x = PresenceFanout{}
-	mi := &file_actors_proto_msgTypes[15]
+	mi := &file_actors_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1090,7 +1206,7 @@ func (x *PresenceFanout) String() string {
 func (*PresenceFanout) ProtoMessage() {}
 
 func (x *PresenceFanout) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[15]
+	mi := &file_actors_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1103,7 +1219,7 @@ func (x *PresenceFanout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceFanout.ProtoReflect.Descriptor instead.
 func (*PresenceFanout) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{15}
+	return file_actors_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PresenceFanout) GetPresence() *Presence {
@@ -1130,7 +1246,7 @@ type PolicyChanged struct {
 
 func (x *PolicyChanged) Reset() {
 	*x = PolicyChanged{}
-	mi := &file_actors_proto_msgTypes[16]
+	mi := &file_actors_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1258,7 @@ func (x *PolicyChanged) String() string {
 func (*PolicyChanged) ProtoMessage() {}
 
 func (x *PolicyChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[16]
+	mi := &file_actors_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1271,7 @@ func (x *PolicyChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyChanged.ProtoReflect.Descriptor instead.
 func (*PolicyChanged) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{16}
+	return file_actors_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PolicyChanged) GetUser() string {
@@ -1181,7 +1297,7 @@ type DirectoryDeliver struct {
 
 func (x *DirectoryDeliver) Reset() {
 	*x = DirectoryDeliver{}
-	mi := &file_actors_proto_msgTypes[17]
+	mi := &file_actors_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1309,7 @@ func (x *DirectoryDeliver) String() string {
 func (*DirectoryDeliver) ProtoMessage() {}
 
 func (x *DirectoryDeliver) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[17]
+	mi := &file_actors_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1322,7 @@ func (x *DirectoryDeliver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DirectoryDeliver.ProtoReflect.Descriptor instead.
 func (*DirectoryDeliver) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{17}
+	return file_actors_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DirectoryDeliver) GetKind() string {
@@ -1240,7 +1356,7 @@ type CountsQuery struct {
 
 func (x *CountsQuery) Reset() {
 	*x = CountsQuery{}
-	mi := &file_actors_proto_msgTypes[18]
+	mi := &file_actors_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1252,7 +1368,7 @@ func (x *CountsQuery) String() string {
 func (*CountsQuery) ProtoMessage() {}
 
 func (x *CountsQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[18]
+	mi := &file_actors_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1265,7 +1381,7 @@ func (x *CountsQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountsQuery.ProtoReflect.Descriptor instead.
 func (*CountsQuery) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{18}
+	return file_actors_proto_rawDescGZIP(), []int{20}
 }
 
 type NodeCounts struct {
@@ -1278,7 +1394,7 @@ type NodeCounts struct {
 
 func (x *NodeCounts) Reset() {
 	*x = NodeCounts{}
-	mi := &file_actors_proto_msgTypes[19]
+	mi := &file_actors_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1290,7 +1406,7 @@ func (x *NodeCounts) String() string {
 func (*NodeCounts) ProtoMessage() {}
 
 func (x *NodeCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[19]
+	mi := &file_actors_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1303,7 +1419,7 @@ func (x *NodeCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCounts.ProtoReflect.Descriptor instead.
 func (*NodeCounts) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{19}
+	return file_actors_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *NodeCounts) GetNode() string {
@@ -1330,7 +1446,7 @@ type ViewQuery struct {
 
 func (x *ViewQuery) Reset() {
 	*x = ViewQuery{}
-	mi := &file_actors_proto_msgTypes[20]
+	mi := &file_actors_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1342,7 +1458,7 @@ func (x *ViewQuery) String() string {
 func (*ViewQuery) ProtoMessage() {}
 
 func (x *ViewQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[20]
+	mi := &file_actors_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1355,7 +1471,7 @@ func (x *ViewQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewQuery.ProtoReflect.Descriptor instead.
 func (*ViewQuery) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{20}
+	return file_actors_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ViewQuery) GetUser() string {
@@ -1378,7 +1494,7 @@ type DeviceState struct {
 
 func (x *DeviceState) Reset() {
 	*x = DeviceState{}
-	mi := &file_actors_proto_msgTypes[21]
+	mi := &file_actors_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1506,7 @@ func (x *DeviceState) String() string {
 func (*DeviceState) ProtoMessage() {}
 
 func (x *DeviceState) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[21]
+	mi := &file_actors_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1519,7 @@ func (x *DeviceState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceState.ProtoReflect.Descriptor instead.
 func (*DeviceState) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{21}
+	return file_actors_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeviceState) GetDevice() string {
@@ -1459,7 +1575,7 @@ type ViewState struct {
 
 func (x *ViewState) Reset() {
 	*x = ViewState{}
-	mi := &file_actors_proto_msgTypes[22]
+	mi := &file_actors_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1471,7 +1587,7 @@ func (x *ViewState) String() string {
 func (*ViewState) ProtoMessage() {}
 
 func (x *ViewState) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[22]
+	mi := &file_actors_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1484,7 +1600,7 @@ func (x *ViewState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewState.ProtoReflect.Descriptor instead.
 func (*ViewState) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{22}
+	return file_actors_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ViewState) GetUser() string {
@@ -1564,7 +1680,7 @@ type ObsEvent struct {
 
 func (x *ObsEvent) Reset() {
 	*x = ObsEvent{}
-	mi := &file_actors_proto_msgTypes[23]
+	mi := &file_actors_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1576,7 +1692,7 @@ func (x *ObsEvent) String() string {
 func (*ObsEvent) ProtoMessage() {}
 
 func (x *ObsEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[23]
+	mi := &file_actors_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1589,7 +1705,7 @@ func (x *ObsEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObsEvent.ProtoReflect.Descriptor instead.
 func (*ObsEvent) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{23}
+	return file_actors_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ObsEvent) GetKind() string {
@@ -1673,7 +1789,7 @@ type EventsSubscribe struct {
 
 func (x *EventsSubscribe) Reset() {
 	*x = EventsSubscribe{}
-	mi := &file_actors_proto_msgTypes[24]
+	mi := &file_actors_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1685,7 +1801,7 @@ func (x *EventsSubscribe) String() string {
 func (*EventsSubscribe) ProtoMessage() {}
 
 func (x *EventsSubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[24]
+	mi := &file_actors_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1698,7 +1814,7 @@ func (x *EventsSubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsSubscribe.ProtoReflect.Descriptor instead.
 func (*EventsSubscribe) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{24}
+	return file_actors_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *EventsSubscribe) GetSink() *PidRef {
@@ -1717,7 +1833,7 @@ type EventsUnsubscribe struct {
 
 func (x *EventsUnsubscribe) Reset() {
 	*x = EventsUnsubscribe{}
-	mi := &file_actors_proto_msgTypes[25]
+	mi := &file_actors_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1729,7 +1845,7 @@ func (x *EventsUnsubscribe) String() string {
 func (*EventsUnsubscribe) ProtoMessage() {}
 
 func (x *EventsUnsubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[25]
+	mi := &file_actors_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1742,7 +1858,7 @@ func (x *EventsUnsubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsUnsubscribe.ProtoReflect.Descriptor instead.
 func (*EventsUnsubscribe) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{25}
+	return file_actors_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *EventsUnsubscribe) GetSink() *PidRef {
@@ -1804,7 +1920,14 @@ const file_actors_proto_rawDesc = "" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12.\n" +
 	"\x06reason\x18\x04 \x01(\x0e2\x16.presence.v1.EndReasonR\x06reason\x12\"\n" +
-	"\rlast_alive_ms\x18\x05 \x01(\x03R\vlastAliveMs\"_\n" +
+	"\rlast_alive_ms\x18\x05 \x01(\x03R\vlastAliveMs\"O\n" +
+	"\vDeviceAdmit\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x16\n" +
+	"\x06device\x18\x02 \x01(\tR\x06device\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\":\n" +
+	"\x0eDeviceAdmitted\x12\x0e\n" +
+	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x18\n" +
+	"\adevices\x18\x02 \x01(\rR\adevices\"_\n" +
 	"\n" +
 	"DeviceShow\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x16\n" +
@@ -1903,7 +2026,7 @@ func file_actors_proto_rawDescGZIP() []byte {
 }
 
 var file_actors_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_actors_proto_goTypes = []any{
 	(EndReason)(0),            // 0: presence.v1.EndReason
 	(*PidRef)(nil),            // 1: presence.v1.PidRef
@@ -1916,26 +2039,28 @@ var file_actors_proto_goTypes = []any{
 	(*ConnLost)(nil),          // 8: presence.v1.ConnLost
 	(*DeviceUp)(nil),          // 9: presence.v1.DeviceUp
 	(*DeviceDown)(nil),        // 10: presence.v1.DeviceDown
-	(*DeviceShow)(nil),        // 11: presence.v1.DeviceShow
-	(*ViewSubscribe)(nil),     // 12: presence.v1.ViewSubscribe
-	(*ViewUnsubscribe)(nil),   // 13: presence.v1.ViewUnsubscribe
-	(*SnapshotPart)(nil),      // 14: presence.v1.SnapshotPart
-	(*PresenceEvent)(nil),     // 15: presence.v1.PresenceEvent
-	(*PresenceFanout)(nil),    // 16: presence.v1.PresenceFanout
-	(*PolicyChanged)(nil),     // 17: presence.v1.PolicyChanged
-	(*DirectoryDeliver)(nil),  // 18: presence.v1.DirectoryDeliver
-	(*CountsQuery)(nil),       // 19: presence.v1.CountsQuery
-	(*NodeCounts)(nil),        // 20: presence.v1.NodeCounts
-	(*ViewQuery)(nil),         // 21: presence.v1.ViewQuery
-	(*DeviceState)(nil),       // 22: presence.v1.DeviceState
-	(*ViewState)(nil),         // 23: presence.v1.ViewState
-	(*ObsEvent)(nil),          // 24: presence.v1.ObsEvent
-	(*EventsSubscribe)(nil),   // 25: presence.v1.EventsSubscribe
-	(*EventsUnsubscribe)(nil), // 26: presence.v1.EventsUnsubscribe
-	nil,                       // 27: presence.v1.NodeCounts.CountsEntry
-	(Show)(0),                 // 28: presence.v1.Show
-	(*Presence)(nil),          // 29: presence.v1.Presence
-	(*anypb.Any)(nil),         // 30: google.protobuf.Any
+	(*DeviceAdmit)(nil),       // 11: presence.v1.DeviceAdmit
+	(*DeviceAdmitted)(nil),    // 12: presence.v1.DeviceAdmitted
+	(*DeviceShow)(nil),        // 13: presence.v1.DeviceShow
+	(*ViewSubscribe)(nil),     // 14: presence.v1.ViewSubscribe
+	(*ViewUnsubscribe)(nil),   // 15: presence.v1.ViewUnsubscribe
+	(*SnapshotPart)(nil),      // 16: presence.v1.SnapshotPart
+	(*PresenceEvent)(nil),     // 17: presence.v1.PresenceEvent
+	(*PresenceFanout)(nil),    // 18: presence.v1.PresenceFanout
+	(*PolicyChanged)(nil),     // 19: presence.v1.PolicyChanged
+	(*DirectoryDeliver)(nil),  // 20: presence.v1.DirectoryDeliver
+	(*CountsQuery)(nil),       // 21: presence.v1.CountsQuery
+	(*NodeCounts)(nil),        // 22: presence.v1.NodeCounts
+	(*ViewQuery)(nil),         // 23: presence.v1.ViewQuery
+	(*DeviceState)(nil),       // 24: presence.v1.DeviceState
+	(*ViewState)(nil),         // 25: presence.v1.ViewState
+	(*ObsEvent)(nil),          // 26: presence.v1.ObsEvent
+	(*EventsSubscribe)(nil),   // 27: presence.v1.EventsSubscribe
+	(*EventsUnsubscribe)(nil), // 28: presence.v1.EventsUnsubscribe
+	nil,                       // 29: presence.v1.NodeCounts.CountsEntry
+	(Show)(0),                 // 30: presence.v1.Show
+	(*Presence)(nil),          // 31: presence.v1.Presence
+	(*anypb.Any)(nil),         // 32: google.protobuf.Any
 }
 var file_actors_proto_depIdxs = []int32{
 	1,  // 0: presence.v1.Holder.gateway:type_name -> presence.v1.PidRef
@@ -1945,17 +2070,17 @@ var file_actors_proto_depIdxs = []int32{
 	0,  // 4: presence.v1.ConnLost.reason:type_name -> presence.v1.EndReason
 	2,  // 5: presence.v1.DeviceUp.holder:type_name -> presence.v1.Holder
 	0,  // 6: presence.v1.DeviceDown.reason:type_name -> presence.v1.EndReason
-	28, // 7: presence.v1.DeviceShow.show:type_name -> presence.v1.Show
+	30, // 7: presence.v1.DeviceShow.show:type_name -> presence.v1.Show
 	1,  // 8: presence.v1.ViewSubscribe.sink:type_name -> presence.v1.PidRef
-	29, // 9: presence.v1.ViewSubscribe.last:type_name -> presence.v1.Presence
+	31, // 9: presence.v1.ViewSubscribe.last:type_name -> presence.v1.Presence
 	1,  // 10: presence.v1.ViewUnsubscribe.sink:type_name -> presence.v1.PidRef
-	29, // 11: presence.v1.SnapshotPart.presence:type_name -> presence.v1.Presence
-	29, // 12: presence.v1.PresenceEvent.presence:type_name -> presence.v1.Presence
-	29, // 13: presence.v1.PresenceFanout.presence:type_name -> presence.v1.Presence
-	30, // 14: presence.v1.DirectoryDeliver.message:type_name -> google.protobuf.Any
-	27, // 15: presence.v1.NodeCounts.counts:type_name -> presence.v1.NodeCounts.CountsEntry
-	22, // 16: presence.v1.ViewState.devices:type_name -> presence.v1.DeviceState
-	28, // 17: presence.v1.ViewState.show:type_name -> presence.v1.Show
+	31, // 11: presence.v1.SnapshotPart.presence:type_name -> presence.v1.Presence
+	31, // 12: presence.v1.PresenceEvent.presence:type_name -> presence.v1.Presence
+	31, // 13: presence.v1.PresenceFanout.presence:type_name -> presence.v1.Presence
+	32, // 14: presence.v1.DirectoryDeliver.message:type_name -> google.protobuf.Any
+	29, // 15: presence.v1.NodeCounts.counts:type_name -> presence.v1.NodeCounts.CountsEntry
+	24, // 16: presence.v1.ViewState.devices:type_name -> presence.v1.DeviceState
+	30, // 17: presence.v1.ViewState.show:type_name -> presence.v1.Show
 	1,  // 18: presence.v1.EventsSubscribe.sink:type_name -> presence.v1.PidRef
 	1,  // 19: presence.v1.EventsUnsubscribe.sink:type_name -> presence.v1.PidRef
 	20, // [20:20] is the sub-list for method output_type
@@ -1977,7 +2102,7 @@ func file_actors_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_actors_proto_rawDesc), len(file_actors_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   27,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -2,10 +2,12 @@ package actors
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/messages"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -114,6 +116,45 @@ func TestDirectoryHostStopsMovedActors(t *testing.T) {
 		synctest.Wait()
 		if c := e.n.Counts(); c["view"] != 2 {
 			t.Fatalf("counts = %v, want bob activated again", c)
+		}
+	})
+}
+
+// refusing is a Directory that refuses the first passivation of each kind,
+// as when a message is on its way to the actor.
+type refusing struct {
+	Directory
+	mu      sync.Mutex
+	refused map[Kind]bool
+}
+
+func (r *refusing) Passivate(kind Kind, id string, self *actor.PID, received uint64) bool {
+	r.mu.Lock()
+	first := !r.refused[kind]
+	r.refused[kind] = true
+	r.mu.Unlock()
+	return !first && r.Directory.Passivate(kind, id, self, received)
+}
+
+// An idle lease or view whose passivation is refused for a message on its
+// way arms its idle timer again and stops later, even if that message
+// (a refused release, a query) would not arm it: it does not stay for good.
+func TestRefusedPassivationTriesAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Seed()
+		e := newEnv(t, timing)
+		e.n.dir = &refusing{Directory: e.n.dir, refused: map[Kind]bool{}}
+		e.n.dir.Send(KindView, "alice", &messages.PolicyChanged{User: "alice"})
+		e.n.dir.Send(KindLease, "alice/phone", &messages.LeaseRelease{User: "alice", Device: "phone", ConnId: "c1", Epoch: 1})
+		time.Sleep(timing.Idle + time.Second)
+		synctest.Wait()
+		if c := e.n.Counts(); c["lease"] != 1 || c["view"] != 1 {
+			t.Fatalf("counts after the refused passivations = %v, want the lease and the view still there", c)
+		}
+		time.Sleep(timing.Idle)
+		synctest.Wait()
+		if c := e.n.Counts(); c["lease"] != 0 || c["view"] != 0 {
+			t.Fatalf("counts one idle later = %v, want both passivated", c)
 		}
 	})
 }

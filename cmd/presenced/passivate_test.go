@@ -54,18 +54,15 @@ type raceLoad struct {
 // hammer sends, for one user until end, a ViewQuery (GET presence) or now
 // and then a PolicyChanged (PUT policy) through a random node's admin API,
 // one after the other. Each call is one directory message to the user's
-// view. A query does not restart the view's idle time, so with several
-// hammers on a user its idle time ends while their messages are on the
-// way: every activation ends in a race with them. In the last 2 s only
-// queries are sent, which do not re-arm the idle timer either: a view
-// that stayed for a message on its way must arm it again itself, or it
-// stays for good.
+// view. A query does not restart the view's idle time, and a view that
+// only queries reached stops once it answered, so with several hammers on
+// a user its stops race their messages all the time.
 func (l *raceLoad) hammer(t *testing.T, hc *http.Client, nodes []*proc, user string, end time.Time, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	for time.Now().Before(end) {
 		p := nodes[rng.IntN(len(nodes))]
 		var req *http.Request
-		if rng.IntN(20) == 0 && time.Until(end) > 2*time.Second {
+		if rng.IntN(20) == 0 {
 			req, _ = http.NewRequest("PUT", "http://"+p.admin+"/api/users/"+user+"/policy", strings.NewReader(`{"granularity":"exact"}`))
 			l.puts.Add(1)
 		} else {
@@ -86,13 +83,16 @@ func (l *raceLoad) hammer(t *testing.T, hc *http.Client, nodes []*proc, user str
 	}
 }
 
-// Idle views passivate on three real nodes while admin calls from all
-// three race their stop, many times over: every message sent is handled
-// exactly once (the views' presence_actor_messages_total over the nodes
-// equals what the test sent, no more, no fewer), every request answered,
-// and once the calls stop every view passivates. A message that finds the
-// view stopping either counted before the stop (it stays) or activates a
-// new one (activations_total well above the users).
+// Views passivate on three real nodes (after a 20 ms idle, or at once
+// after answering a lookup) while admin calls from all three nodes race
+// their stop, thousands of times: every message sent is handled exactly
+// once (the views' presence_actor_messages_total over the nodes equals
+// what the test sent, no more, no fewer), every request is answered, and
+// once the calls stop every view is gone. A message that finds its view
+// stopping either was counted before the stop (the view stays: "passivation
+// refused" in the debug log, which must happen) or activates a new one.
+// With the count check taken out of LocalDirectory.Passivate this loses
+// hundreds of messages.
 func TestClusterPassivationLosesNothing(t *testing.T) {
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 10 * time.Second}
 	before := goleak.IgnoreCurrent()

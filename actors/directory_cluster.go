@@ -40,6 +40,9 @@ const HostName = "directory"
 //
 // When the topology changes, the host stops the actors whose identity
 // this node no longer owns, as proto.actor poisons a grain that moved.
+//
+// Safe for concurrent use. Send never blocks; Request blocks its caller
+// until the answer or the context's deadline.
 type ClusterDirectory struct {
 	local *LocalDirectory
 	root  *actor.RootContext

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -151,6 +152,7 @@ func TestClusterProbeReturnsToBaseline(t *testing.T) {
 		return kindSum(t, nodes, "presence_actors", "lease"), kindSum(t, nodes, "presence_actors", "view")
 	}
 	lease0, view0 := counts()
+	heap0, rss0 := memory(t, nodes)
 
 	dev := nodes[0].dialAlive(ctx, "prober", "phone", 1)
 	targets := make([]string, 1000)
@@ -168,6 +170,7 @@ func TestClusterProbeReturnsToBaseline(t *testing.T) {
 	}
 	nodes[2].postJSON(t, "/api/presence/batch", `{"users":[`+strings.Join(batch, ",")+`]}`)
 	lease1, view1 := counts()
+	heap1, rss1 := memory(t, nodes)
 	t.Logf("before: %v leases, %v views; with the probe: %v leases, %v views", lease0, view0, lease1, view1)
 	if view1 < view0+1000 {
 		t.Fatalf("views with the probe = %v, want at least %v (the device's 1000 targets stay while subscribed)", view1, view0+1000)
@@ -181,4 +184,27 @@ func TestClusterProbeReturnsToBaseline(t *testing.T) {
 		return lease == lease0 && view == view0
 	})
 	t.Logf("back to %v leases, %v views %v after the device closed (idle %v)", lease0, view0, time.Since(start).Round(10*time.Millisecond), idle)
+	heap2, rss2 := memory(t, nodes)
+	t.Logf("heap in use after a GC, 3 nodes: %.1f / %.1f / %.1f MiB; RSS %.1f / %.1f / %.1f MiB (before / with the probe / after)",
+		heap0, heap1, heap2, rss0, rss1, rss2)
+}
+
+// memory is the nodes' heap in use right after a GC (GET
+// /debug/pprof/heap?gc=1 runs one) and their resident memory, in MiB, summed.
+func memory(t *testing.T, nodes []*proc) (heap, rss float64) {
+	t.Helper()
+	for _, p := range nodes {
+		req, _ := http.NewRequest("GET", "http://"+p.admin+"/debug/pprof/heap?gc=1", nil)
+		p.authorize(req)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s heap profile: %v", p.name, err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		fams := p.scrape()
+		heap += gauge(fams, "go_memstats_heap_inuse_bytes") / (1 << 20)
+		rss += gauge(fams, "process_resident_memory_bytes") / (1 << 20)
+	}
+	return heap, rss
 }

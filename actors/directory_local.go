@@ -133,6 +133,9 @@ func (d *LocalDirectory) stopMoved(keep func(Kind, string) bool) int {
 	return n
 }
 
+// Owns is always true: a LocalDirectory is alone.
+func (d *LocalDirectory) Owns(Kind, string) bool { return true }
+
 func (d *LocalDirectory) Count(kind Kind) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()

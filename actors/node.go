@@ -155,13 +155,7 @@ func (n *Node) propagation() time.Duration {
 
 // owns reports whether this node owns an identity (always, alone): an
 // actor that is not the owner's is a leftover of an earlier topology.
-func (n *Node) owns(kind Kind, identity string) bool {
-	if n.provider == nil {
-		return true
-	}
-	owner := n.provider.Owner(string(kind), identity)
-	return owner == "" || owner == n.sys.Address()
-}
+func (n *Node) owns(kind Kind, identity string) bool { return n.dir.Owns(kind, identity) }
 
 // stale reports whether a message came from a member this node declared
 // dead or left (cluster.Gossip.Gone): what a view there sent reaches a sink

@@ -158,3 +158,75 @@ func TestRefusedPassivationTriesAgain(t *testing.T) {
 		}
 	})
 }
+
+// placed is a ClusterDirectory over the env's node (alone), made the
+// node's own directory, whose owner of an identity can change while
+// actors run: elsewhere[id] names another member.
+type placed struct {
+	*ClusterDirectory
+	mu        sync.Mutex
+	elsewhere map[string]string
+}
+
+func (e *env) placedDir() *placed {
+	e.t.Helper()
+	p := &placed{elsewhere: map[string]string{}}
+	d, err := NewClusterDirectory(e.n.sys, e.n.dir.(*LocalDirectory), func(_ Kind, id string) string {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if o, ok := p.elsewhere[id]; ok {
+			return o
+		}
+		return e.n.Address()
+	}, e.n.log)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	p.ClusterDirectory = d
+	e.n.dir = d
+	return p
+}
+
+func (p *placed) move(id, to string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if to == "" {
+		delete(p.elsewhere, id)
+		return
+	}
+	p.elsewhere[id] = to
+}
+
+// A lease whose expiry finds that its identity is no longer this node's
+// (a stale route activated it here, or it moved before the host's sweep)
+// stops, and its directory forgets it: the directory holds only live
+// actors, and when the identity comes back to this node a request
+// activates a new lease and is answered, rather than going to the
+// stopped one and timing out.
+func TestActorStoppedByTheOwnerGateLeavesTheDirectory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Fast()
+		e := newEnv(t, timing)
+		p := e.placedDir()
+		id := leaseID("alice", "phone")
+		acquire := func(conn string, epoch uint64) (any, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			return p.Request(ctx, KindLease, id, &messages.LeaseAcquire{User: "alice", Device: "phone", Handshake: true,
+				Holder: &messages.Holder{Node: "g1", ConnId: conn, Epoch: epoch}})
+		}
+		if res, err := acquire("c1", 1); err != nil || !res.(*messages.LeaseAcquired).GetOk() {
+			t.Fatalf("acquire = %v, %v", res, err)
+		}
+		p.move(id, "127.0.0.1:1") // no sweep: as for a stale route's lease
+		time.Sleep(timing.TTL + time.Second)
+		synctest.Wait()
+		if c, l := e.n.Counts()["lease"], p.local.Count(KindLease); c != 0 || l != 0 {
+			t.Fatalf("after the expiry on a non-owner: %d lease actors, %d in the directory; want none", c, l)
+		}
+		p.move(id, "")
+		if res, err := acquire("c2", 2); err != nil || !res.(*messages.LeaseAcquired).GetOk() {
+			t.Fatalf("acquire once the identity is back = %v, %v; want a new lease's answer", res, err)
+		}
+	})
+}

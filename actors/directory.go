@@ -27,6 +27,9 @@ type Directory interface {
 	// alone): one that is not the owner's is a leftover of an earlier
 	// topology or of a stale route.
 	Owns(kind Kind, identity string) bool
+	// Forget drops actor self of identity, which is stopping because it
+	// no longer owns it: a later message activates a new actor.
+	Forget(kind Kind, identity string, self *actor.PID)
 	// Count returns the live actors of a kind.
 	Count(kind Kind) int
 	// Stop stops every actor and waits for them.

@@ -131,6 +131,10 @@ func (d *ClusterDirectory) Passivate(kind Kind, id string, self *actor.PID, rece
 
 func (d *ClusterDirectory) Owns(kind Kind, id string) bool { return d.remote(kind, id) == nil }
 
+func (d *ClusterDirectory) Forget(kind Kind, id string, self *actor.PID) {
+	d.local.Forget(kind, id, self)
+}
+
 func (d *ClusterDirectory) Count(kind Kind) int { return d.local.Count(kind) }
 
 func (d *ClusterDirectory) Stop() {

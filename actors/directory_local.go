@@ -100,6 +100,14 @@ func (d *LocalDirectory) Passivate(kind Kind, id string, self *actor.PID, receiv
 	return true
 }
 
+func (d *LocalDirectory) Forget(kind Kind, id string, self *actor.PID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e, ok := d.entries[kind][id]; ok && e.pid.Equal(self) {
+		delete(d.entries[kind], id)
+	}
+}
+
 // stopMoved stops the actors whose identity keep says this node no longer
 // holds (its owner changed with the topology), as proto.actor poisons a
 // grain that moved. Each handles what was sent to it before it stops (a

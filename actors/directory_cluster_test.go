@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -227,6 +228,26 @@ func TestActorStoppedByTheOwnerGateLeavesTheDirectory(t *testing.T) {
 		p.move(id, "")
 		if res, err := acquire("c2", 2); err != nil || !res.(*messages.LeaseAcquired).GetOk() {
 			t.Fatalf("acquire once the identity is back = %v, %v; want a new lease's answer", res, err)
+		}
+	})
+}
+
+// A request from another member that reaches a node whose directory has
+// stopped (the node is leaving) fails at once with a dead letter, as a
+// local request gets ErrStopped, instead of holding the remote caller
+// until its deadline.
+func TestStoppedDirectoryAnswersRemoteRequestsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, config.Fast())
+		d := e.clusterDir(nil)
+		d.local.Stop()
+		start := time.Now()
+		_, err := e.n.root.RequestFuture(d.host, wrap(KindView, "alice", &messages.ViewQuery{User: "alice"}), 5*time.Second).Result()
+		if !errors.Is(err, actor.ErrDeadLetter) || time.Since(start) > 0 {
+			t.Fatalf("request to a stopped directory = %v after %v; want a dead letter at once", err, time.Since(start))
+		}
+		if c := e.n.Counts(); c["view"] != 0 {
+			t.Fatalf("counts = %v, want nothing activated", c)
 		}
 	})
 }

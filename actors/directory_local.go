@@ -56,10 +56,15 @@ func (d *LocalDirectory) Send(kind Kind, id string, msg any) { d.deliver(kind, i
 // deliver sends msg to the actor of an identity with sender as its sender
 // (nil: none), counted like Send: the directory host hands on a message
 // from another member this way, so the actor answers the original asker.
+// Once stopped, an asker gets a dead letter at once (its future fails, as
+// a local Request gets ErrStopped).
 func (d *LocalDirectory) deliver(kind Kind, id string, msg any, sender *actor.PID) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.stopped {
+		if sender != nil {
+			d.root.Send(sender, &actor.DeadLetterResponse{})
+		}
 		return
 	}
 	pid := d.get(kind, id).pid

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/messages"
+	"github.com/presence-im/presence/store"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -248,6 +250,42 @@ func TestStoppedDirectoryAnswersRemoteRequestsAtOnce(t *testing.T) {
 		}
 		if c := e.n.Counts(); c["view"] != 0 {
 			t.Fatalf("counts = %v, want nothing activated", c)
+		}
+	})
+}
+
+// panicsOnce is a PolicyStore whose second Get panics, as a bug in a
+// handler would.
+type panicsOnce struct {
+	store.PolicyStore
+	gets atomic.Int64
+}
+
+func (p *panicsOnce) Get(ctx context.Context, user string) (store.PolicyDoc, bool, error) {
+	if p.gets.Add(1) == 2 {
+		panic("policy store bug")
+	}
+	return p.PolicyStore.Get(ctx, user)
+}
+
+// A view that panics while handling a message is restarted by proto.actor
+// as a new instance under the same PID: it is counted once, not twice, and
+// it still passivates once idle (the message it failed on counted as
+// handled), instead of being refused for good.
+func TestRestartedActorStillPassivates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Seed()
+		e := newEnv(t, timing)
+		e.n.deps.Policies = &panicsOnce{PolicyStore: e.policies}
+		e.n.PolicyChanged("boom") // Started reads the policy, PolicyChanged panics
+		synctest.Wait()
+		if c := e.n.Counts(); c["view"] != 1 {
+			t.Fatalf("counts after the restart = %v, want one view", c)
+		}
+		time.Sleep(3 * timing.Idle)
+		synctest.Wait()
+		if c, p := e.n.Counts(), testutil.ToFloat64(e.n.metrics.Passivations.WithLabelValues("view")); c["view"] != 0 || p != 1 {
+			t.Fatalf("after three idles: counts %v, passivations %v; want the view passivated", c, p)
 		}
 	})
 }

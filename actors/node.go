@@ -345,15 +345,19 @@ func (n *Node) onMember(ev cluster.Event) {
 	}
 }
 
+// props are the props of one activation: its count of handled directory
+// messages outlives a restart (proto.actor makes a new instance under the
+// same PID after a panic), so the directory's count still matches it.
 func (n *Node) props(kind Kind, id string) *actor.Props {
+	received := new(uint64)
 	switch kind {
 	case KindLease:
 		user, device, _ := cutID(id)
 		return actor.PropsFromProducer(func() actor.Actor {
-			return &leaseActor{n: n, user: user, device: device, l: core.Lease{Unfenced: n.deps.Unfenced}}
+			return &leaseActor{n: n, user: user, device: device, l: core.Lease{Unfenced: n.deps.Unfenced}, received: received}
 		})
 	default:
-		return actor.PropsFromProducer(func() actor.Actor { return &viewActor{n: n, user: id} })
+		return actor.PropsFromProducer(func() actor.Actor { return &viewActor{n: n, user: id, received: received} })
 	}
 }
 

@@ -33,7 +33,7 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		a.onStarted(ctx)
 	case *actor.Stopping:
 		stopping = true // its holder no longer counts
-		a.n.deactivated(KindLease, ctx.Self())
+		a.n.deactivated(KindLease, leaseID(a.user, a.device), ctx.Self())
 		a.expiry.stop()
 		a.idle.stop()
 	case *messages.LeaseAcquire:
@@ -49,6 +49,8 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		a.received++
 		res := a.l.Release(m.GetConnId(), m.GetEpoch(), m.GetReason(), time.UnixMilli(m.GetLastAliveMs()))
 		a.apply(ctx, res, "release", now)
+	case *messages.ActorStateQuery: // from the inspector, not the directory
+		ctx.Respond(a.info(now))
 	case *messages.GatewayDown:
 		a.received++
 		a.apply(ctx, a.l.GatewayDown(m.GetNode()), "gateway_down", now)
@@ -73,7 +75,7 @@ func (a *leaseActor) onStarted(ctx actor.Context) {
 	if a.user == "" { // a virtual actor: its identity is "user/device"
 		a.user, a.device, _ = cutID(pcluster.GetClusterIdentity(ctx).GetIdentity())
 	}
-	a.n.activated(KindLease, ctx.Self())
+	a.n.activated(KindLease, leaseID(a.user, a.device), ctx.Self())
 	floor, err := a.n.deps.History.Floor(context.Background(), a.user, a.device)
 	if err != nil {
 		a.n.log.Error("lease: reading attempt floor", "user", a.user, "device", a.device, "err", err)
@@ -91,6 +93,7 @@ func (a *leaseActor) renew(ctx actor.Context, m *messages.LeaseRenew, now time.T
 		a.lost(ctx, m.GetHolder())
 	} else {
 		a.n.metrics.Renewals.Inc()
+		a.n.renewals.Add(1)
 	}
 	a.saveFloor(floor)
 	a.apply(ctx, res, "renew", now)

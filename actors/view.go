@@ -63,6 +63,8 @@ func (a *viewActor) Receive(ctx actor.Context) {
 	case *messages.ViewQuery:
 		a.received++
 		a.onQuery(ctx, now)
+	case *messages.ActorStateQuery: // from the inspector, not the directory
+		ctx.Respond(a.info(now))
 	case *actor.Terminated:
 		a.drop(ctx, m.GetWho())
 		a.apply(ctx, core.ViewResult{})
@@ -86,7 +88,7 @@ func (a *viewActor) onStarted(ctx actor.Context, now time.Time) {
 	if a.user == "" { // a virtual actor: its identity is the user
 		a.user = pcluster.GetClusterIdentity(ctx).GetIdentity()
 	}
-	a.n.activated(KindView, ctx.Self())
+	a.n.activated(KindView, a.user, ctx.Self())
 	last, err := a.n.deps.History.LastSeen(context.Background(), a.user)
 	if err != nil {
 		a.n.log.Error("view: reading last seen", "user", a.user, "err", err)
@@ -101,7 +103,7 @@ func (a *viewActor) onStarted(ctx actor.Context, now time.Time) {
 }
 
 func (a *viewActor) onStopping(ctx actor.Context) {
-	a.n.deactivated(KindView, ctx.Self())
+	a.n.deactivated(KindView, a.user, ctx.Self())
 	a.settle.stop()
 	a.debounce.stop()
 	a.age.stop()

@@ -10,6 +10,8 @@ let bounds = {};
 const latencies = []; // {mode, ms, user} of published offlines
 const samples = []; // {at_ms, values{connections, actors, events}}
 const eventTimes = []; // at_ms of the events seen, for events per 5 s
+const renewalSamples = []; // {at_ms, values{renewals}}: lease renewals per second
+let lastRenewals = null; // {at, byNode}: the previous poll's counters
 const seenKeys = new Set(); // history and stream overlap: each event once
 let replaying = false; // loadHistory draws the timeline once, at the end
 
@@ -46,6 +48,8 @@ async function refreshCluster() {
     document.querySelector("#unanswered").textContent =
       body.unanswered ? "no answer from " + body.unanswered.join(", ") : "";
     addSample(Date.now(), Object.values(body.actors || {}));
+    addRenewals(Date.now(), body.renewals || {});
+    setActorNodes(body.self, members);
   } catch (e) {
     document.querySelector("#unanswered").textContent = "cluster: " + e.message;
   }
@@ -65,6 +69,30 @@ function addSample(at, perNode) {
   drawSeries(document.querySelector("#series"), samples, ["connections", "actors", "events"], ["#2266aa", "#070", "#a60"]);
 }
 
+// renewalRate is the renewals per second between two readings of every
+// member's counter: members in both only, so a member that restarted
+// (its counter from zero) or left is no drop.
+function renewalRate(prev, cur, dtMs) {
+  let sum = 0;
+  for (const [n, v] of Object.entries(cur)) {
+    if (n in prev && v >= prev[n]) sum += v - prev[n];
+  }
+  return dtMs > 0 ? Math.round((sum * 1000) / dtMs) : 0;
+}
+
+function addRenewals(at, byNode) {
+  if (lastRenewals && at - lastRenewals.at >= 900) {
+    pushRenewals(at, renewalRate(lastRenewals.byNode, byNode, at - lastRenewals.at));
+  }
+  if (!lastRenewals || at - lastRenewals.at >= 900) lastRenewals = { at, byNode };
+}
+
+function pushRenewals(at, rate) {
+  renewalSamples.push({ at_ms: at, values: { renewals: rate } });
+  while (renewalSamples.length && renewalSamples[0].at_ms < at - window_ms) renewalSamples.shift();
+  drawSeries(document.querySelector("#renewals"), renewalSamples, ["renewals"], ["#7030a0"]);
+}
+
 // loadHistory shows what happened before the page opened: the events every
 // member sent this node, the membership timeline and the actors over time.
 async function loadHistory() {
@@ -73,6 +101,12 @@ async function loadHistory() {
   replaying = true;
   for (const ev of body.events || []) addEvent(ev);
   replaying = false;
+  const hs = body.samples || [];
+  for (let i = 1; i < hs.length; i++) {
+    if (hs[i - 1].renewals && hs[i].renewals) {
+      pushRenewals(hs[i].at_ms, renewalRate(hs[i - 1].renewals, hs[i].renewals, hs[i].at_ms - hs[i - 1].at_ms));
+    }
+  }
   for (const s of body.samples || []) {
     const events = (body.events || []).filter((e) => e.at_ms > s.at_ms - 5000 && e.at_ms <= s.at_ms).length;
     let actors = 0;
@@ -131,7 +165,7 @@ function addEvent(ev) {
     if (latencies.length > 2000) latencies.shift();
     drawLatency(document.querySelector("#latency"), latencies, bounds);
   }
- if (!replaying && ev.user && ev.user === shownUser) showGraph(shownUser);
+  if (!replaying && ev.user && ev.user === shownUser) showGraph(shownUser);
   if (!replaying && (ev.kind === "member" || ev.kind === "fence" || ev.kind === "drain")) refreshTimeline();
   const tbody = document.querySelector("#events tbody");
   const tr = el("tr");
@@ -165,8 +199,12 @@ function streamEvents() {
 }
 
 let shownUser = "";
+let graphTimer = 0;
 
+// showGraph draws the user's actors, again on each of its events and
+// every second (a lease's expiry, a pending offline count down).
 async function showGraph(user) {
+  clearTimeout(graphTimer);
   const { status, body } = await getJSON("/api/users/" + encodeURIComponent(user) + "/graph");
   const svg = document.querySelector("#graph");
   svg.dataset.user = user;
@@ -174,6 +212,7 @@ async function showGraph(user) {
     drawGraph(svg, body);
     svg.dataset.devices = body.devices.length;
   }
+  if (user === shownUser) graphTimer = setTimeout(() => showGraph(user), 1000);
 }
 
 document.querySelector("#lookup").addEventListener("submit", async (e) => {

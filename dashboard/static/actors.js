@@ -3,7 +3,7 @@
 // asked again every 2 s, so expiries and timers count down as they run.
 "use strict";
 
-const actorsView = { node: "", kind: "connection", q: "", after: "", pages: [], timer: 0 };
+const actorsView = { node: "", kind: "connection", q: "", after: "", pages: [], timer: 0, seq: 0 };
 
 function subscribersText(subs) {
   const parts = Object.entries(subs || {}).sort().map(([n, c]) => n + ":" + c);
@@ -35,14 +35,18 @@ function actorState(a) {
   return ["", ""];
 }
 
+// loadActors shows the chosen page; only the newest call draws and keeps
+// polling (an answer to an older choice that comes late is dropped).
 async function loadActors() {
   clearTimeout(actorsView.timer);
   const v = actorsView;
+  const seq = ++v.seq;
   const qs = new URLSearchParams({ kind: v.kind, limit: "50" });
   if (v.node) qs.set("node", v.node);
   if (v.q) qs.set("q", v.q);
   if (v.after) qs.set("after", v.after);
-  const { status, body } = await getJSON("/api/actors?" + qs);
+  const { status, body } = await getJSON("/api/actors?" + qs).catch((e) => ({ status: 0, body: { error: e.message } }));
+  if (seq !== v.seq) return;
   const table = document.querySelector("#actors");
   const tbody = table.querySelector("tbody");
   const info = document.querySelector("#actors-info");

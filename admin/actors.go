@@ -46,8 +46,8 @@ type LeaseState struct {
 	HolderConn   string `json:"holder_conn,omitempty"`
 	Epoch        uint64 `json:"epoch"`
 	Floor        uint64 `json:"floor"`
-	ExpiresInMs  int64  `json:"expires_in_ms,omitempty"`
-	RenewedAgoMs int64  `json:"renewed_ago_ms,omitempty"`
+	ExpiresInMs  int64  `json:"expires_in_ms"` // negative: overdue (its node stalled)
+	RenewedAgoMs int64  `json:"renewed_ago_ms"`
 	Ended        string `json:"ended,omitempty"`
 }
 

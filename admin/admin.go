@@ -444,16 +444,19 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.streams.Add(-1)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	if err := http.NewResponseController(w).Flush(); err != nil {
-		return // not a streaming connection
-	}
+	// Subscribed before the headers go out: a client that reads what
+	// happened before (GET /api/history) once the stream is open misses
+	// nothing in between (docs/operations.md).
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel() // ends the subscription with the handler
 	ch, dropped := s.Node.Events(ctx)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
+	if err := rc.Flush(); err != nil {
+		return // not a streaming connection
+	}
 	keep := time.NewTicker(15 * time.Second)
 	defer keep.Stop()
 	for {

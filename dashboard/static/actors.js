@@ -17,7 +17,7 @@ function actorState(a) {
     const l = a.lease;
     if (!l.holder_conn) return ["free", "no holder" + (l.ended ? " (ended: " + l.ended + ")" : "") + ", floor " + l.floor];
     return ["held", "by " + l.holder_conn + " on " + l.holder_node + ", epoch " + l.epoch +
-      ", expires in " + ms(l.expires_in_ms) + " (renewed " + ms(l.renewed_ago_ms) + " ago)"];
+      ", " + expiry(l) + " (renewed " + ms(l.renewed_ago_ms) + " ago)"];
   }
   if (a.view) {
     const v = a.view;

@@ -12,8 +12,16 @@ const samples = []; // {at_ms, values{connections, actors, events}}
 const eventTimes = []; // at_ms of the events seen, for events per 5 s
 const renewalSamples = []; // {at_ms, values{renewals}}: lease renewals per second
 let lastRenewals = null; // {at, byNode}: the previous poll's counters
+const timelineState = {}; // each member's last state in the drawn timeline
+let timelineAsked = 0; // when the timeline was last asked again
+
+// agrees: a timeline state and a gossip state say the same
+function agrees(t, g) {
+  return t === g || (t === "rejoined" && g === "alive") || (t === "fenced" && g !== "alive") || (t === "drain" && g !== "alive");
+}
 const seenKeys = new Set(); // history and stream overlap: each event once
 let replaying = false; // loadHistory draws the timeline once, at the end
+let held = []; // events streamed before the history was drawn, shown after it (null once shown)
 
 function el(tag, text, cls) {
   const e = document.createElement(tag);
@@ -47,6 +55,14 @@ async function refreshCluster() {
     }
     document.querySelector("#unanswered").textContent =
       body.unanswered ? "no answer from " + body.unanswered.join(", ") : "";
+    // The gossip shows a member's new state a moment before its event
+    // reaches this node's history: a timeline that disagrees is asked again.
+    if (members.some((m) => m.id !== body.self && timelineState[m.id] !== undefined && !agrees(timelineState[m.id], m.state))) {
+      if (Date.now() - timelineAsked > 5000) {
+        timelineAsked = Date.now();
+        refreshTimeline();
+      }
+    }
     addSample(Date.now(), Object.values(body.actors || {}));
     addRenewals(Date.now(), body.renewals || {});
     setActorNodes(body.self, members);
@@ -120,6 +136,8 @@ function drawTimeline(members) {
   const tbody = document.querySelector("#timeline tbody");
   tbody.replaceChildren();
   for (const id of Object.keys(members).sort()) {
+    const tl = members[id];
+    if (tl.length) timelineState[id] = tl[tl.length - 1].state;
     const tr = el("tr");
     tr.dataset.member = id;
     const td = el("td");
@@ -188,14 +206,23 @@ async function refreshTimeline() {
   if (status === 200) drawTimeline(body.members || {});
 }
 
+// streamEvents opens the live stream; the promise resolves once it is open
+// (the server subscribed before answering), or after 3 s without it.
 function streamEvents() {
   const src = new EventSource("/api/events" + (token ? "?token=" + encodeURIComponent(token) : ""));
   const conn = document.querySelector("#conn");
-  src.onopen = () => { conn.textContent = "live"; conn.className = "ok"; };
+  let opened;
+  const open = new Promise((resolve) => { opened = resolve; setTimeout(resolve, 3000); });
+  src.onopen = () => { conn.textContent = "live"; conn.className = "ok"; opened(); };
   src.onerror = () => { conn.textContent = "reconnecting…"; conn.className = "bad"; };
   for (const kind of ["device_up", "device_down", "published", "member", "fence", "drain"]) {
-    src.addEventListener(kind, (m) => addEvent(JSON.parse(m.data)));
+    src.addEventListener(kind, (m) => {
+      const ev = JSON.parse(m.data);
+      if (held) held.push(ev);
+      else addEvent(ev);
+    });
   }
+  return open;
 }
 
 let shownUser = "";
@@ -235,12 +262,17 @@ async function main() {
   document.querySelector("#node").textContent = "served by " + (body.self || "?");
   await loadBounds();
   drawLatency(document.querySelector("#latency"), latencies, bounds);
-  await loadHistory();
+  // The stream first, the history once it is open: nothing that happens
+  // while the history loads falls between the two (each event shown once).
+  await streamEvents();
+  await loadHistory().catch(() => {});
+  const early = held;
+  held = null;
+  for (const ev of early) addEvent(ev);
   // Each poll after the last answer, never piling up behind a slow member.
   (async function poll() {
     await refreshCluster();
     setTimeout(poll, 1000);
   })();
-  streamEvents();
 }
 main();

@@ -12,7 +12,12 @@ function svgEl(tag, attrs, text) {
 
 // ms writes a duration in milliseconds for people.
 function ms(v) {
-  return v >= 1000 ? (v / 1000).toFixed(1) + " s" : v + " ms";
+  return Math.abs(v) >= 1000 ? (v / 1000).toFixed(1) + " s" : v + " ms";
+}
+
+// expiry says when a held lease expires (overdue: its node stalled).
+function expiry(l) {
+  return l.expires_in_ms >= 0 ? "expires in " + ms(l.expires_in_ms) : "expiry overdue by " + ms(-l.expires_in_ms);
 }
 
 // The leave modes and the /api/bounds field of each one's bound.
@@ -94,8 +99,8 @@ function drawGraph(svg, g) {
     const y = 10 + i * rowH;
     box(10, y, ["connection " + d.device + " on " + d.conn_node, d.conn_id], "conn");
     const l = d.lease;
-    const expiry = l ? (l.holder_conn ? "expires in " + ms(l.expires_in_ms) : "no holder" + (l.ended ? ": " + l.ended : "")) : "its node did not answer";
-    const lease = box(10 + boxW + gap, y, ["lease on " + (d.lease_node || "?"), "epoch " + d.epoch, expiry], "lease");
+    const until = l ? (l.holder_conn ? expiry(l) : "no holder" + (l.ended ? ": " + l.ended : "")) : "its node did not answer";
+    const lease = box(10 + boxW + gap, y, ["lease on " + (d.lease_node || "?"), "epoch " + d.epoch, until], "lease");
     lease.dataset.device = d.device;
     if (l && l.holder_conn) lease.dataset.expiresInMs = l.expires_in_ms;
     svg.append(svgEl("line", { x1: 10 + boxW, y1: y + boxH / 2, x2: 10 + boxW + gap, y2: y + boxH / 2, stroke: "#888" }));

@@ -2,11 +2,14 @@ package dashboard_test
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/presence-im/presence/admin"
 	"github.com/presence-im/presence/chaos"
 	"github.com/presence-im/presence/client"
 	"github.com/presence-im/presence/gateway"
@@ -67,12 +70,27 @@ func device(t *testing.T, ctx context.Context, n *chaos.Node, user, dev string) 
 	return closeIt
 }
 
+// crowd are the users of the devices that go down with n3.
+var crowd = []string{"bob", "carl", "dora", "emil", "fred", "gina"}
+
+// getJSON GETs an admin path of n with the test's token.
+func getJSON(ctx context.Context, n *chaos.Node, path string, v any) (int, error) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+n.Admin+path, nil)
+	req.Header.Set("Authorization", "Bearer tok")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	return res.StatusCode, json.NewDecoder(res.Body).Decode(v)
+}
+
 // The page of n1 on a 3-node cluster: n2's connections and leases listed
 // with their state (asked over the actor transport), alice's graph across
 // the nodes with each lease's expiry, updating when her laptop leaves;
 // the renewal and actor charts with points; then n3 killed, and a page
-// opened after its death shows it in the membership timeline and bob's
-// offline against its bound.
+// opened after its death shows it in the membership timeline and the
+// offline of a device of n3 against its bound.
 func TestDashboardOnThreeNodes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -86,18 +104,24 @@ func TestDashboardOnThreeNodes(t *testing.T) {
 	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
 	device(t, ctx, n2, "alice", "phone")
 	leave := device(t, ctx, n3, "alice", "laptop")
-	device(t, ctx, n3, "bob", "phone")
+	// devices through n3 whose users' views live elsewhere publish an
+	// offline when n3 dies; one whose view dies with it is offline in a
+	// view re-created empty, which publishes nothing
+	for _, u := range crowd {
+		device(t, ctx, n3, u, "phone")
+	}
 
+	tab := b // the browser tab the steps run in
 	step := func(what string, a chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		if _, err := chromedp.Run(b, a); err != nil {
+		if _, err := chromedp.Run(tab, a); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
 	until := func(what, expr string) {
 		t.Helper()
-		if _, err := chromedp.Run(b, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
-			page, _ := chromedp.Run(b, chromedp.Evaluate[string](`document.querySelector("main").innerText`))
+		if _, err := chromedp.Run(tab, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+			page, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.querySelector("main").innerText`))
 			// A member declared dead before the kill (a false death: probes
 			// missed on a loaded machine) shows in the timeline of the page.
 			t.Fatalf("%s (%s): %v\nthe page:\n%s", what, expr, err, page)
@@ -125,15 +149,41 @@ func TestDashboardOnThreeNodes(t *testing.T) {
 	leave()
 	until("alice's graph after the laptop left", `document.querySelector("#graph").dataset.devices === "1" && document.querySelector("#graph").textContent.includes("connection phone on n2")`)
 
+	var survivors []string // users whose view is not on n3
+	for _, u := range crowd {
+		var g admin.Graph
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			code, err := getJSON(ctx, n1, "/api/users/"+u+"/graph", &g)
+			if err == nil && code == 200 && len(g.Devices) == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's graph with its phone: %d %v %+v", u, code, err, g)
+			}
+		}
+		if g.View.Node != "n3" {
+			survivors = append(survivors, u)
+		}
+	}
+	if len(survivors) == 0 {
+		t.Fatalf("every view of %v on n3: placement does not spread identities", crowd)
+	}
 	n3.Kill()
 	killed := time.Now()
 	until("n1's page sees n3 dead", `(document.querySelector('#members tbody tr[data-member="n3"]')?.textContent || "").includes("dead")`)
-	step("a new page, opened after the death", chromedp.Navigate("about:blank"))
-	step("open n1's page again", chromedp.Navigate(page))
+	// The first page left, a new one opened. (With the first still open and
+	// polling the same node, the new one missed the events after the death
+	// in 2 runs of 8 on the loaded machine: not understood, see the
+	// closing notes.)
+	step("leave the first page", chromedp.Navigate("about:blank"))
+	late, closeLate := chromedp.NewContext(b) // a new tab
+	defer closeLate()
+	tab = late
+	step("a new page, opened after the death", chromedp.Navigate(page))
 	until("the timeline shows n3's death", `(document.querySelector('#timeline tbody tr[data-member="n3"]')?.textContent || "").includes("dead")`)
-	until("bob's offline on the latency chart", `[...document.querySelectorAll("#latency circle.dot title")].some((t) => t.textContent.startsWith("bob:"))`)
-	t.Logf("n3's death and bob's offline on a new page %v after the kill", time.Since(killed).Round(time.Millisecond))
-	shoot(t, b, "cluster-after-a-death.png")
+	until(survivors[0]+"'s offline on the latency chart", `[...document.querySelectorAll("#latency circle.dot title")].some((t) => t.textContent.startsWith("`+survivors[0]+`:"))`)
+	t.Logf("n3's death and %s's offline on a new page %v after the kill", survivors[0], time.Since(killed).Round(time.Millisecond))
+	shoot(t, late, "cluster-after-a-death.png")
 	if os.Getenv("PRESENCE_SCREENSHOTS") == "" {
 		t.Log("set PRESENCE_SCREENSHOTS=DIR to keep the screenshots")
 	}

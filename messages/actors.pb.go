@@ -1605,7 +1605,9 @@ func (x *ObsEvent) GetGateway() string {
 }
 
 // EventsSubscribe asks a node's events actor to send its ObsEvents to sink
-// until the sink stops or unsubscribes.
+// until the sink stops or unsubscribes. A request (with a sender) is
+// answered with EventsSubscribed once the sink is in: from then on every
+// event of that node reaches it.
 type EventsSubscribe struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Sink          *PidRef                `protobuf:"bytes,1,opt,name=sink,proto3" json:"sink,omitempty"`
@@ -1650,6 +1652,42 @@ func (x *EventsSubscribe) GetSink() *PidRef {
 	return nil
 }
 
+type EventsSubscribed struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventsSubscribed) Reset() {
+	*x = EventsSubscribed{}
+	mi := &file_actors_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventsSubscribed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventsSubscribed) ProtoMessage() {}
+
+func (x *EventsSubscribed) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventsSubscribed.ProtoReflect.Descriptor instead.
+func (*EventsSubscribed) Descriptor() ([]byte, []int) {
+	return file_actors_proto_rawDescGZIP(), []int{24}
+}
+
 type EventsUnsubscribe struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Sink          *PidRef                `protobuf:"bytes,1,opt,name=sink,proto3" json:"sink,omitempty"`
@@ -1659,7 +1697,7 @@ type EventsUnsubscribe struct {
 
 func (x *EventsUnsubscribe) Reset() {
 	*x = EventsUnsubscribe{}
-	mi := &file_actors_proto_msgTypes[24]
+	mi := &file_actors_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1671,7 +1709,7 @@ func (x *EventsUnsubscribe) String() string {
 func (*EventsUnsubscribe) ProtoMessage() {}
 
 func (x *EventsUnsubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[24]
+	mi := &file_actors_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1684,7 +1722,7 @@ func (x *EventsUnsubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsUnsubscribe.ProtoReflect.Descriptor instead.
 func (*EventsUnsubscribe) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{24}
+	return file_actors_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *EventsUnsubscribe) GetSink() *PidRef {
@@ -1710,7 +1748,7 @@ type ActorsQuery struct {
 
 func (x *ActorsQuery) Reset() {
 	*x = ActorsQuery{}
-	mi := &file_actors_proto_msgTypes[25]
+	mi := &file_actors_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +1760,7 @@ func (x *ActorsQuery) String() string {
 func (*ActorsQuery) ProtoMessage() {}
 
 func (x *ActorsQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[25]
+	mi := &file_actors_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +1773,7 @@ func (x *ActorsQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorsQuery.ProtoReflect.Descriptor instead.
 func (*ActorsQuery) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{25}
+	return file_actors_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ActorsQuery) GetKind() string {
@@ -1779,7 +1817,7 @@ type ActorsPage struct {
 
 func (x *ActorsPage) Reset() {
 	*x = ActorsPage{}
-	mi := &file_actors_proto_msgTypes[26]
+	mi := &file_actors_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1791,7 +1829,7 @@ func (x *ActorsPage) String() string {
 func (*ActorsPage) ProtoMessage() {}
 
 func (x *ActorsPage) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[26]
+	mi := &file_actors_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1804,7 +1842,7 @@ func (x *ActorsPage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorsPage.ProtoReflect.Descriptor instead.
 func (*ActorsPage) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{26}
+	return file_actors_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ActorsPage) GetNode() string {
@@ -1854,7 +1892,7 @@ type ActorStateQuery struct {
 
 func (x *ActorStateQuery) Reset() {
 	*x = ActorStateQuery{}
-	mi := &file_actors_proto_msgTypes[27]
+	mi := &file_actors_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1866,7 +1904,7 @@ func (x *ActorStateQuery) String() string {
 func (*ActorStateQuery) ProtoMessage() {}
 
 func (x *ActorStateQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[27]
+	mi := &file_actors_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1879,7 +1917,7 @@ func (x *ActorStateQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorStateQuery.ProtoReflect.Descriptor instead.
 func (*ActorStateQuery) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{27}
+	return file_actors_proto_rawDescGZIP(), []int{28}
 }
 
 type ActorState struct {
@@ -1900,7 +1938,7 @@ type ActorState struct {
 
 func (x *ActorState) Reset() {
 	*x = ActorState{}
-	mi := &file_actors_proto_msgTypes[28]
+	mi := &file_actors_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1912,7 +1950,7 @@ func (x *ActorState) String() string {
 func (*ActorState) ProtoMessage() {}
 
 func (x *ActorState) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[28]
+	mi := &file_actors_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1925,7 +1963,7 @@ func (x *ActorState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorState.ProtoReflect.Descriptor instead.
 func (*ActorState) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{28}
+	return file_actors_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ActorState) GetKey() string {
@@ -2033,7 +2071,7 @@ type LeaseInfo struct {
 
 func (x *LeaseInfo) Reset() {
 	*x = LeaseInfo{}
-	mi := &file_actors_proto_msgTypes[29]
+	mi := &file_actors_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2045,7 +2083,7 @@ func (x *LeaseInfo) String() string {
 func (*LeaseInfo) ProtoMessage() {}
 
 func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[29]
+	mi := &file_actors_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2058,7 +2096,7 @@ func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseInfo.ProtoReflect.Descriptor instead.
 func (*LeaseInfo) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{29}
+	return file_actors_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *LeaseInfo) GetHolder() *Holder {
@@ -2115,7 +2153,7 @@ type ViewInfo struct {
 
 func (x *ViewInfo) Reset() {
 	*x = ViewInfo{}
-	mi := &file_actors_proto_msgTypes[30]
+	mi := &file_actors_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2127,7 +2165,7 @@ func (x *ViewInfo) String() string {
 func (*ViewInfo) ProtoMessage() {}
 
 func (x *ViewInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[30]
+	mi := &file_actors_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2140,7 +2178,7 @@ func (x *ViewInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewInfo.ProtoReflect.Descriptor instead.
 func (*ViewInfo) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{30}
+	return file_actors_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ViewInfo) GetStatus() string {
@@ -2223,7 +2261,7 @@ type ConnInfo struct {
 
 func (x *ConnInfo) Reset() {
 	*x = ConnInfo{}
-	mi := &file_actors_proto_msgTypes[31]
+	mi := &file_actors_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2235,7 +2273,7 @@ func (x *ConnInfo) String() string {
 func (*ConnInfo) ProtoMessage() {}
 
 func (x *ConnInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[31]
+	mi := &file_actors_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2248,7 +2286,7 @@ func (x *ConnInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnInfo.ProtoReflect.Descriptor instead.
 func (*ConnInfo) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{31}
+	return file_actors_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ConnInfo) GetUser() string {
@@ -2324,7 +2362,7 @@ type GatewayInfo struct {
 
 func (x *GatewayInfo) Reset() {
 	*x = GatewayInfo{}
-	mi := &file_actors_proto_msgTypes[32]
+	mi := &file_actors_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2336,7 +2374,7 @@ func (x *GatewayInfo) String() string {
 func (*GatewayInfo) ProtoMessage() {}
 
 func (x *GatewayInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[32]
+	mi := &file_actors_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2349,7 +2387,7 @@ func (x *GatewayInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayInfo.ProtoReflect.Descriptor instead.
 func (*GatewayInfo) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{32}
+	return file_actors_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GatewayInfo) GetConnections() uint32 {
@@ -2489,7 +2527,8 @@ const file_actors_proto_rawDesc = "" +
 	"\agateway\x18\n" +
 	" \x01(\tR\agateway\":\n" +
 	"\x0fEventsSubscribe\x12'\n" +
-	"\x04sink\x18\x01 \x01(\v2\x13.presence.v1.PidRefR\x04sink\"<\n" +
+	"\x04sink\x18\x01 \x01(\v2\x13.presence.v1.PidRefR\x04sink\"\x12\n" +
+	"\x10EventsSubscribed\"<\n" +
 	"\x11EventsUnsubscribe\x12'\n" +
 	"\x04sink\x18\x01 \x01(\v2\x13.presence.v1.PidRefR\x04sink\"e\n" +
 	"\vActorsQuery\x12\x12\n" +
@@ -2575,7 +2614,7 @@ func file_actors_proto_rawDescGZIP() []byte {
 }
 
 var file_actors_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_actors_proto_goTypes = []any{
 	(EndReason)(0),            // 0: presence.v1.EndReason
 	(*PidRef)(nil),            // 1: presence.v1.PidRef
@@ -2602,19 +2641,20 @@ var file_actors_proto_goTypes = []any{
 	(*ViewState)(nil),         // 22: presence.v1.ViewState
 	(*ObsEvent)(nil),          // 23: presence.v1.ObsEvent
 	(*EventsSubscribe)(nil),   // 24: presence.v1.EventsSubscribe
-	(*EventsUnsubscribe)(nil), // 25: presence.v1.EventsUnsubscribe
-	(*ActorsQuery)(nil),       // 26: presence.v1.ActorsQuery
-	(*ActorsPage)(nil),        // 27: presence.v1.ActorsPage
-	(*ActorStateQuery)(nil),   // 28: presence.v1.ActorStateQuery
-	(*ActorState)(nil),        // 29: presence.v1.ActorState
-	(*LeaseInfo)(nil),         // 30: presence.v1.LeaseInfo
-	(*ViewInfo)(nil),          // 31: presence.v1.ViewInfo
-	(*ConnInfo)(nil),          // 32: presence.v1.ConnInfo
-	(*GatewayInfo)(nil),       // 33: presence.v1.GatewayInfo
-	nil,                       // 34: presence.v1.NodeCounts.CountsEntry
-	nil,                       // 35: presence.v1.ViewInfo.SubscribersEntry
-	(Show)(0),                 // 36: presence.v1.Show
-	(*Presence)(nil),          // 37: presence.v1.Presence
+	(*EventsSubscribed)(nil),  // 25: presence.v1.EventsSubscribed
+	(*EventsUnsubscribe)(nil), // 26: presence.v1.EventsUnsubscribe
+	(*ActorsQuery)(nil),       // 27: presence.v1.ActorsQuery
+	(*ActorsPage)(nil),        // 28: presence.v1.ActorsPage
+	(*ActorStateQuery)(nil),   // 29: presence.v1.ActorStateQuery
+	(*ActorState)(nil),        // 30: presence.v1.ActorState
+	(*LeaseInfo)(nil),         // 31: presence.v1.LeaseInfo
+	(*ViewInfo)(nil),          // 32: presence.v1.ViewInfo
+	(*ConnInfo)(nil),          // 33: presence.v1.ConnInfo
+	(*GatewayInfo)(nil),       // 34: presence.v1.GatewayInfo
+	nil,                       // 35: presence.v1.NodeCounts.CountsEntry
+	nil,                       // 36: presence.v1.ViewInfo.SubscribersEntry
+	(Show)(0),                 // 37: presence.v1.Show
+	(*Presence)(nil),          // 38: presence.v1.Presence
 }
 var file_actors_proto_depIdxs = []int32{
 	1,  // 0: presence.v1.Holder.gateway:type_name -> presence.v1.PidRef
@@ -2624,27 +2664,27 @@ var file_actors_proto_depIdxs = []int32{
 	0,  // 4: presence.v1.ConnLost.reason:type_name -> presence.v1.EndReason
 	2,  // 5: presence.v1.DeviceUp.holder:type_name -> presence.v1.Holder
 	0,  // 6: presence.v1.DeviceDown.reason:type_name -> presence.v1.EndReason
-	36, // 7: presence.v1.DeviceShow.show:type_name -> presence.v1.Show
+	37, // 7: presence.v1.DeviceShow.show:type_name -> presence.v1.Show
 	1,  // 8: presence.v1.ViewSubscribe.sink:type_name -> presence.v1.PidRef
-	37, // 9: presence.v1.ViewSubscribe.last:type_name -> presence.v1.Presence
+	38, // 9: presence.v1.ViewSubscribe.last:type_name -> presence.v1.Presence
 	1,  // 10: presence.v1.ViewUnsubscribe.sink:type_name -> presence.v1.PidRef
-	37, // 11: presence.v1.SnapshotPart.presence:type_name -> presence.v1.Presence
-	37, // 12: presence.v1.PresenceEvent.presence:type_name -> presence.v1.Presence
-	37, // 13: presence.v1.PresenceFanout.presence:type_name -> presence.v1.Presence
-	34, // 14: presence.v1.NodeCounts.counts:type_name -> presence.v1.NodeCounts.CountsEntry
+	38, // 11: presence.v1.SnapshotPart.presence:type_name -> presence.v1.Presence
+	38, // 12: presence.v1.PresenceEvent.presence:type_name -> presence.v1.Presence
+	38, // 13: presence.v1.PresenceFanout.presence:type_name -> presence.v1.Presence
+	35, // 14: presence.v1.NodeCounts.counts:type_name -> presence.v1.NodeCounts.CountsEntry
 	21, // 15: presence.v1.ViewState.devices:type_name -> presence.v1.DeviceState
-	36, // 16: presence.v1.ViewState.show:type_name -> presence.v1.Show
+	37, // 16: presence.v1.ViewState.show:type_name -> presence.v1.Show
 	1,  // 17: presence.v1.EventsSubscribe.sink:type_name -> presence.v1.PidRef
 	1,  // 18: presence.v1.EventsUnsubscribe.sink:type_name -> presence.v1.PidRef
-	29, // 19: presence.v1.ActorsPage.actors:type_name -> presence.v1.ActorState
-	30, // 20: presence.v1.ActorState.lease:type_name -> presence.v1.LeaseInfo
-	31, // 21: presence.v1.ActorState.view:type_name -> presence.v1.ViewInfo
-	32, // 22: presence.v1.ActorState.connection:type_name -> presence.v1.ConnInfo
-	33, // 23: presence.v1.ActorState.gateway:type_name -> presence.v1.GatewayInfo
+	30, // 19: presence.v1.ActorsPage.actors:type_name -> presence.v1.ActorState
+	31, // 20: presence.v1.ActorState.lease:type_name -> presence.v1.LeaseInfo
+	32, // 21: presence.v1.ActorState.view:type_name -> presence.v1.ViewInfo
+	33, // 22: presence.v1.ActorState.connection:type_name -> presence.v1.ConnInfo
+	34, // 23: presence.v1.ActorState.gateway:type_name -> presence.v1.GatewayInfo
 	2,  // 24: presence.v1.LeaseInfo.holder:type_name -> presence.v1.Holder
 	0,  // 25: presence.v1.LeaseInfo.ended:type_name -> presence.v1.EndReason
-	36, // 26: presence.v1.ViewInfo.show:type_name -> presence.v1.Show
-	35, // 27: presence.v1.ViewInfo.subscribers:type_name -> presence.v1.ViewInfo.SubscribersEntry
+	37, // 26: presence.v1.ViewInfo.show:type_name -> presence.v1.Show
+	36, // 27: presence.v1.ViewInfo.subscribers:type_name -> presence.v1.ViewInfo.SubscribersEntry
 	28, // [28:28] is the sub-list for method output_type
 	28, // [28:28] is the sub-list for method input_type
 	28, // [28:28] is the sub-list for extension type_name
@@ -2658,7 +2698,7 @@ func file_actors_proto_init() {
 		return
 	}
 	file_frames_proto_init()
-	file_actors_proto_msgTypes[28].OneofWrappers = []any{
+	file_actors_proto_msgTypes[29].OneofWrappers = []any{
 		(*ActorState_Lease)(nil),
 		(*ActorState_View)(nil),
 		(*ActorState_Connection)(nil),
@@ -2670,7 +2710,7 @@ func file_actors_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_actors_proto_rawDesc), len(file_actors_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   35,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

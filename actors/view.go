@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
 )
@@ -22,6 +21,7 @@ type viewActor struct {
 	v        *core.View
 	sinks    map[string]*actor.PID
 	received uint64
+	queries  uint64 // ViewQuery among received: a view only looked up
 
 	debounce, age, idle, settle timer
 	idleGen                     uint64
@@ -40,31 +40,36 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		stopping = true
 		a.onStopping(ctx)
 	case *messages.DeviceUp:
-		a.received++
+		a.n.handled(KindView, &a.received)
 		a.apply(ctx, a.v.DeviceUp(m.GetDevice(), m.GetHolder(), now))
 	case *messages.DeviceDown:
-		a.received++
+		a.n.handled(KindView, &a.received)
 		a.onDeviceDown(ctx, m, now)
 	case *messages.GatewayDown:
 		a.mode = ModeGatewayCrash
 		a.apply(ctx, a.v.GatewayDown(m.GetNode(), now))
 	case *messages.DeviceShow:
-		a.received++
+		a.n.handled(KindView, &a.received)
 		a.apply(ctx, a.v.SetShow(m.GetShow(), now))
 	case *messages.ViewSubscribe:
-		a.received++
+		a.n.handled(KindView, &a.received)
 		a.subscribe(ctx, m, now)
 	case *messages.ViewUnsubscribe:
-		a.received++
+		a.n.handled(KindView, &a.received)
 		a.onUnsubscribe(ctx, m)
 	case *messages.PolicyChanged:
-		a.received++
+		a.n.handled(KindView, &a.received)
 		a.apply(ctx, a.v.SetPolicy(a.policy(), now))
 	case *messages.ViewQuery:
-		a.received++
+		a.n.handled(KindView, &a.received)
+		a.queries++
 		a.onQuery(ctx, now)
 	case *messages.ActorStateQuery: // from the inspector, not the directory
 		ctx.Respond(a.info(now))
+	case *messages.DeviceAdmit:
+		a.n.handled(KindView, &a.received)
+		ok, n := a.v.Admit(m.GetDevice(), int(m.GetLimit()), now, now.Add(admitHold))
+		ctx.Respond(&messages.DeviceAdmitted{Ok: ok, Devices: uint32(n)})
 	case *actor.Terminated:
 		a.drop(ctx, m.GetWho())
 		a.apply(ctx, core.ViewResult{})
@@ -76,7 +81,9 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.onSettle(ctx, m, now)
 	case idleCheck:
 		if m.gen == a.idleGen && a.v.Idle() {
-			a.n.passivate(ctx, KindView, a.user, a.received)
+			if !a.n.passivate(ctx, KindView, a.user, a.received) {
+				a.armIdle(ctx) // a message on its way: check again later
+			}
 		}
 	}
 }
@@ -85,9 +92,6 @@ func (a *viewActor) Receive(ctx actor.Context) {
 // after a membership change may replace one on another member, and waits
 // to settle.
 func (a *viewActor) onStarted(ctx actor.Context, now time.Time) {
-	if a.user == "" { // a virtual actor: its identity is the user
-		a.user = pcluster.GetClusterIdentity(ctx).GetIdentity()
-	}
 	a.n.activated(KindView, a.user, ctx.Self())
 	last, err := a.n.deps.History.LastSeen(context.Background(), a.user)
 	if err != nil {
@@ -125,10 +129,22 @@ func (a *viewActor) onUnsubscribe(ctx actor.Context, m *messages.ViewUnsubscribe
 	a.apply(ctx, core.ViewResult{})
 }
 
+// onQuery answers a lookup (Node.Query). A view that nothing but lookups
+// reached since it started, with nothing live, stops at once instead of
+// after Timing.Idle: an admin lookup of a user nobody has seen leaves no
+// actor behind (docs/operations.md "Limits"). An unsettled one stays: its
+// devices may be re-registering.
 func (a *viewActor) onQuery(ctx actor.Context, now time.Time) {
 	a.recheck(ctx, now)
 	ctx.Respond(a.state())
+	if a.queries == a.received && a.v.Idle() && !a.v.Unsettled {
+		a.n.passivate(ctx, KindView, a.user, a.received)
+	}
 }
+
+// admitHold is how long a device admitted by core.View.Admit holds its
+// place without coming up: longer than a handshake (5 s, gateway).
+const admitHold = 10 * time.Second
 
 // recheck unsettles a young view on a subscribe or query: its node may have
 // heard of the change that moved it here only after activating it (members

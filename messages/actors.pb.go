@@ -14,6 +14,7 @@ package messages
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	anypb "google.golang.org/protobuf/types/known/anypb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -747,6 +748,122 @@ func (x *DeviceDown) GetLastAliveMs() int64 {
 	return 0
 }
 
+// DeviceAdmit asks a user's view, before a handshake takes the device's
+// lease, whether one more device may come online: yes for a device that is
+// online (a reconnect) or already admitted, or while the user has fewer
+// than limit devices online or admitted. Answered with DeviceAdmitted.
+type DeviceAdmit struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Device        string                 `protobuf:"bytes,2,opt,name=device,proto3" json:"device,omitempty"`
+	Limit         uint32                 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceAdmit) Reset() {
+	*x = DeviceAdmit{}
+	mi := &file_actors_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceAdmit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceAdmit) ProtoMessage() {}
+
+func (x *DeviceAdmit) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceAdmit.ProtoReflect.Descriptor instead.
+func (*DeviceAdmit) Descriptor() ([]byte, []int) {
+	return file_actors_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *DeviceAdmit) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *DeviceAdmit) GetDevice() string {
+	if x != nil {
+		return x.Device
+	}
+	return ""
+}
+
+func (x *DeviceAdmit) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type DeviceAdmitted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ok            bool                   `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
+	Devices       uint32                 `protobuf:"varint,2,opt,name=devices,proto3" json:"devices,omitempty"` // online or admitted, this one included if ok
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceAdmitted) Reset() {
+	*x = DeviceAdmitted{}
+	mi := &file_actors_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceAdmitted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceAdmitted) ProtoMessage() {}
+
+func (x *DeviceAdmitted) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceAdmitted.ProtoReflect.Descriptor instead.
+func (*DeviceAdmitted) Descriptor() ([]byte, []int) {
+	return file_actors_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DeviceAdmitted) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *DeviceAdmitted) GetDevices() uint32 {
+	if x != nil {
+		return x.Devices
+	}
+	return 0
+}
+
 // DeviceShow sets the user's show (available, away, dnd, invisible).
 type DeviceShow struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -759,7 +876,7 @@ type DeviceShow struct {
 
 func (x *DeviceShow) Reset() {
 	*x = DeviceShow{}
-	mi := &file_actors_proto_msgTypes[10]
+	mi := &file_actors_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +888,7 @@ func (x *DeviceShow) String() string {
 func (*DeviceShow) ProtoMessage() {}
 
 func (x *DeviceShow) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[10]
+	mi := &file_actors_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +901,7 @@ func (x *DeviceShow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceShow.ProtoReflect.Descriptor instead.
 func (*DeviceShow) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{10}
+	return file_actors_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeviceShow) GetUser() string {
@@ -828,7 +945,7 @@ type ViewSubscribe struct {
 
 func (x *ViewSubscribe) Reset() {
 	*x = ViewSubscribe{}
-	mi := &file_actors_proto_msgTypes[11]
+	mi := &file_actors_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -840,7 +957,7 @@ func (x *ViewSubscribe) String() string {
 func (*ViewSubscribe) ProtoMessage() {}
 
 func (x *ViewSubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[11]
+	mi := &file_actors_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -853,7 +970,7 @@ func (x *ViewSubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewSubscribe.ProtoReflect.Descriptor instead.
 func (*ViewSubscribe) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{11}
+	return file_actors_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ViewSubscribe) GetTarget() string {
@@ -909,7 +1026,7 @@ type ViewUnsubscribe struct {
 
 func (x *ViewUnsubscribe) Reset() {
 	*x = ViewUnsubscribe{}
-	mi := &file_actors_proto_msgTypes[12]
+	mi := &file_actors_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1038,7 @@ func (x *ViewUnsubscribe) String() string {
 func (*ViewUnsubscribe) ProtoMessage() {}
 
 func (x *ViewUnsubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[12]
+	mi := &file_actors_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1051,7 @@ func (x *ViewUnsubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewUnsubscribe.ProtoReflect.Descriptor instead.
 func (*ViewUnsubscribe) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{12}
+	return file_actors_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ViewUnsubscribe) GetTarget() string {
@@ -963,7 +1080,7 @@ type SnapshotPart struct {
 
 func (x *SnapshotPart) Reset() {
 	*x = SnapshotPart{}
-	mi := &file_actors_proto_msgTypes[13]
+	mi := &file_actors_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -975,7 +1092,7 @@ func (x *SnapshotPart) String() string {
 func (*SnapshotPart) ProtoMessage() {}
 
 func (x *SnapshotPart) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[13]
+	mi := &file_actors_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -988,7 +1105,7 @@ func (x *SnapshotPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotPart.ProtoReflect.Descriptor instead.
 func (*SnapshotPart) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{13}
+	return file_actors_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SnapshotPart) GetRequestId() string {
@@ -1028,7 +1145,7 @@ type PresenceEvent struct {
 
 func (x *PresenceEvent) Reset() {
 	*x = PresenceEvent{}
-	mi := &file_actors_proto_msgTypes[14]
+	mi := &file_actors_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1157,7 @@ func (x *PresenceEvent) String() string {
 func (*PresenceEvent) ProtoMessage() {}
 
 func (x *PresenceEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[14]
+	mi := &file_actors_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1170,7 @@ func (x *PresenceEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceEvent.ProtoReflect.Descriptor instead.
 func (*PresenceEvent) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{14}
+	return file_actors_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PresenceEvent) GetPresence() *Presence {
@@ -1077,7 +1194,7 @@ type PresenceFanout struct {
 
 func (x *PresenceFanout) Reset() {
 	*x = PresenceFanout{}
-	mi := &file_actors_proto_msgTypes[15]
+	mi := &file_actors_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +1206,7 @@ func (x *PresenceFanout) String() string {
 func (*PresenceFanout) ProtoMessage() {}
 
 func (x *PresenceFanout) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[15]
+	mi := &file_actors_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +1219,7 @@ func (x *PresenceFanout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceFanout.ProtoReflect.Descriptor instead.
 func (*PresenceFanout) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{15}
+	return file_actors_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PresenceFanout) GetPresence() *Presence {
@@ -1129,7 +1246,7 @@ type PolicyChanged struct {
 
 func (x *PolicyChanged) Reset() {
 	*x = PolicyChanged{}
-	mi := &file_actors_proto_msgTypes[16]
+	mi := &file_actors_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1141,7 +1258,7 @@ func (x *PolicyChanged) String() string {
 func (*PolicyChanged) ProtoMessage() {}
 
 func (x *PolicyChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[16]
+	mi := &file_actors_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1154,7 +1271,7 @@ func (x *PolicyChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyChanged.ProtoReflect.Descriptor instead.
 func (*PolicyChanged) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{16}
+	return file_actors_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PolicyChanged) GetUser() string {
@@ -1162,6 +1279,71 @@ func (x *PolicyChanged) GetUser() string {
 		return x.User
 	}
 	return ""
+}
+
+// DirectoryDeliver carries a message for a lease or view actor to the
+// directory host of the member that owns its identity, which hands it to
+// the actor through its node's directory with the original sender, so
+// every message to an identity is counted where the actor may passivate
+// (docs/architecture.md, "Passivation without losing messages").
+type DirectoryDeliver struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`         // lease or view
+	Identity      string                 `protobuf:"bytes,2,opt,name=identity,proto3" json:"identity,omitempty"` // "user/device" (lease) or "user" (view)
+	Message       *anypb.Any             `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DirectoryDeliver) Reset() {
+	*x = DirectoryDeliver{}
+	mi := &file_actors_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DirectoryDeliver) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DirectoryDeliver) ProtoMessage() {}
+
+func (x *DirectoryDeliver) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DirectoryDeliver.ProtoReflect.Descriptor instead.
+func (*DirectoryDeliver) Descriptor() ([]byte, []int) {
+	return file_actors_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *DirectoryDeliver) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *DirectoryDeliver) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
+}
+
+func (x *DirectoryDeliver) GetMessage() *anypb.Any {
+	if x != nil {
+		return x.Message
+	}
+	return nil
 }
 
 // CountsQuery asks a node's stats actor for its live actors; answered with
@@ -1174,7 +1356,7 @@ type CountsQuery struct {
 
 func (x *CountsQuery) Reset() {
 	*x = CountsQuery{}
-	mi := &file_actors_proto_msgTypes[17]
+	mi := &file_actors_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1186,7 +1368,7 @@ func (x *CountsQuery) String() string {
 func (*CountsQuery) ProtoMessage() {}
 
 func (x *CountsQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[17]
+	mi := &file_actors_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1199,7 +1381,7 @@ func (x *CountsQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountsQuery.ProtoReflect.Descriptor instead.
 func (*CountsQuery) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{17}
+	return file_actors_proto_rawDescGZIP(), []int{20}
 }
 
 type NodeCounts struct {
@@ -1213,7 +1395,7 @@ type NodeCounts struct {
 
 func (x *NodeCounts) Reset() {
 	*x = NodeCounts{}
-	mi := &file_actors_proto_msgTypes[18]
+	mi := &file_actors_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1225,7 +1407,7 @@ func (x *NodeCounts) String() string {
 func (*NodeCounts) ProtoMessage() {}
 
 func (x *NodeCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[18]
+	mi := &file_actors_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1238,7 +1420,7 @@ func (x *NodeCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCounts.ProtoReflect.Descriptor instead.
 func (*NodeCounts) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{18}
+	return file_actors_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *NodeCounts) GetNode() string {
@@ -1272,7 +1454,7 @@ type ViewQuery struct {
 
 func (x *ViewQuery) Reset() {
 	*x = ViewQuery{}
-	mi := &file_actors_proto_msgTypes[19]
+	mi := &file_actors_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1466,7 @@ func (x *ViewQuery) String() string {
 func (*ViewQuery) ProtoMessage() {}
 
 func (x *ViewQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[19]
+	mi := &file_actors_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1479,7 @@ func (x *ViewQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewQuery.ProtoReflect.Descriptor instead.
 func (*ViewQuery) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{19}
+	return file_actors_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ViewQuery) GetUser() string {
@@ -1320,7 +1502,7 @@ type DeviceState struct {
 
 func (x *DeviceState) Reset() {
 	*x = DeviceState{}
-	mi := &file_actors_proto_msgTypes[20]
+	mi := &file_actors_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1514,7 @@ func (x *DeviceState) String() string {
 func (*DeviceState) ProtoMessage() {}
 
 func (x *DeviceState) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[20]
+	mi := &file_actors_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1527,7 @@ func (x *DeviceState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceState.ProtoReflect.Descriptor instead.
 func (*DeviceState) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{20}
+	return file_actors_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeviceState) GetDevice() string {
@@ -1401,7 +1583,7 @@ type ViewState struct {
 
 func (x *ViewState) Reset() {
 	*x = ViewState{}
-	mi := &file_actors_proto_msgTypes[21]
+	mi := &file_actors_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1595,7 @@ func (x *ViewState) String() string {
 func (*ViewState) ProtoMessage() {}
 
 func (x *ViewState) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[21]
+	mi := &file_actors_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1608,7 @@ func (x *ViewState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewState.ProtoReflect.Descriptor instead.
 func (*ViewState) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{21}
+	return file_actors_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ViewState) GetUser() string {
@@ -1506,7 +1688,7 @@ type ObsEvent struct {
 
 func (x *ObsEvent) Reset() {
 	*x = ObsEvent{}
-	mi := &file_actors_proto_msgTypes[22]
+	mi := &file_actors_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1518,7 +1700,7 @@ func (x *ObsEvent) String() string {
 func (*ObsEvent) ProtoMessage() {}
 
 func (x *ObsEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[22]
+	mi := &file_actors_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1531,7 +1713,7 @@ func (x *ObsEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObsEvent.ProtoReflect.Descriptor instead.
 func (*ObsEvent) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{22}
+	return file_actors_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ObsEvent) GetKind() string {
@@ -1617,7 +1799,7 @@ type EventsSubscribe struct {
 
 func (x *EventsSubscribe) Reset() {
 	*x = EventsSubscribe{}
-	mi := &file_actors_proto_msgTypes[23]
+	mi := &file_actors_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +1811,7 @@ func (x *EventsSubscribe) String() string {
 func (*EventsSubscribe) ProtoMessage() {}
 
 func (x *EventsSubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[23]
+	mi := &file_actors_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +1824,7 @@ func (x *EventsSubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsSubscribe.ProtoReflect.Descriptor instead.
 func (*EventsSubscribe) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{23}
+	return file_actors_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *EventsSubscribe) GetSink() *PidRef {
@@ -1660,7 +1842,7 @@ type EventsSubscribed struct {
 
 func (x *EventsSubscribed) Reset() {
 	*x = EventsSubscribed{}
-	mi := &file_actors_proto_msgTypes[24]
+	mi := &file_actors_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1672,7 +1854,7 @@ func (x *EventsSubscribed) String() string {
 func (*EventsSubscribed) ProtoMessage() {}
 
 func (x *EventsSubscribed) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[24]
+	mi := &file_actors_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1685,7 +1867,7 @@ func (x *EventsSubscribed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsSubscribed.ProtoReflect.Descriptor instead.
 func (*EventsSubscribed) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{24}
+	return file_actors_proto_rawDescGZIP(), []int{27}
 }
 
 type EventsUnsubscribe struct {
@@ -1697,7 +1879,7 @@ type EventsUnsubscribe struct {
 
 func (x *EventsUnsubscribe) Reset() {
 	*x = EventsUnsubscribe{}
-	mi := &file_actors_proto_msgTypes[25]
+	mi := &file_actors_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1709,7 +1891,7 @@ func (x *EventsUnsubscribe) String() string {
 func (*EventsUnsubscribe) ProtoMessage() {}
 
 func (x *EventsUnsubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[25]
+	mi := &file_actors_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1722,7 +1904,7 @@ func (x *EventsUnsubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsUnsubscribe.ProtoReflect.Descriptor instead.
 func (*EventsUnsubscribe) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{25}
+	return file_actors_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *EventsUnsubscribe) GetSink() *PidRef {
@@ -1748,7 +1930,7 @@ type ActorsQuery struct {
 
 func (x *ActorsQuery) Reset() {
 	*x = ActorsQuery{}
-	mi := &file_actors_proto_msgTypes[26]
+	mi := &file_actors_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1760,7 +1942,7 @@ func (x *ActorsQuery) String() string {
 func (*ActorsQuery) ProtoMessage() {}
 
 func (x *ActorsQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[26]
+	mi := &file_actors_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1773,7 +1955,7 @@ func (x *ActorsQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorsQuery.ProtoReflect.Descriptor instead.
 func (*ActorsQuery) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{26}
+	return file_actors_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ActorsQuery) GetKind() string {
@@ -1817,7 +1999,7 @@ type ActorsPage struct {
 
 func (x *ActorsPage) Reset() {
 	*x = ActorsPage{}
-	mi := &file_actors_proto_msgTypes[27]
+	mi := &file_actors_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1829,7 +2011,7 @@ func (x *ActorsPage) String() string {
 func (*ActorsPage) ProtoMessage() {}
 
 func (x *ActorsPage) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[27]
+	mi := &file_actors_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1842,7 +2024,7 @@ func (x *ActorsPage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorsPage.ProtoReflect.Descriptor instead.
 func (*ActorsPage) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{27}
+	return file_actors_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ActorsPage) GetNode() string {
@@ -1892,7 +2074,7 @@ type ActorStateQuery struct {
 
 func (x *ActorStateQuery) Reset() {
 	*x = ActorStateQuery{}
-	mi := &file_actors_proto_msgTypes[28]
+	mi := &file_actors_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1904,7 +2086,7 @@ func (x *ActorStateQuery) String() string {
 func (*ActorStateQuery) ProtoMessage() {}
 
 func (x *ActorStateQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[28]
+	mi := &file_actors_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1917,7 +2099,7 @@ func (x *ActorStateQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorStateQuery.ProtoReflect.Descriptor instead.
 func (*ActorStateQuery) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{28}
+	return file_actors_proto_rawDescGZIP(), []int{31}
 }
 
 type ActorState struct {
@@ -1938,7 +2120,7 @@ type ActorState struct {
 
 func (x *ActorState) Reset() {
 	*x = ActorState{}
-	mi := &file_actors_proto_msgTypes[29]
+	mi := &file_actors_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1950,7 +2132,7 @@ func (x *ActorState) String() string {
 func (*ActorState) ProtoMessage() {}
 
 func (x *ActorState) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[29]
+	mi := &file_actors_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1963,7 +2145,7 @@ func (x *ActorState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorState.ProtoReflect.Descriptor instead.
 func (*ActorState) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{29}
+	return file_actors_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ActorState) GetKey() string {
@@ -2071,7 +2253,7 @@ type LeaseInfo struct {
 
 func (x *LeaseInfo) Reset() {
 	*x = LeaseInfo{}
-	mi := &file_actors_proto_msgTypes[30]
+	mi := &file_actors_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2083,7 +2265,7 @@ func (x *LeaseInfo) String() string {
 func (*LeaseInfo) ProtoMessage() {}
 
 func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[30]
+	mi := &file_actors_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2096,7 +2278,7 @@ func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseInfo.ProtoReflect.Descriptor instead.
 func (*LeaseInfo) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{30}
+	return file_actors_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *LeaseInfo) GetHolder() *Holder {
@@ -2153,7 +2335,7 @@ type ViewInfo struct {
 
 func (x *ViewInfo) Reset() {
 	*x = ViewInfo{}
-	mi := &file_actors_proto_msgTypes[31]
+	mi := &file_actors_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2165,7 +2347,7 @@ func (x *ViewInfo) String() string {
 func (*ViewInfo) ProtoMessage() {}
 
 func (x *ViewInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[31]
+	mi := &file_actors_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2178,7 +2360,7 @@ func (x *ViewInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewInfo.ProtoReflect.Descriptor instead.
 func (*ViewInfo) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{31}
+	return file_actors_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ViewInfo) GetStatus() string {
@@ -2261,7 +2443,7 @@ type ConnInfo struct {
 
 func (x *ConnInfo) Reset() {
 	*x = ConnInfo{}
-	mi := &file_actors_proto_msgTypes[32]
+	mi := &file_actors_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2273,7 +2455,7 @@ func (x *ConnInfo) String() string {
 func (*ConnInfo) ProtoMessage() {}
 
 func (x *ConnInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[32]
+	mi := &file_actors_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2286,7 +2468,7 @@ func (x *ConnInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnInfo.ProtoReflect.Descriptor instead.
 func (*ConnInfo) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{32}
+	return file_actors_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ConnInfo) GetUser() string {
@@ -2362,7 +2544,7 @@ type GatewayInfo struct {
 
 func (x *GatewayInfo) Reset() {
 	*x = GatewayInfo{}
-	mi := &file_actors_proto_msgTypes[33]
+	mi := &file_actors_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2374,7 +2556,7 @@ func (x *GatewayInfo) String() string {
 func (*GatewayInfo) ProtoMessage() {}
 
 func (x *GatewayInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[33]
+	mi := &file_actors_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2387,7 +2569,7 @@ func (x *GatewayInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayInfo.ProtoReflect.Descriptor instead.
 func (*GatewayInfo) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{33}
+	return file_actors_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GatewayInfo) GetConnections() uint32 {
@@ -2408,7 +2590,7 @@ var File_actors_proto protoreflect.FileDescriptor
 
 const file_actors_proto_rawDesc = "" +
 	"\n" +
-	"\factors.proto\x12\vpresence.v1\x1a\fframes.proto\"2\n" +
+	"\factors.proto\x12\vpresence.v1\x1a\fframes.proto\x1a\x19google/protobuf/any.proto\"2\n" +
 	"\x06PidRef\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\"\x95\x01\n" +
@@ -2456,7 +2638,14 @@ const file_actors_proto_rawDesc = "" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12.\n" +
 	"\x06reason\x18\x04 \x01(\x0e2\x16.presence.v1.EndReasonR\x06reason\x12\"\n" +
-	"\rlast_alive_ms\x18\x05 \x01(\x03R\vlastAliveMs\"_\n" +
+	"\rlast_alive_ms\x18\x05 \x01(\x03R\vlastAliveMs\"O\n" +
+	"\vDeviceAdmit\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x16\n" +
+	"\x06device\x18\x02 \x01(\tR\x06device\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\":\n" +
+	"\x0eDeviceAdmitted\x12\x0e\n" +
+	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x18\n" +
+	"\adevices\x18\x02 \x01(\rR\adevices\"_\n" +
 	"\n" +
 	"DeviceShow\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x16\n" +
@@ -2485,7 +2674,11 @@ const file_actors_proto_rawDesc = "" +
 	"\bpresence\x18\x01 \x01(\v2\x15.presence.v1.PresenceR\bpresence\x12\x19\n" +
 	"\bsink_ids\x18\x02 \x03(\tR\asinkIds\"#\n" +
 	"\rPolicyChanged\x12\x12\n" +
-	"\x04user\x18\x01 \x01(\tR\x04user\"\r\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\"r\n" +
+	"\x10DirectoryDeliver\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1a\n" +
+	"\bidentity\x18\x02 \x01(\tR\bidentity\x12.\n" +
+	"\amessage\x18\x03 \x01(\v2\x14.google.protobuf.AnyR\amessage\"\r\n" +
 	"\vCountsQuery\"\xb4\x01\n" +
 	"\n" +
 	"NodeCounts\x12\x12\n" +
@@ -2614,7 +2807,7 @@ func file_actors_proto_rawDescGZIP() []byte {
 }
 
 var file_actors_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_actors_proto_goTypes = []any{
 	(EndReason)(0),            // 0: presence.v1.EndReason
 	(*PidRef)(nil),            // 1: presence.v1.PidRef
@@ -2627,34 +2820,38 @@ var file_actors_proto_goTypes = []any{
 	(*ConnLost)(nil),          // 8: presence.v1.ConnLost
 	(*DeviceUp)(nil),          // 9: presence.v1.DeviceUp
 	(*DeviceDown)(nil),        // 10: presence.v1.DeviceDown
-	(*DeviceShow)(nil),        // 11: presence.v1.DeviceShow
-	(*ViewSubscribe)(nil),     // 12: presence.v1.ViewSubscribe
-	(*ViewUnsubscribe)(nil),   // 13: presence.v1.ViewUnsubscribe
-	(*SnapshotPart)(nil),      // 14: presence.v1.SnapshotPart
-	(*PresenceEvent)(nil),     // 15: presence.v1.PresenceEvent
-	(*PresenceFanout)(nil),    // 16: presence.v1.PresenceFanout
-	(*PolicyChanged)(nil),     // 17: presence.v1.PolicyChanged
-	(*CountsQuery)(nil),       // 18: presence.v1.CountsQuery
-	(*NodeCounts)(nil),        // 19: presence.v1.NodeCounts
-	(*ViewQuery)(nil),         // 20: presence.v1.ViewQuery
-	(*DeviceState)(nil),       // 21: presence.v1.DeviceState
-	(*ViewState)(nil),         // 22: presence.v1.ViewState
-	(*ObsEvent)(nil),          // 23: presence.v1.ObsEvent
-	(*EventsSubscribe)(nil),   // 24: presence.v1.EventsSubscribe
-	(*EventsSubscribed)(nil),  // 25: presence.v1.EventsSubscribed
-	(*EventsUnsubscribe)(nil), // 26: presence.v1.EventsUnsubscribe
-	(*ActorsQuery)(nil),       // 27: presence.v1.ActorsQuery
-	(*ActorsPage)(nil),        // 28: presence.v1.ActorsPage
-	(*ActorStateQuery)(nil),   // 29: presence.v1.ActorStateQuery
-	(*ActorState)(nil),        // 30: presence.v1.ActorState
-	(*LeaseInfo)(nil),         // 31: presence.v1.LeaseInfo
-	(*ViewInfo)(nil),          // 32: presence.v1.ViewInfo
-	(*ConnInfo)(nil),          // 33: presence.v1.ConnInfo
-	(*GatewayInfo)(nil),       // 34: presence.v1.GatewayInfo
-	nil,                       // 35: presence.v1.NodeCounts.CountsEntry
-	nil,                       // 36: presence.v1.ViewInfo.SubscribersEntry
-	(Show)(0),                 // 37: presence.v1.Show
-	(*Presence)(nil),          // 38: presence.v1.Presence
+	(*DeviceAdmit)(nil),       // 11: presence.v1.DeviceAdmit
+	(*DeviceAdmitted)(nil),    // 12: presence.v1.DeviceAdmitted
+	(*DeviceShow)(nil),        // 13: presence.v1.DeviceShow
+	(*ViewSubscribe)(nil),     // 14: presence.v1.ViewSubscribe
+	(*ViewUnsubscribe)(nil),   // 15: presence.v1.ViewUnsubscribe
+	(*SnapshotPart)(nil),      // 16: presence.v1.SnapshotPart
+	(*PresenceEvent)(nil),     // 17: presence.v1.PresenceEvent
+	(*PresenceFanout)(nil),    // 18: presence.v1.PresenceFanout
+	(*PolicyChanged)(nil),     // 19: presence.v1.PolicyChanged
+	(*DirectoryDeliver)(nil),  // 20: presence.v1.DirectoryDeliver
+	(*CountsQuery)(nil),       // 21: presence.v1.CountsQuery
+	(*NodeCounts)(nil),        // 22: presence.v1.NodeCounts
+	(*ViewQuery)(nil),         // 23: presence.v1.ViewQuery
+	(*DeviceState)(nil),       // 24: presence.v1.DeviceState
+	(*ViewState)(nil),         // 25: presence.v1.ViewState
+	(*ObsEvent)(nil),          // 26: presence.v1.ObsEvent
+	(*EventsSubscribe)(nil),   // 27: presence.v1.EventsSubscribe
+	(*EventsSubscribed)(nil),  // 28: presence.v1.EventsSubscribed
+	(*EventsUnsubscribe)(nil), // 29: presence.v1.EventsUnsubscribe
+	(*ActorsQuery)(nil),       // 30: presence.v1.ActorsQuery
+	(*ActorsPage)(nil),        // 31: presence.v1.ActorsPage
+	(*ActorStateQuery)(nil),   // 32: presence.v1.ActorStateQuery
+	(*ActorState)(nil),        // 33: presence.v1.ActorState
+	(*LeaseInfo)(nil),         // 34: presence.v1.LeaseInfo
+	(*ViewInfo)(nil),          // 35: presence.v1.ViewInfo
+	(*ConnInfo)(nil),          // 36: presence.v1.ConnInfo
+	(*GatewayInfo)(nil),       // 37: presence.v1.GatewayInfo
+	nil,                       // 38: presence.v1.NodeCounts.CountsEntry
+	nil,                       // 39: presence.v1.ViewInfo.SubscribersEntry
+	(Show)(0),                 // 40: presence.v1.Show
+	(*Presence)(nil),          // 41: presence.v1.Presence
+	(*anypb.Any)(nil),         // 42: google.protobuf.Any
 }
 var file_actors_proto_depIdxs = []int32{
 	1,  // 0: presence.v1.Holder.gateway:type_name -> presence.v1.PidRef
@@ -2664,32 +2861,33 @@ var file_actors_proto_depIdxs = []int32{
 	0,  // 4: presence.v1.ConnLost.reason:type_name -> presence.v1.EndReason
 	2,  // 5: presence.v1.DeviceUp.holder:type_name -> presence.v1.Holder
 	0,  // 6: presence.v1.DeviceDown.reason:type_name -> presence.v1.EndReason
-	37, // 7: presence.v1.DeviceShow.show:type_name -> presence.v1.Show
+	40, // 7: presence.v1.DeviceShow.show:type_name -> presence.v1.Show
 	1,  // 8: presence.v1.ViewSubscribe.sink:type_name -> presence.v1.PidRef
-	38, // 9: presence.v1.ViewSubscribe.last:type_name -> presence.v1.Presence
+	41, // 9: presence.v1.ViewSubscribe.last:type_name -> presence.v1.Presence
 	1,  // 10: presence.v1.ViewUnsubscribe.sink:type_name -> presence.v1.PidRef
-	38, // 11: presence.v1.SnapshotPart.presence:type_name -> presence.v1.Presence
-	38, // 12: presence.v1.PresenceEvent.presence:type_name -> presence.v1.Presence
-	38, // 13: presence.v1.PresenceFanout.presence:type_name -> presence.v1.Presence
-	35, // 14: presence.v1.NodeCounts.counts:type_name -> presence.v1.NodeCounts.CountsEntry
-	21, // 15: presence.v1.ViewState.devices:type_name -> presence.v1.DeviceState
-	37, // 16: presence.v1.ViewState.show:type_name -> presence.v1.Show
-	1,  // 17: presence.v1.EventsSubscribe.sink:type_name -> presence.v1.PidRef
-	1,  // 18: presence.v1.EventsUnsubscribe.sink:type_name -> presence.v1.PidRef
-	30, // 19: presence.v1.ActorsPage.actors:type_name -> presence.v1.ActorState
-	31, // 20: presence.v1.ActorState.lease:type_name -> presence.v1.LeaseInfo
-	32, // 21: presence.v1.ActorState.view:type_name -> presence.v1.ViewInfo
-	33, // 22: presence.v1.ActorState.connection:type_name -> presence.v1.ConnInfo
-	34, // 23: presence.v1.ActorState.gateway:type_name -> presence.v1.GatewayInfo
-	2,  // 24: presence.v1.LeaseInfo.holder:type_name -> presence.v1.Holder
-	0,  // 25: presence.v1.LeaseInfo.ended:type_name -> presence.v1.EndReason
-	37, // 26: presence.v1.ViewInfo.show:type_name -> presence.v1.Show
-	36, // 27: presence.v1.ViewInfo.subscribers:type_name -> presence.v1.ViewInfo.SubscribersEntry
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	41, // 11: presence.v1.SnapshotPart.presence:type_name -> presence.v1.Presence
+	41, // 12: presence.v1.PresenceEvent.presence:type_name -> presence.v1.Presence
+	41, // 13: presence.v1.PresenceFanout.presence:type_name -> presence.v1.Presence
+	42, // 14: presence.v1.DirectoryDeliver.message:type_name -> google.protobuf.Any
+	38, // 15: presence.v1.NodeCounts.counts:type_name -> presence.v1.NodeCounts.CountsEntry
+	24, // 16: presence.v1.ViewState.devices:type_name -> presence.v1.DeviceState
+	40, // 17: presence.v1.ViewState.show:type_name -> presence.v1.Show
+	1,  // 18: presence.v1.EventsSubscribe.sink:type_name -> presence.v1.PidRef
+	1,  // 19: presence.v1.EventsUnsubscribe.sink:type_name -> presence.v1.PidRef
+	33, // 20: presence.v1.ActorsPage.actors:type_name -> presence.v1.ActorState
+	34, // 21: presence.v1.ActorState.lease:type_name -> presence.v1.LeaseInfo
+	35, // 22: presence.v1.ActorState.view:type_name -> presence.v1.ViewInfo
+	36, // 23: presence.v1.ActorState.connection:type_name -> presence.v1.ConnInfo
+	37, // 24: presence.v1.ActorState.gateway:type_name -> presence.v1.GatewayInfo
+	2,  // 25: presence.v1.LeaseInfo.holder:type_name -> presence.v1.Holder
+	0,  // 26: presence.v1.LeaseInfo.ended:type_name -> presence.v1.EndReason
+	40, // 27: presence.v1.ViewInfo.show:type_name -> presence.v1.Show
+	39, // 28: presence.v1.ViewInfo.subscribers:type_name -> presence.v1.ViewInfo.SubscribersEntry
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_actors_proto_init() }
@@ -2698,7 +2896,7 @@ func file_actors_proto_init() {
 		return
 	}
 	file_frames_proto_init()
-	file_actors_proto_msgTypes[29].OneofWrappers = []any{
+	file_actors_proto_msgTypes[32].OneofWrappers = []any{
 		(*ActorState_Lease)(nil),
 		(*ActorState_View)(nil),
 		(*ActorState_Connection)(nil),
@@ -2710,7 +2908,7 @@ func file_actors_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_actors_proto_rawDesc), len(file_actors_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   36,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

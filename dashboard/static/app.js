@@ -21,7 +21,6 @@ function agrees(t, g) {
 }
 const seenKeys = new Set(); // history and stream overlap: each event once
 let replaying = false; // loadHistory draws the timeline once, at the end
-let held = []; // events streamed before the history was drawn, shown after it (null once shown)
 
 function el(tag, text, cls) {
   const e = document.createElement(tag);
@@ -112,11 +111,8 @@ function pushRenewals(at, rate) {
 // loadHistory shows what happened before the page opened: the events every
 // member sent this node, the membership timeline and the actors over time.
 async function loadHistory() {
-  const { status, body } = await getJSON("/api/history");
-  if (status !== 200) return;
-  replaying = true;
-  for (const ev of body.events || []) addEvent(ev);
-  replaying = false;
+  const body = await mergeHistory();
+  if (!body) return;
   const hs = body.samples || [];
   for (let i = 1; i < hs.length; i++) {
     if (hs[i - 1].renewals && hs[i].renewals) {
@@ -129,7 +125,19 @@ async function loadHistory() {
     for (const v of Object.values(s.actors)) actors += v;
     samples.push({ at_ms: s.at_ms, values: { connections: s.actors.connection || 0, actors, events } });
   }
+}
+
+// mergeHistory adds the events of GET /api/history the page has not shown
+// and draws the timeline: at the start, and each time the stream (re)opens,
+// so nothing that happened while it was closed or opening is missing.
+async function mergeHistory() {
+  const { status, body } = await getJSON("/api/history");
+  if (status !== 200) return null;
+  replaying = true;
+  for (const ev of body.events || []) addEvent(ev);
+  replaying = false;
   drawTimeline(body.members || {});
+  return body;
 }
 
 function drawTimeline(members) {
@@ -196,7 +204,10 @@ function addEvent(ev) {
     el("td", ev.device || ""),
     el("td", detail(ev), ev.status || ""),
   );
-  tbody.prepend(tr);
+  tr.dataset.at = ev.at_ms;
+  // newest first, an event of the history merged late in its place
+  const after = [...tbody.children].find((r) => +r.dataset.at < ev.at_ms);
+  tbody.insertBefore(tr, after || null);
   while (tbody.children.length > maxEvents) tbody.lastChild.remove();
   document.querySelector("#count").textContent = "(" + (++seen) + " seen)";
 }
@@ -206,23 +217,16 @@ async function refreshTimeline() {
   if (status === 200) drawTimeline(body.members || {});
 }
 
-// streamEvents opens the live stream; the promise resolves once it is open
-// (the server subscribed before answering), or after 3 s without it.
+// streamEvents opens the live stream (the server subscribes on every member
+// before it answers); each time it opens, the history is merged in.
 function streamEvents() {
   const src = new EventSource("/api/events" + (token ? "?token=" + encodeURIComponent(token) : ""));
   const conn = document.querySelector("#conn");
-  let opened;
-  const open = new Promise((resolve) => { opened = resolve; setTimeout(resolve, 3000); });
-  src.onopen = () => { conn.textContent = "live"; conn.className = "ok"; opened(); };
+  src.onopen = () => { conn.textContent = "live"; conn.className = "ok"; mergeHistory().catch(() => {}); };
   src.onerror = () => { conn.textContent = "reconnecting…"; conn.className = "bad"; };
   for (const kind of ["device_up", "device_down", "published", "member", "fence", "drain"]) {
-    src.addEventListener(kind, (m) => {
-      const ev = JSON.parse(m.data);
-      if (held) held.push(ev);
-      else addEvent(ev);
-    });
+    src.addEventListener(kind, (m) => addEvent(JSON.parse(m.data)));
   }
-  return open;
 }
 
 let shownUser = "";
@@ -262,13 +266,8 @@ async function main() {
   document.querySelector("#node").textContent = "served by " + (body.self || "?");
   await loadBounds();
   drawLatency(document.querySelector("#latency"), latencies, bounds);
-  // The stream first, the history once it is open: nothing that happens
-  // while the history loads falls between the two (each event shown once).
-  await streamEvents();
+  streamEvents();
   await loadHistory().catch(() => {});
-  const early = held;
-  held = null;
-  for (const ev of early) addEvent(ev);
   // Each poll after the last answer, never piling up behind a slow member.
   (async function poll() {
     await refreshCluster();

@@ -161,13 +161,7 @@ func (n *Node) propagation() time.Duration {
 
 // owns reports whether this node owns an identity (always, alone): an
 // actor that is not the owner's is a leftover of an earlier topology.
-func (n *Node) owns(kind Kind, identity string) bool {
-	if n.provider == nil {
-		return true
-	}
-	owner := n.provider.Owner(string(kind), identity)
-	return owner == "" || owner == n.sys.Address()
-}
+func (n *Node) owns(kind Kind, identity string) bool { return n.dir.Owns(kind, identity) }
 
 // stale reports whether a message came from a member this node declared
 // dead or left (cluster.Gossip.Gone): what a view there sent reaches a sink
@@ -389,15 +383,19 @@ func (n *Node) onMember(ev cluster.Event) {
 	}
 }
 
+// props are the props of one activation: its count of handled directory
+// messages outlives a restart (proto.actor makes a new instance under the
+// same PID after a panic), so the directory's count still matches it.
 func (n *Node) props(kind Kind, id string) *actor.Props {
+	received := new(uint64)
 	switch kind {
 	case KindLease:
 		user, device, _ := cutID(id)
 		return actor.PropsFromProducer(func() actor.Actor {
-			return &leaseActor{n: n, user: user, device: device, l: core.Lease{Unfenced: n.deps.Unfenced}}
+			return &leaseActor{n: n, user: user, device: device, l: core.Lease{Unfenced: n.deps.Unfenced}, received: received}
 		})
 	default:
-		return actor.PropsFromProducer(func() actor.Actor { return &viewActor{n: n, user: id} })
+		return actor.PropsFromProducer(func() actor.Actor { return &viewActor{n: n, user: id, received: received} })
 	}
 }
 

@@ -63,6 +63,9 @@ func (a *connActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.c = core.NewConn(now)
+		a.n.index[KindConnection].add(leaseID(a.user, a.device), ctx.Self())
+	case *messages.ActorStateQuery:
+		ctx.Respond(a.info(now))
 	case connActivate:
 		a.active = true
 		a.armRenew(ctx, true)
@@ -161,6 +164,7 @@ func (a *connActor) onLost(ctx actor.Context, m *messages.ConnLost, now time.Tim
 // onStopping unsubscribes everywhere and, on a graceful stop (not a
 // crash), releases the lease and closes the socket.
 func (a *connActor) onStopping(ctx actor.Context, now time.Time) {
+	a.n.index[KindConnection].remove(leaseID(a.user, a.device), ctx.Self())
 	a.renew.stop()
 	a.rereg.stop()
 	targets := make([]string, 0, len(a.sink.Targets()))

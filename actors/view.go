@@ -64,6 +64,8 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.n.handled(KindView, a.received)
 		a.queries++
 		a.onQuery(ctx, now)
+	case *messages.ActorStateQuery: // from the inspector, not the directory
+		ctx.Respond(a.info(now))
 	case *messages.DeviceAdmit:
 		a.n.handled(KindView, a.received)
 		ok, n := a.v.Admit(m.GetDevice(), int(m.GetLimit()), now, now.Add(admitHold))
@@ -90,7 +92,7 @@ func (a *viewActor) Receive(ctx actor.Context) {
 // after a membership change may replace one on another member, and waits
 // to settle.
 func (a *viewActor) onStarted(ctx actor.Context, now time.Time) {
-	a.n.activated(KindView, ctx.Self())
+	a.n.activated(KindView, a.user, ctx.Self())
 	last, err := a.n.deps.History.LastSeen(context.Background(), a.user)
 	if err != nil {
 		a.n.log.Error("view: reading last seen", "user", a.user, "err", err)
@@ -105,7 +107,7 @@ func (a *viewActor) onStarted(ctx actor.Context, now time.Time) {
 }
 
 func (a *viewActor) onStopping(ctx actor.Context) {
-	a.n.deactivated(KindView, ctx.Self())
+	a.n.deactivated(KindView, a.user, ctx.Self())
 	a.settle.stop()
 	a.debounce.stop()
 	a.age.stop()

@@ -38,6 +38,9 @@ type Deps struct {
 	// Cluster makes the node a member of a gossip cluster whose lease and
 	// view actors are proto.actor virtual actors; nil: a node alone.
 	Cluster *ClusterOptions
+	// wrapDir, in tests, puts a directory of their own in front of the
+	// node's (one that hangs or fails, as a dying member's does).
+	wrapDir func(Directory) Directory
 }
 
 // ClusterOptions are a cluster member's settings.
@@ -62,6 +65,7 @@ type Node struct {
 	root    *actor.RootContext
 	sched   *scheduler.TimerScheduler
 	dir     Directory
+	post    *courier // what connections and gateways send through dir
 	metrics *Metrics
 	log     *slog.Logger
 
@@ -235,6 +239,10 @@ func Start(d Deps) (_ *Node, err error) {
 	} else {
 		n.dir = NewLocalDirectory(sys.Root, n.props)
 	}
+	if d.wrapDir != nil {
+		n.dir = d.wrapDir(n.dir)
+	}
+	n.post = newCourier(n.dir)
 	if _, err := n.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return fanoutActor{n} }), FanoutName); err != nil {
 		return nil, fmt.Errorf("actors: fan-out: %w", err)
 	}
@@ -459,6 +467,7 @@ func (n *Node) stop() {
 			g.Stop()
 		}
 	}
+	n.post.wait() // their releases and unsubscribes
 	n.dir.Stop()
 	if n.cluster != nil {
 		n.cluster.Shutdown(true) // leaves the gossip, stops the actor system

@@ -146,6 +146,14 @@ func (l *Lease) Release(connID string, epoch uint64, reason messages.EndReason, 
 		l.Gen++
 		return LeaseResult{Down: true, Reason: reason, LastAlive: lastAlive}
 	}
+	if l.Holder == nil && l.Ended && l.EndedEpoch == epoch && l.EndedReason == messages.EndReason_lease_expired {
+		// Its own release after the lease expired (the device was reported
+		// gone then): nothing to publish, but the epoch is now over for good,
+		// so a renewal of it still on its way cannot revive the lease (the
+		// connection's messages to its lease may arrive out of order).
+		l.EndedReason = reason
+		return LeaseResult{}
+	}
 	stale := l.Holder == nil || l.Holder.GetEpoch() != epoch || l.Holder.GetConnId() != connID
 	if stale && !(l.Unfenced && l.Holder != nil) {
 		l.RejectedStale++

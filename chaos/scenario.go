@@ -17,22 +17,27 @@ type Scenario struct {
 	Name  string
 	About string
 	run   func(ctx context.Context, e *Env, r *Round) error
+	// Nodes is the cluster size it needs (it runs with that many whatever
+	// --nodes says); 0: --nodes.
+	Nodes int
 }
 
 // Scenarios lists what `chaos list` names.
 var Scenarios = []Scenario{
-	{"close", "the devices of one node close their connections", runClose},
-	{"half-open", "the devices of one node go silent without closing (a tunnel, a dead NAT)", runHalfOpen},
-	{"gateway-crash", "kill -9 one node: its devices, and the leases and views it hosted, are lost with it", runCrash},
-	{"pause", "SIGSTOP one node until the others declare it dead, then SIGCONT: it must fence and rejoin", runPause},
-	{"join", "a node joins while subscribers watch: identities move to it", runJoin},
-	{"partition", "cut one node off the others with iptables (2+1): the majority serves, the minority fences; after the heal one cluster", runPartition},
-	{"rolling", "SIGTERM and restart each node in turn under the same name, devices on the Go SDK: no offline, no fence", runRolling},
-	{"restart-storm", "kill -9 a node with a third of the SDK devices: each reconnects elsewhere within 1 s, no false offline", runStorm},
-	{"soak", "random kills, pauses, partitions and restarts for --duration, SDK devices, checked after each", runSoak},
-	{"kill-two", "kill -9 the youngest node, a stable period, then the next: the oldest serves on alone", runKillTwo},
-	{"kill-two-at-once", "kill -9 the two youngest nodes together: the survivor fences and waits (majority rule)", runKillTwoAtOnce},
-	{"kill-two-at-once-lease", "--split-brain lease: kill -9 the two oldest nodes together: the youngest takes the lease and serves on", runKillTwoAtOnceLease},
+	{"close", "the devices of one node close their connections", runClose, 0},
+	{"half-open", "the devices of one node go silent without closing (a tunnel, a dead NAT)", runHalfOpen, 0},
+	{"gateway-crash", "kill -9 one node: its devices, and the leases and views it hosted, are lost with it", runCrash, 0},
+	{"pause", "SIGSTOP one node until the others declare it dead, then SIGCONT: it must fence and rejoin", runPause, 0},
+	{"join", "a node joins while subscribers watch: identities move to it", runJoin, 0},
+	{"partition", "cut one node off the others with iptables (2+1): the majority serves, the minority fences; after the heal one cluster", runPartition, 0},
+	{"partition-2-2-1", "5 nodes cut 2+2+1 with iptables: no side has a majority, every side fences (majority rule); after the heal one cluster", runSplit, 5},
+	{"partition-2-2-1-lease", "--split-brain lease, 5 nodes cut 2+2+1: the side that takes the lease serves, the others fence; after the heal one cluster", runSplit, 5},
+	{"rolling", "SIGTERM and restart each node in turn under the same name, devices on the Go SDK: no offline, no fence", runRolling, 0},
+	{"restart-storm", "kill -9 a node with a third of the SDK devices: each reconnects elsewhere within 1 s, no false offline", runStorm, 0},
+	{"soak", "random kills, pauses, partitions and restarts for --duration, SDK devices, checked after each", runSoak, 0},
+	{"kill-two", "kill -9 the youngest node, a stable period, then the next: the oldest serves on alone", runKillTwo, 0},
+	{"kill-two-at-once", "kill -9 the two youngest nodes together: the survivor fences and waits (majority rule)", runKillTwoAtOnce, 0},
+	{"kill-two-at-once-lease", "--split-brain lease: kill -9 the two oldest nodes together: the youngest takes the lease and serves on", runKillTwoAtOnceLease, 0},
 }
 
 // Find returns the scenario called name.
@@ -406,7 +411,7 @@ func setup(ctx context.Context, o Options, dir string) (*Env, error) {
 		return nil, err
 	}
 	nodes, devices := o.Nodes, o.Devices
-	c := &Cluster{Bin: o.Bin, Dir: dir, Secret: "chaos", Isolate: o.Scenario == "partition" || o.Scenario == "soak" && os.Geteuid() == 0}
+	c := &Cluster{Bin: o.Bin, Dir: dir, Secret: "chaos", Isolate: strings.HasPrefix(o.Scenario, "partition") || o.Scenario == "soak" && os.Geteuid() == 0}
 	if o.Backend == "docker" {
 		c.Docker = &Docker{Image: o.Image}
 	}

@@ -6,61 +6,89 @@ import (
 	"time"
 )
 
-// courier carries the messages of connection and gateway actors to lease
-// and view actors off their mailboxes. Reaching an identity can wait on
-// another member: ClusterDirectory asks the identity's owner to activate
+// courier carries the messages of connection, gateway and lease actors to
+// lease and view actors off their mailboxes. Reaching an identity can wait
+// on another member: ClusterDirectory asks the identity's owner to activate
 // it, and an owner that died but is not yet declared dead holds that call
 // for proto.actor's request timeout (5 s). A connection must go on reading
-// heartbeats and checking staleness meanwhile, and its renewals must go on
-// reaching a lease that lives elsewhere (docs/architecture.md, "Off the
-// mailbox").
+// heartbeats and checking staleness meanwhile, its renewals must go on
+// reaching a lease that lives elsewhere, and a lease must go on answering
+// (docs/architecture.md, "Off the mailbox").
 //
 // Messages to a lease go each on a goroutine of its own: epoch fencing
 // makes their order irrelevant (core.Lease: a renewal or re-register that
 // arrives after its connection's release is refused), and a re-register
 // must not wait behind a renewal stuck on a member that died since. A
 // connection has at most timeout/renew of them stuck at once. Messages to a
-// view keep their order (a subscribe before its unsubscribe, the last show
-// last): one lane per view identity, drained by one goroutine while it has
-// work, none while it is idle. Safe for concurrent use.
+// view keep their order (a subscribe before its unsubscribe, a device's up
+// before its down, the last show last): one lane per view identity and
+// owner (by the placement when it was sent), drained by one goroutine while
+// it has work, none while idle. A lane stuck on an owner that died holds
+// only what was sent to that owner, lost anyway; what is sent once the
+// placement moved the identity goes into a new lane. Safe for concurrent
+// use.
 type courier struct {
-	dir Directory
+	n *Node // its directory and placement, read at each send
 
-	mu    sync.Mutex
-	lanes map[string][]func() // per view identity, the sends waiting
-	busy  sync.WaitGroup      // goroutines carrying something
+	mu     sync.Mutex
+	lanes  map[string][]func() // per view identity and owner, the sends waiting
+	active int                 // goroutines carrying something
+	idle   sync.Cond           // signalled when active drops to 0
 }
 
-func newCourier(dir Directory) *courier {
-	return &courier{dir: dir, lanes: map[string][]func(){}}
+func newCourier(n *Node) *courier {
+	c := &courier{n: n, lanes: map[string][]func(){}}
+	c.idle.L = &c.mu
+	return c
+}
+
+// carry runs f on a goroutine of its own, counted for wait. Callers
+// hold mu.
+func (c *courier) carry(f func()) {
+	c.active++
+	go func() {
+		defer func() {
+			c.mu.Lock()
+			if c.active--; c.active == 0 {
+				c.idle.Broadcast()
+			}
+			c.mu.Unlock()
+		}()
+		f()
+	}()
 }
 
 // send sends msg to the identity without waiting for the directory.
 func (c *courier) send(kind Kind, id string, msg any) {
-	if kind == KindLease {
-		c.busy.Go(func() { c.dir.Send(kind, id, msg) })
-		return
+	dir := c.n.dir
+	key := id
+	if p := c.n.provider; p != nil && kind == KindView {
+		key += "@" + p.Owner(string(kind), id)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	q, running := c.lanes[id]
-	c.lanes[id] = append(q, func() { c.dir.Send(kind, id, msg) })
+	if kind == KindLease {
+		c.carry(func() { dir.Send(kind, id, msg) })
+		return
+	}
+	q, running := c.lanes[key]
+	c.lanes[key] = append(q, func() { dir.Send(kind, id, msg) })
 	if !running {
-		c.busy.Go(func() { c.drain(id) })
+		c.carry(func() { c.drain(key) })
 	}
 }
 
-// drain sends a view's waiting messages in order until its lane is empty.
-func (c *courier) drain(id string) {
+// drain sends a lane's waiting messages in order until it is empty.
+func (c *courier) drain(key string) {
 	for {
 		c.mu.Lock()
-		q := c.lanes[id]
+		q := c.lanes[key]
 		if len(q) == 0 {
-			delete(c.lanes, id)
+			delete(c.lanes, key)
 			c.mu.Unlock()
 			return
 		}
-		c.lanes[id] = q[1:]
+		c.lanes[key] = q[1:]
 		c.mu.Unlock()
 		q[0]()
 	}
@@ -70,13 +98,22 @@ func (c *courier) drain(id string) {
 // mailbox, and hands the answer (or the error) to reply, on the courier's
 // goroutine: reply only sends it back to the asking actor as a message.
 func (c *courier) request(kind Kind, id string, msg any, timeout time.Duration, reply func(any, error)) {
-	c.busy.Go(func() {
+	dir := c.n.dir
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.carry(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		reply(c.dir.Request(ctx, kind, id, msg))
+		reply(dir.Request(ctx, kind, id, msg))
 	})
 }
 
 // wait returns once everything handed to the courier was carried (each
 // call returns within the directory's timeouts).
-func (c *courier) wait() { c.busy.Wait() }
+func (c *courier) wait() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.active > 0 {
+		c.idle.Wait()
+	}
+}

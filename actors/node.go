@@ -65,7 +65,7 @@ type Node struct {
 	root    *actor.RootContext
 	sched   *scheduler.TimerScheduler
 	dir     Directory
-	post    *courier // what connections and gateways send through dir
+	post    *courier // what connections, gateways and leases send through dir
 	metrics *Metrics
 	log     *slog.Logger
 
@@ -232,6 +232,7 @@ func Start(d Deps) (_ *Node, err error) {
 		}
 	}()
 	n.eventSinks = map[string]*messages.EventsSubscribe{}
+	n.post = newCourier(n) // before the join: lease actors may start then
 	if d.Cluster != nil {
 		if err := n.join(); err != nil {
 			return nil, err
@@ -242,7 +243,6 @@ func Start(d Deps) (_ *Node, err error) {
 	if d.wrapDir != nil {
 		n.dir = d.wrapDir(n.dir)
 	}
-	n.post = newCourier(n.dir)
 	if _, err := n.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return fanoutActor{n} }), FanoutName); err != nil {
 		return nil, fmt.Errorf("actors: fan-out: %w", err)
 	}
@@ -467,8 +467,9 @@ func (n *Node) stop() {
 			g.Stop()
 		}
 	}
-	n.post.wait() // their releases and unsubscribes
+	n.post.wait() // their releases and unsubscribes, their leases' downs
 	n.dir.Stop()
+	n.post.wait()
 	if n.cluster != nil {
 		n.cluster.Shutdown(true) // leaves the gossip, stops the actor system
 		return

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"math/rand/v2"
 	"time"
 
@@ -52,10 +53,12 @@ type connActor struct {
 }
 
 func newConnActor(g *Gateway, r OpenRequest) *connActor {
+	sink := core.NewSink()
+	sink.Max = g.n.deps.Limits.Subscriptions
 	return &connActor{
 		g: g, n: g.n, t: g.n.deps.Timing,
 		user: r.User, device: r.Device, id: r.ConnID, epoch: r.Attempt, sock: r.Socket, since: r.since, live: r.live,
-		rng: core.Rand(g.n.deps.Seed, r.ConnID), sink: core.NewSink(),
+		rng: core.Rand(g.n.deps.Seed, r.ConnID), sink: sink,
 	}
 }
 
@@ -277,12 +280,18 @@ func (a *connActor) send(ctx actor.Context, f *messages.Frame) {
 }
 
 // subscribe asks each target's view for its part of the snapshot, or
-// answers a bad request with an error frame.
+// answers a bad request (400) or one over the connection's subscription
+// limit (413) with an error frame.
 func (a *connActor) subscribe(ctx actor.Context, m connSubscribe) {
 	targets, err := a.sink.Subscribe(m.requestID, m.targets)
 	if err != nil {
+		code := messages.ErrBadRequest
+		if errors.Is(err, core.ErrTooManySubscriptions) {
+			code = messages.ErrTooManySubscriptions
+			a.n.metrics.Refused.WithLabelValues(LimitSubscriptions).Inc()
+		}
 		a.send(ctx, &messages.Frame{Kind: &messages.Frame_Error{Error: &messages.Error{
-			Code: uint32(messages.ErrBadRequest), RequestId: m.requestID, Message: err.Error(),
+			Code: uint32(code), RequestId: m.requestID, Message: err.Error(),
 		}}})
 		return
 	}

@@ -184,6 +184,9 @@ func (g *Gateway) Open(ctx context.Context, r OpenRequest) (*Conn, error) {
 	if timeout <= 0 {
 		return nil, fmt.Errorf("actors: gateway %s: %w", g.node, context.DeadlineExceeded)
 	}
+	if err := g.admit(ctx, r); err != nil {
+		return nil, err
+	}
 	r.since = time.Now()
 	res, err := g.n.root.RequestFuture(g.pid, spawnConn{r}, timeout).Result()
 	if err != nil {
@@ -214,6 +217,30 @@ func (g *Gateway) Open(ctx context.Context, r OpenRequest) (*Conn, error) {
 	g.n.root.Send(pid, connActivate{})
 	return &Conn{n: g.n, pid: pid, ID: r.ConnID, Epoch: r.Attempt}, nil
 }
+
+// ErrTooManyDevices wraps a handshake refused because its user has
+// Limits.Devices devices online and it is not one of them (HTTP 403).
+var ErrTooManyDevices = errors.New("actors: too many devices online")
+
+// admit asks the user's view whether the device may come online
+// (core.View.Admit), before anything is written for it.
+func (g *Gateway) admit(ctx context.Context, r OpenRequest) error {
+	limit := g.n.deps.Limits.Devices
+	ans, err := g.n.dir.Request(ctx, KindView, r.User, &messages.DeviceAdmit{User: r.User, Device: r.Device, Limit: uint32(limit)})
+	if err != nil {
+		return fmt.Errorf("actors: gateway %s: %w", g.node, err)
+	}
+	if a, _ := ans.(*messages.DeviceAdmitted); !a.GetOk() {
+		g.n.metrics.Refused.WithLabelValues(LimitDevices).Inc()
+		return fmt.Errorf("%w: user %s has %d devices online, the limit (max-devices %d): %s is not one of them",
+			ErrTooManyDevices, r.User, a.GetDevices(), limit, r.Device)
+	}
+	return nil
+}
+
+// Refused counts a request the socket layer refused by one of its own
+// limits (presence_limit_refusals_total{limit}).
+func (g *Gateway) Refused(limit string) { g.n.metrics.Refused.WithLabelValues(limit).Inc() }
 
 // requestTimeout is what is left of ctx, or 5 s without a deadline.
 func requestTimeout(ctx context.Context) time.Duration {

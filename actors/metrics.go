@@ -23,6 +23,7 @@ type Metrics struct {
 	Passivations      *prometheus.CounterVec // kind
 	Activations       *prometheus.CounterVec // kind
 	DeadLetters       *prometheus.CounterVec // message type
+	Refused           *prometheus.CounterVec // limit: one of Limits
 	stateMetrics
 }
 
@@ -41,15 +42,28 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Passivations:      metric.CounterVec("presence_actor_passivations_total", "Idle lease and view actors stopped.", "kind"),
 		Activations:       metric.CounterVec("presence_actor_activations_total", "Lease and view actors started.", "kind"),
 		DeadLetters:       metric.CounterVec("presence_dead_letters_total", "Messages sent to an actor that had stopped (a passivated or moved lease or view, a closed connection), by message type; logged only at debug.", "message"),
+		Refused:           metric.CounterVec("presence_limit_refusals_total", "Requests refused by a limit on what one client can make a node hold (docs/operations.md, Limits), by limit.", "limit"),
 		stateMetrics:      newStateMetrics(),
 	}
 	m.preset()
 	if reg != nil {
-		reg.MustRegister(m.DeviceTransitions, m.Published, m.Delivered, m.EventMessages, m.Renewals, m.ClientRestarts, m.StaleChecks, m.RejectedStale, m.Passivations, m.Activations, m.DeadLetters)
+		reg.MustRegister(m.DeviceTransitions, m.Published, m.Delivered, m.EventMessages, m.Renewals, m.ClientRestarts, m.StaleChecks, m.RejectedStale, m.Passivations, m.Activations, m.DeadLetters, m.Refused)
 		reg.MustRegister(m.collectors()...)
 	}
 	return m
 }
+
+// The limits of presence_limit_refusals_total (config.Limits and the
+// gateway's subscribe bucket).
+const (
+	LimitSubscriptions = "subscriptions"
+	LimitSubscribeRate = "subscribe_rate"
+	LimitDevices       = "devices"
+	LimitBatch         = "batch"
+)
+
+// Limits are the label values of presence_limit_refusals_total.
+var Limits = []string{LimitSubscriptions, LimitSubscribeRate, LimitDevices, LimitBatch}
 
 // countDeadLetters counts the system's dead letters by message type:
 // after a member change or a passivation they are routine, so a rate is

@@ -25,8 +25,12 @@ import (
 
 // Deps is what a node is made of.
 type Deps struct {
-	NodeID   string
-	Timing   config.Timing
+	NodeID string
+	Timing config.Timing
+	// Limits bound what one client can make the node hold: subscriptions
+	// per connection, devices per user (docs/operations.md "Limits");
+	// zero fields take config.DefaultLimits.
+	Limits   config.Limits
 	Seed     int64 // seeds each connection's jitter with its conn id
 	Policies store.PolicyStore
 	History  store.HistoryStore
@@ -218,6 +222,7 @@ func Start(d Deps) (_ *Node, err error) {
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	d.Limits = d.Limits.OrDefault()
 	if d.Metrics == nil {
 		d.Metrics = NewMetrics(nil)
 	}

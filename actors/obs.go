@@ -172,6 +172,9 @@ func (m *Metrics) preset() {
 	for _, op := range []string{"acquire", "renew", "release", "gateway_down", "expire"} {
 		m.RejectedStale.WithLabelValues(op)
 	}
+	for _, l := range Limits {
+		m.Refused.WithLabelValues(l)
+	}
 	for _, k := range []Kind{KindLease, KindView} {
 		m.Activations.WithLabelValues(string(k))
 		m.Passivations.WithLabelValues(string(k))

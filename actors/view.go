@@ -22,6 +22,7 @@ type viewActor struct {
 	v        *core.View
 	sinks    map[string]*actor.PID
 	received uint64
+	queries  uint64 // ViewQuery among received: a view only looked up
 
 	debounce, age, idle, settle timer
 	idleGen                     uint64
@@ -62,7 +63,12 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.apply(ctx, a.v.SetPolicy(a.policy(), now))
 	case *messages.ViewQuery:
 		a.received++
+		a.queries++
 		a.onQuery(ctx, now)
+	case *messages.DeviceAdmit:
+		a.received++
+		ok, n := a.v.Admit(m.GetDevice(), int(m.GetLimit()), now, now.Add(admitHold))
+		ctx.Respond(&messages.DeviceAdmitted{Ok: ok, Devices: uint32(n)})
 	case *actor.Terminated:
 		a.drop(ctx, m.GetWho())
 		a.apply(ctx, core.ViewResult{})
@@ -123,10 +129,22 @@ func (a *viewActor) onUnsubscribe(ctx actor.Context, m *messages.ViewUnsubscribe
 	a.apply(ctx, core.ViewResult{})
 }
 
+// onQuery answers a lookup (Node.Query). A view that nothing but lookups
+// reached since it started, with nothing live, stops at once instead of
+// after Timing.Idle: an admin lookup of a user nobody has seen leaves no
+// actor behind (docs/operations.md "Limits"). An unsettled one stays: its
+// devices may be re-registering.
 func (a *viewActor) onQuery(ctx actor.Context, now time.Time) {
 	a.recheck(ctx, now)
 	ctx.Respond(a.state())
+	if a.queries == a.received && a.v.Idle() && !a.v.Unsettled {
+		a.n.passivate(ctx, KindView, a.user, a.received)
+	}
 }
+
+// admitHold is how long a device admitted by core.View.Admit holds its
+// place without coming up: longer than a handshake (5 s, gateway).
+const admitHold = 10 * time.Second
 
 // recheck unsettles a young view on a subscribe or query: its node may have
 // heard of the change that moved it here only after activating it (members

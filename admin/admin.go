@@ -27,9 +27,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// MaxBatch bounds POST /api/presence/batch.
-const MaxBatch = 1000
-
 // Server is the admin API of one node.
 type Server struct {
 	Node     *actors.Node
@@ -53,7 +50,10 @@ type Server struct {
 	MaxEventStreams int
 	// History, when set, answers GET /api/history (its Run feeds it).
 	History *History
-	streams atomic.Int64
+	// MaxBatch bounds the users of one POST /api/presence/batch; more is
+	// 413. 0: config.DefaultLimits().Batch.
+	MaxBatch int
+	streams  atomic.Int64
 }
 
 // DefaultMaxEventStreams is the default cap on open event streams: each
@@ -314,8 +314,14 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("admin: body: %w", err))
 		return
 	}
-	if len(req.Users) == 0 || len(req.Users) > MaxBatch {
-		writeErr(w, http.StatusBadRequest, fmt.Errorf("admin: %d users: must be 1 to %d", len(req.Users), MaxBatch))
+	limit := config.Limits{Batch: s.MaxBatch}.OrDefault().Batch
+	switch {
+	case len(req.Users) == 0:
+		writeErr(w, http.StatusBadRequest, errors.New("admin: 0 users: must be 1 or more"))
+		return
+	case len(req.Users) > limit:
+		s.Node.Metrics().Refused.WithLabelValues(actors.LimitBatch).Inc()
+		writeErr(w, http.StatusRequestEntityTooLarge, fmt.Errorf("admin: %d users: more than the limit of %d per batch (max-batch)", len(req.Users), limit))
 		return
 	}
 	out := make([]any, len(req.Users))

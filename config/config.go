@@ -96,6 +96,7 @@ type Config struct {
 	SplitBrain string
 	Timing     Timing
 	Gateway    Gateway
+	Limits     Limits
 
 	// SecretPrevious are older device-token keys still accepted while
 	// tokens signed with them live out their expiry (rotation); tokens are
@@ -119,6 +120,43 @@ type Gateway struct {
 	AdmitBurst   int           // handshakes admitted at once
 	DrainSpread  time.Duration // SIGTERM closes devices over this long
 	SendBuffer   int           // SO_SNDBUF of device sockets in bytes; 0: the kernel's
+	// SubscribeRate and SubscribeBurst are each connection's token bucket
+	// of subscribe frames (per second, at once); a subscribe beyond it is
+	// answered with an error frame 429 and a retry-after in ms.
+	SubscribeRate  float64
+	SubscribeBurst int
+}
+
+// Limits bound what one client can make a node hold (docs/operations.md,
+// "Limits"). Each is a count; rule: >= 0, 0 takes the default of
+// DefaultLimits.
+type Limits struct {
+	// Subscriptions is the most targets one connection may be subscribed
+	// to at once, over all its subscribe requests (unsubscribe frees
+	// room); a subscribe that would go beyond is refused whole with an
+	// error frame 413. Default 5000.
+	Subscriptions int
+	// Devices is the most devices of one user online at once; the
+	// handshake of one more is refused with 403 (a device already online
+	// reconnects). Default 100.
+	Devices int
+	// Batch is the most users one POST /api/presence/batch may name; more
+	// is 413. Default 1000.
+	Batch int
+}
+
+// DefaultLimits are the limits' defaults, the one place they are set.
+func DefaultLimits() Limits { return Limits{Subscriptions: 5000, Devices: 100, Batch: 1000} }
+
+// OrDefault is l with every zero field set to its default.
+func (l Limits) OrDefault() Limits {
+	d := DefaultLimits()
+	for _, p := range []struct{ v, d *int }{{&l.Subscriptions, &d.Subscriptions}, {&l.Devices, &d.Devices}, {&l.Batch, &d.Batch}} {
+		if *p.v == 0 {
+			*p.v = *p.d
+		}
+	}
+	return l
 }
 
 // DevSecret is the default device-token key. A node started with it logs a
@@ -174,6 +212,7 @@ func Default() Config {
 		PolicyDSN:  "sqlite:presence-data/presence.db",
 		SplitBrain: "majority",
 		Timing:     Seed(),
+		Limits:     DefaultLimits(),
 	}
 }
 
@@ -189,7 +228,9 @@ func (c Config) Validate() error {
 		name string
 		v    float64
 	}{{"outbox", float64(g.Outbox)}, {"write-timeout", float64(g.WriteTimeout)}, {"admit-rate", g.AdmitRate},
-		{"admit-burst", float64(g.AdmitBurst)}, {"drain-spread", float64(g.DrainSpread)}, {"send-buffer", float64(g.SendBuffer)}} {
+		{"admit-burst", float64(g.AdmitBurst)}, {"drain-spread", float64(g.DrainSpread)}, {"send-buffer", float64(g.SendBuffer)},
+		{"subscribe-rate", g.SubscribeRate}, {"subscribe-burst", float64(g.SubscribeBurst)},
+		{"max-subscriptions", float64(c.Limits.Subscriptions)}, {"max-devices", float64(c.Limits.Devices)}, {"max-batch", float64(c.Limits.Batch)}} {
 		if !(f.v >= 0) {
 			errs = append(errs, fmt.Errorf("%w: %s = %v: must be >= 0 (0: the default)", ErrInvalid, f.name, f.v))
 		}

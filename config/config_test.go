@@ -297,7 +297,8 @@ func TestLoadDefaults(t *testing.T) {
 	}
 	d := config.Default()
 	if c.Timing != config.Seed() || c.Preset != "seed" || c.Listen != d.Listen || c.Admin != d.Admin ||
-		c.Gossip != d.Gossip || c.Secret != config.DevSecret || c.Join != nil || c.ClusterKey != "" || c.Seed != 0 {
+		c.Gossip != d.Gossip || c.Secret != config.DevSecret || c.Join != nil || c.ClusterKey != "" || c.Seed != 0 ||
+		c.Limits != config.DefaultLimits() {
 		t.Fatalf("Load() = %+v, want the defaults", c)
 	}
 	if c.NodeID == "" {
@@ -414,6 +415,11 @@ admit-rate: 9.5
 admit-burst: 10
 drain-spread: 4s
 send-buffer: 4096
+subscribe-rate: 2.5
+subscribe-burst: 3
+max-subscriptions: 40
+max-devices: 4
+max-batch: 50
 heartbeat: 10s
 heartbeat-jitter: 0.2
 stale: 25s
@@ -427,7 +433,9 @@ idle: 1m
 	want := config.Config{
 		NodeID: "n-file", Listen: "0.0.0.0:1", Admin: "0.0.0.0:2", AdminToken: "tok", Gossip: "0.0.0.0:3",
 		Join: []string{"a:1", "b:2"}, Advertise: "presence-1", RemotePort: 7947, JoinRetry: time.Minute, Preset: "seed", Secret: "s3cret", ClusterKey: "0123456789abcdef", Seed: 42, Demo: 3, PolicyDSN: "postgres://db/presence", SplitBrain: "lease",
-		Gateway: config.Gateway{Outbox: 8, WriteTimeout: 3 * time.Second, AdmitRate: 9.5, AdmitBurst: 10, DrainSpread: 4 * time.Second, SendBuffer: 4096},
+		Gateway: config.Gateway{Outbox: 8, WriteTimeout: 3 * time.Second, AdmitRate: 9.5, AdmitBurst: 10, DrainSpread: 4 * time.Second, SendBuffer: 4096,
+			SubscribeRate: 2.5, SubscribeBurst: 3},
+		Limits: config.Limits{Subscriptions: 40, Devices: 4, Batch: 50},
 		Timing: config.Timing{
 			Heartbeat: 10 * time.Second, HeartbeatJitter: 0.2, Stale: 25 * time.Second, Check: time.Second,
 			Renew: 20 * time.Second, RenewJitter: 0.3, TTL: 50 * time.Second, Debounce: 7 * time.Second, Idle: time.Minute,
@@ -448,6 +456,7 @@ idle: 1m
 		"heartbeat": "10s", "heartbeat-jitter": "0.2", "stale": "25s", "check": "1s", "renew": "20s",
 		"renew-jitter": "0.3", "ttl": "50s", "debounce": "7s", "idle": "1m", "policy-dsn": "postgres://db/presence", "split-brain": "lease",
 		"outbox": "8", "write-timeout": "3s", "admit-rate": "9.5", "admit-burst": "10", "drain-spread": "4s", "send-buffer": "4096",
+		"subscribe-rate": "2.5", "subscribe-burst": "3", "max-subscriptions": "40", "max-devices": "4", "max-batch": "50",
 	} {
 		kv = append(kv, config.EnvName(k), v)
 		args = append(args, "--"+k+"="+v)
@@ -530,6 +539,11 @@ func TestLoadErrors(t *testing.T) {
 		{"jitter 0.5", []string{"--heartbeat-jitter", "0.5"}, "", nil, []string{"heartbeat-jitter"}},
 		{"bad cluster key", []string{"--cluster-key", "short"}, "", nil, []string{"cluster-key"}},
 		{"empty secret", []string{"--secret", ""}, "", nil, []string{"secret"}},
+		{"negative subscription limit", []string{"--max-subscriptions=-1"}, "", nil, []string{"max-subscriptions = -1", "must be >= 0"}},
+		{"negative device limit from the env", nil, "", []string{"PRESENCE_MAX_DEVICES", "-2"}, []string{"max-devices = -2", "must be >= 0"}},
+		{"negative batch limit from the file", nil, "max-batch: -3\n", nil, []string{"max-batch = -3", "must be >= 0"}},
+		{"negative subscribe rate", []string{"--subscribe-rate=-0.5"}, "", nil, []string{"subscribe-rate = -0.5", "must be >= 0"}},
+		{"negative subscribe burst", []string{"--subscribe-burst=-1"}, "", nil, []string{"subscribe-burst = -1", "must be >= 0"}},
 		{"fast timings with a seed heartbeat", []string{"--timing", "fast", "--heartbeat", "30s"}, "", nil, []string{"stale"}},
 	}
 	for _, tc := range tests {

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/presence-im/presence/messages"
@@ -8,6 +9,10 @@ import (
 
 // MaxTargets bounds one subscribe request.
 const MaxTargets = 1000
+
+// ErrTooManySubscriptions is wrapped by a subscribe that would take a
+// connection over its Sink.Max (error frame 413, docs/protocol.md).
+var ErrTooManySubscriptions = errors.New("too many subscriptions")
 
 // Sink is one connection's subscriptions, owned by its connection actor:
 // the presence last sent to the device per target, and the subscribes
@@ -17,6 +22,9 @@ const MaxTargets = 1000
 // event that overtakes the snapshot is held until the snapshot is out, and
 // an event not newer than what the device has is dropped.
 type Sink struct {
+	// Max bounds the targets subscribed at once, over every request
+	// (config.Limits.Subscriptions); 0: no bound.
+	Max     int
 	subs    map[string]*messages.Presence // target -> presence last sent (nil: none yet)
 	pending map[string]*pendingSnap       // by request id
 }
@@ -36,8 +44,9 @@ func NewSink() *Sink {
 
 // Subscribe starts a subscribe request and returns the targets whose views
 // must be asked for a snapshot part. A bad request (no target, too many, a
-// request id already pending, an invalid id) changes nothing and returns
-// the error the device is told.
+// request id already pending, an invalid id, more targets than Max allows
+// beside those subscribed: ErrTooManySubscriptions) changes nothing and
+// returns the error the device is told.
 func (s *Sink) Subscribe(requestID string, targets []string) ([]string, error) {
 	if len(targets) == 0 || len(targets) > MaxTargets {
 		return nil, fmt.Errorf("subscribe: %d targets: must be 1 to %d", len(targets), MaxTargets)
@@ -46,11 +55,19 @@ func (s *Sink) Subscribe(requestID string, targets []string) ([]string, error) {
 		return nil, fmt.Errorf("subscribe: request_id %q is already pending", requestID)
 	}
 	ps := &pendingSnap{want: map[string]bool{}}
+	added := 0
 	for _, target := range targets {
 		if err := ValidID("target", target); err != nil {
 			return nil, fmt.Errorf("subscribe: %v", err)
 		}
+		if _, ok := s.subs[target]; !ok && !ps.want[target] {
+			added++
+		}
 		ps.want[target] = true
+	}
+	if s.Max > 0 && len(s.subs)+added > s.Max {
+		return nil, fmt.Errorf("subscribe: %w: %d subscribed and %d new, over the limit of %d per connection (max-subscriptions); unsubscribe first",
+			ErrTooManySubscriptions, len(s.subs), added, s.Max)
 	}
 	s.pending[requestID] = ps
 	asks := make([]string, 0, len(ps.want))
@@ -90,7 +107,9 @@ func (s *Sink) SnapshotPart(requestID, target string, visible bool, p *messages.
 	delete(ps.want, target)
 	if visible && p != nil {
 		ps.got = append(ps.got, p)
-		s.subs[p.GetUser()] = p
+		if _, still := s.subs[p.GetUser()]; still { // not unsubscribed meanwhile: Max holds
+			s.subs[p.GetUser()] = p
+		}
 	}
 	if len(ps.want) > 0 {
 		return nil

@@ -39,6 +39,10 @@ type View struct {
 
 	DeviceFlips    uint64 // device-level ups and downs
 	PublishedFlips uint64 // user-level online/offline changes published
+
+	// admitted are devices Admit let in that are not up yet, and until
+	// when each holds its place (see admit.go).
+	admitted map[string]time.Time
 }
 
 // Sub is one subscriber of a view: the viewer it sees as, and the last

@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"fmt"
 	"time"
 	"unicode/utf8"
 
 	"github.com/lesismal/nbio/nbhttp/websocket"
+	"github.com/presence-im/presence/actors"
 	"github.com/presence-im/presence/messages"
 )
 
@@ -16,6 +18,27 @@ func (s *socket) beat(seq uint64) {
 
 func (s *socket) errorFrame(code messages.ErrorCode, requestID, msg string) {
 	s.Send(&messages.Frame{Kind: &messages.Frame_Error{Error: &messages.Error{Code: uint32(code), RequestId: requestID, Message: msg}}})
+}
+
+// takeSubscribe takes a token of the connection's subscribe bucket; when
+// it is empty, it says how long until one is back.
+func (s *socket) takeSubscribe(now time.Time) (time.Duration, bool) {
+	if s.subscribes.AllowN(now, 1) {
+		return 0, true
+	}
+	need := 1 - s.subscribes.TokensAt(now)
+	return time.Duration(need / float64(s.subscribes.Limit()) * float64(time.Second)), false
+}
+
+// slowDown refuses a subscribe over the bucket: an error frame 429 with the
+// wait in milliseconds, rounded up.
+func (s *socket) slowDown(requestID string, wait time.Duration) {
+	ms := (wait + time.Millisecond - 1) / time.Millisecond
+	s.Send(&messages.Frame{Kind: &messages.Frame_Error{Error: &messages.Error{
+		Code: uint32(messages.ErrSlowDown), RequestId: requestID, RetryAfterMs: uint32(max(ms, 1)),
+		Message: fmt.Sprintf("subscribe: more than %v a second (subscribe-rate, burst subscribe-burst %d): retry after %d ms",
+			float64(s.subscribes.Limit()), s.subscribes.Burst(), max(ms, 1)),
+	}}})
 }
 
 // onMessage handles one client message: a frame of the connection's
@@ -53,6 +76,11 @@ func (s *Server) onMessage(c *websocket.Conn, kind websocket.MessageType, data [
 			Seq: k.Heartbeat.GetSeq(), ClientTsMs: k.Heartbeat.GetClientTsMs(), ServerTsMs: time.Now().UnixMilli(),
 		}}})
 	case *messages.Frame_Subscribe:
+		if wait, ok := sock.takeSubscribe(time.Now()); !ok {
+			s.gw.Refused(actors.LimitSubscribeRate)
+			sock.slowDown(k.Subscribe.GetRequestId(), wait)
+			return
+		}
 		conn.Subscribe(k.Subscribe.GetRequestId(), k.Subscribe.GetTargets())
 	case *messages.Frame_Unsubscribe:
 		conn.Unsubscribe(k.Unsubscribe.GetTargets())

@@ -10,7 +10,7 @@ import (
 
 // metrics of the device endpoint.
 type metrics struct {
-	handshakes *prometheus.CounterVec // status: 101, 400, 401, 409, 426, 429, 503
+	handshakes *prometheus.CounterVec // status: 101, 400, 401, 403, 409, 426, 429, 503
 	closes     *prometheus.CounterVec // code the server closed with
 }
 
@@ -21,7 +21,7 @@ func newMetrics(reg prometheus.Registerer, live func() int) *metrics {
 	}
 	// Every series from the start, so that rate() and increase() see their
 	// zero and an alert on 429 or 4008 fires on the first one.
-	for _, st := range []int{101, 400, 401, 409, 426, 429, 503} {
+	for _, st := range []int{101, 400, 401, 403, 409, 426, 429, 503} {
 		m.handshakes.WithLabelValues(strconv.Itoa(st))
 	}
 	for _, code := range messages.CloseCodes {

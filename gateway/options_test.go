@@ -19,13 +19,18 @@ func TestFlagHelpShowsDefaultOptions(t *testing.T) {
 	if _, err := config.Load([]string{"-h"}, func(string) string { return "" }, &usage); err != flag.ErrHelp {
 		t.Fatalf("config.Load -h: %v, want flag.ErrHelp", err)
 	}
-	d := DefaultOptions()
+	d, l := DefaultOptions(), config.DefaultLimits()
 	for name, want := range map[string]string{
-		"outbox":        fmt.Sprint(d.Outbox),
-		"write-timeout": d.WriteTimeout.String(),
-		"admit-rate":    fmt.Sprint(d.AdmitRate),
-		"admit-burst":   fmt.Sprint(d.AdmitBurst),
-		"drain-spread":  d.DrainSpread.String(),
+		"outbox":            fmt.Sprint(d.Outbox),
+		"write-timeout":     d.WriteTimeout.String(),
+		"admit-rate":        fmt.Sprint(d.AdmitRate),
+		"admit-burst":       fmt.Sprint(d.AdmitBurst),
+		"drain-spread":      d.DrainSpread.String(),
+		"subscribe-rate":    fmt.Sprint(d.SubscribeRate),
+		"subscribe-burst":   fmt.Sprint(d.SubscribeBurst),
+		"max-subscriptions": fmt.Sprint(l.Subscriptions),
+		"max-devices":       fmt.Sprint(l.Devices),
+		"max-batch":         fmt.Sprint(l.Batch),
 	} {
 		m := regexp.MustCompile(`-` + name + ` string\n\s+[^\n]*\(default ([^)]+)\)`).FindSubmatch(usage.Bytes())
 		got := "(none)"
@@ -45,6 +50,10 @@ func TestFlagHelpShowsDefaultOptions(t *testing.T) {
 		fmt.Sprintf("| `--write-timeout` | %s |", d.WriteTimeout),
 		fmt.Sprintf("| `--admit-rate` / `--admit-burst` | %v / %d |", d.AdmitRate, d.AdmitBurst),
 		fmt.Sprintf("| `--drain-spread` | %s |", d.DrainSpread),
+		fmt.Sprintf("| `--subscribe-rate` / `--subscribe-burst` | %v / %d |", d.SubscribeRate, d.SubscribeBurst),
+		fmt.Sprintf("| `--max-subscriptions` | %d |", l.Subscriptions),
+		fmt.Sprintf("| `--max-devices` | %d |", l.Devices),
+		fmt.Sprintf("| `--max-batch` | %d |", l.Batch),
 	} {
 		if !bytes.Contains(doc, []byte(row)) {
 			t.Errorf("docs/operations.md has no row %q", row)

@@ -46,13 +46,15 @@ type Options struct {
 
 // DefaultOptions are the endpoint's defaults, the one place they are set:
 // 64 frames of outbox, a peer cut after 10 s without taking anything, 500
-// handshakes a second in bursts of 1000, a drain spread over 2 s, 1 s of
-// close grace, messages of at most 64 KiB, 3 undecodable frames in a row;
+// handshakes a second in bursts of 1000, a drain spread over 2 s, 5
+// subscribe frames a second per connection in bursts of 10, 1 s of close
+// grace, messages of at most 64 KiB, 3 undecodable frames in a row;
 // SendBuffer 0 keeps the kernel's.
 func DefaultOptions() Options {
 	return Options{
 		Gateway: config.Gateway{
 			Outbox: 64, WriteTimeout: 10 * time.Second, AdmitRate: 500, AdmitBurst: 1000, DrainSpread: 2 * time.Second,
+			SubscribeRate: 5, SubscribeBurst: 10,
 		},
 		CloseGrace: time.Second, MaxMessage: 64 << 10, MaxErrors: 3,
 	}
@@ -65,6 +67,8 @@ func (o *Options) defaults() {
 	orDefault(&o.AdmitRate, d.AdmitRate)
 	orDefault(&o.AdmitBurst, d.AdmitBurst)
 	orDefault(&o.DrainSpread, d.DrainSpread)
+	orDefault(&o.SubscribeRate, d.SubscribeRate)
+	orDefault(&o.SubscribeBurst, d.SubscribeBurst)
 	orDefault(&o.CloseGrace, d.CloseGrace)
 	orDefault(&o.MaxMessage, d.MaxMessage)
 	orDefault(&o.MaxErrors, d.MaxErrors)
@@ -249,7 +253,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := pickCodec(r.Header)
-	sock := &socket{s: s, codec: c}
+	sock := &socket{s: s, codec: c, subscribes: rate.NewLimiter(rate.Limit(s.opt.SubscribeRate), s.opt.SubscribeBurst)}
 	connID := s.node + "-" + randomHex(8)
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
@@ -257,6 +261,9 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, core.ErrStaleAttempt):
 		s.refuse(w, http.StatusConflict, false, "%v", err)
+		return
+	case errors.Is(err, actors.ErrTooManyDevices):
+		s.refuse(w, http.StatusForbidden, false, "%v", err)
 		return
 	case err != nil:
 		s.refuse(w, http.StatusServiceUnavailable, true, "%v", err)

@@ -8,6 +8,7 @@ import (
 	"github.com/lesismal/nbio/nbhttp/websocket"
 	"github.com/presence-im/presence/actors"
 	"github.com/presence-im/presence/messages"
+	"golang.org/x/time/rate"
 )
 
 // socket is one device WebSocket as its connActor sees it
@@ -34,6 +35,9 @@ type socket struct {
 	written atomic.Uint64               // bytes the kernel took (engine hook)
 	conn    atomic.Pointer[actors.Conn] // set once upgraded
 	errs    int                         // consecutive undecodable frames (read side only)
+	// subscribes is the connection's bucket of subscribe frames
+	// (Options.SubscribeRate, SubscribeBurst).
+	subscribes *rate.Limiter
 }
 
 type earlyMsg struct {

@@ -747,6 +747,122 @@ func (x *DeviceDown) GetLastAliveMs() int64 {
 	return 0
 }
 
+// DeviceAdmit asks a user's view, before a handshake takes the device's
+// lease, whether one more device may come online: yes for a device that is
+// online (a reconnect) or already admitted, or while the user has fewer
+// than limit devices online or admitted. Answered with DeviceAdmitted.
+type DeviceAdmit struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Device        string                 `protobuf:"bytes,2,opt,name=device,proto3" json:"device,omitempty"`
+	Limit         uint32                 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceAdmit) Reset() {
+	*x = DeviceAdmit{}
+	mi := &file_actors_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceAdmit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceAdmit) ProtoMessage() {}
+
+func (x *DeviceAdmit) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceAdmit.ProtoReflect.Descriptor instead.
+func (*DeviceAdmit) Descriptor() ([]byte, []int) {
+	return file_actors_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *DeviceAdmit) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *DeviceAdmit) GetDevice() string {
+	if x != nil {
+		return x.Device
+	}
+	return ""
+}
+
+func (x *DeviceAdmit) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type DeviceAdmitted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ok            bool                   `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
+	Devices       uint32                 `protobuf:"varint,2,opt,name=devices,proto3" json:"devices,omitempty"` // online or admitted, this one included if ok
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceAdmitted) Reset() {
+	*x = DeviceAdmitted{}
+	mi := &file_actors_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceAdmitted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceAdmitted) ProtoMessage() {}
+
+func (x *DeviceAdmitted) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceAdmitted.ProtoReflect.Descriptor instead.
+func (*DeviceAdmitted) Descriptor() ([]byte, []int) {
+	return file_actors_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DeviceAdmitted) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *DeviceAdmitted) GetDevices() uint32 {
+	if x != nil {
+		return x.Devices
+	}
+	return 0
+}
+
 // DeviceShow sets the user's show (available, away, dnd, invisible).
 type DeviceShow struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -759,7 +875,7 @@ type DeviceShow struct {
 
 func (x *DeviceShow) Reset() {
 	*x = DeviceShow{}
-	mi := &file_actors_proto_msgTypes[10]
+	mi := &file_actors_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +887,7 @@ func (x *DeviceShow) String() string {
 func (*DeviceShow) ProtoMessage() {}
 
 func (x *DeviceShow) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[10]
+	mi := &file_actors_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +900,7 @@ func (x *DeviceShow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceShow.ProtoReflect.Descriptor instead.
 func (*DeviceShow) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{10}
+	return file_actors_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeviceShow) GetUser() string {
@@ -828,7 +944,7 @@ type ViewSubscribe struct {
 
 func (x *ViewSubscribe) Reset() {
 	*x = ViewSubscribe{}
-	mi := &file_actors_proto_msgTypes[11]
+	mi := &file_actors_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -840,7 +956,7 @@ func (x *ViewSubscribe) String() string {
 func (*ViewSubscribe) ProtoMessage() {}
 
 func (x *ViewSubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[11]
+	mi := &file_actors_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -853,7 +969,7 @@ func (x *ViewSubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewSubscribe.ProtoReflect.Descriptor instead.
 func (*ViewSubscribe) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{11}
+	return file_actors_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ViewSubscribe) GetTarget() string {
@@ -909,7 +1025,7 @@ type ViewUnsubscribe struct {
 
 func (x *ViewUnsubscribe) Reset() {
 	*x = ViewUnsubscribe{}
-	mi := &file_actors_proto_msgTypes[12]
+	mi := &file_actors_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1037,7 @@ func (x *ViewUnsubscribe) String() string {
 func (*ViewUnsubscribe) ProtoMessage() {}
 
 func (x *ViewUnsubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[12]
+	mi := &file_actors_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1050,7 @@ func (x *ViewUnsubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewUnsubscribe.ProtoReflect.Descriptor instead.
 func (*ViewUnsubscribe) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{12}
+	return file_actors_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ViewUnsubscribe) GetTarget() string {
@@ -963,7 +1079,7 @@ type SnapshotPart struct {
 
 func (x *SnapshotPart) Reset() {
 	*x = SnapshotPart{}
-	mi := &file_actors_proto_msgTypes[13]
+	mi := &file_actors_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -975,7 +1091,7 @@ func (x *SnapshotPart) String() string {
 func (*SnapshotPart) ProtoMessage() {}
 
 func (x *SnapshotPart) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[13]
+	mi := &file_actors_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -988,7 +1104,7 @@ func (x *SnapshotPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotPart.ProtoReflect.Descriptor instead.
 func (*SnapshotPart) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{13}
+	return file_actors_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SnapshotPart) GetRequestId() string {
@@ -1028,7 +1144,7 @@ type PresenceEvent struct {
 
 func (x *PresenceEvent) Reset() {
 	*x = PresenceEvent{}
-	mi := &file_actors_proto_msgTypes[14]
+	mi := &file_actors_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1156,7 @@ func (x *PresenceEvent) String() string {
 func (*PresenceEvent) ProtoMessage() {}
 
 func (x *PresenceEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[14]
+	mi := &file_actors_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1169,7 @@ func (x *PresenceEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceEvent.ProtoReflect.Descriptor instead.
 func (*PresenceEvent) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{14}
+	return file_actors_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PresenceEvent) GetPresence() *Presence {
@@ -1077,7 +1193,7 @@ type PresenceFanout struct {
 
 func (x *PresenceFanout) Reset() {
 	*x = PresenceFanout{}
-	mi := &file_actors_proto_msgTypes[15]
+	mi := &file_actors_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +1205,7 @@ func (x *PresenceFanout) String() string {
 func (*PresenceFanout) ProtoMessage() {}
 
 func (x *PresenceFanout) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[15]
+	mi := &file_actors_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +1218,7 @@ func (x *PresenceFanout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceFanout.ProtoReflect.Descriptor instead.
 func (*PresenceFanout) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{15}
+	return file_actors_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PresenceFanout) GetPresence() *Presence {
@@ -1129,7 +1245,7 @@ type PolicyChanged struct {
 
 func (x *PolicyChanged) Reset() {
 	*x = PolicyChanged{}
-	mi := &file_actors_proto_msgTypes[16]
+	mi := &file_actors_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1141,7 +1257,7 @@ func (x *PolicyChanged) String() string {
 func (*PolicyChanged) ProtoMessage() {}
 
 func (x *PolicyChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[16]
+	mi := &file_actors_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1154,7 +1270,7 @@ func (x *PolicyChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyChanged.ProtoReflect.Descriptor instead.
 func (*PolicyChanged) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{16}
+	return file_actors_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PolicyChanged) GetUser() string {
@@ -1174,7 +1290,7 @@ type CountsQuery struct {
 
 func (x *CountsQuery) Reset() {
 	*x = CountsQuery{}
-	mi := &file_actors_proto_msgTypes[17]
+	mi := &file_actors_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1186,7 +1302,7 @@ func (x *CountsQuery) String() string {
 func (*CountsQuery) ProtoMessage() {}
 
 func (x *CountsQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[17]
+	mi := &file_actors_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1199,7 +1315,7 @@ func (x *CountsQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountsQuery.ProtoReflect.Descriptor instead.
 func (*CountsQuery) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{17}
+	return file_actors_proto_rawDescGZIP(), []int{19}
 }
 
 type NodeCounts struct {
@@ -1212,7 +1328,7 @@ type NodeCounts struct {
 
 func (x *NodeCounts) Reset() {
 	*x = NodeCounts{}
-	mi := &file_actors_proto_msgTypes[18]
+	mi := &file_actors_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1224,7 +1340,7 @@ func (x *NodeCounts) String() string {
 func (*NodeCounts) ProtoMessage() {}
 
 func (x *NodeCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[18]
+	mi := &file_actors_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1237,7 +1353,7 @@ func (x *NodeCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCounts.ProtoReflect.Descriptor instead.
 func (*NodeCounts) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{18}
+	return file_actors_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *NodeCounts) GetNode() string {
@@ -1264,7 +1380,7 @@ type ViewQuery struct {
 
 func (x *ViewQuery) Reset() {
 	*x = ViewQuery{}
-	mi := &file_actors_proto_msgTypes[19]
+	mi := &file_actors_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1276,7 +1392,7 @@ func (x *ViewQuery) String() string {
 func (*ViewQuery) ProtoMessage() {}
 
 func (x *ViewQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[19]
+	mi := &file_actors_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1289,7 +1405,7 @@ func (x *ViewQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewQuery.ProtoReflect.Descriptor instead.
 func (*ViewQuery) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{19}
+	return file_actors_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ViewQuery) GetUser() string {
@@ -1312,7 +1428,7 @@ type DeviceState struct {
 
 func (x *DeviceState) Reset() {
 	*x = DeviceState{}
-	mi := &file_actors_proto_msgTypes[20]
+	mi := &file_actors_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1440,7 @@ func (x *DeviceState) String() string {
 func (*DeviceState) ProtoMessage() {}
 
 func (x *DeviceState) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[20]
+	mi := &file_actors_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1453,7 @@ func (x *DeviceState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceState.ProtoReflect.Descriptor instead.
 func (*DeviceState) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{20}
+	return file_actors_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeviceState) GetDevice() string {
@@ -1393,7 +1509,7 @@ type ViewState struct {
 
 func (x *ViewState) Reset() {
 	*x = ViewState{}
-	mi := &file_actors_proto_msgTypes[21]
+	mi := &file_actors_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1521,7 @@ func (x *ViewState) String() string {
 func (*ViewState) ProtoMessage() {}
 
 func (x *ViewState) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[21]
+	mi := &file_actors_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1534,7 @@ func (x *ViewState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewState.ProtoReflect.Descriptor instead.
 func (*ViewState) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{21}
+	return file_actors_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ViewState) GetUser() string {
@@ -1498,7 +1614,7 @@ type ObsEvent struct {
 
 func (x *ObsEvent) Reset() {
 	*x = ObsEvent{}
-	mi := &file_actors_proto_msgTypes[22]
+	mi := &file_actors_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1510,7 +1626,7 @@ func (x *ObsEvent) String() string {
 func (*ObsEvent) ProtoMessage() {}
 
 func (x *ObsEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[22]
+	mi := &file_actors_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1523,7 +1639,7 @@ func (x *ObsEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObsEvent.ProtoReflect.Descriptor instead.
 func (*ObsEvent) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{22}
+	return file_actors_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ObsEvent) GetKind() string {
@@ -1607,7 +1723,7 @@ type EventsSubscribe struct {
 
 func (x *EventsSubscribe) Reset() {
 	*x = EventsSubscribe{}
-	mi := &file_actors_proto_msgTypes[23]
+	mi := &file_actors_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1619,7 +1735,7 @@ func (x *EventsSubscribe) String() string {
 func (*EventsSubscribe) ProtoMessage() {}
 
 func (x *EventsSubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[23]
+	mi := &file_actors_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1632,7 +1748,7 @@ func (x *EventsSubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsSubscribe.ProtoReflect.Descriptor instead.
 func (*EventsSubscribe) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{23}
+	return file_actors_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *EventsSubscribe) GetSink() *PidRef {
@@ -1651,7 +1767,7 @@ type EventsUnsubscribe struct {
 
 func (x *EventsUnsubscribe) Reset() {
 	*x = EventsUnsubscribe{}
-	mi := &file_actors_proto_msgTypes[24]
+	mi := &file_actors_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1663,7 +1779,7 @@ func (x *EventsUnsubscribe) String() string {
 func (*EventsUnsubscribe) ProtoMessage() {}
 
 func (x *EventsUnsubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[24]
+	mi := &file_actors_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1676,7 +1792,7 @@ func (x *EventsUnsubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsUnsubscribe.ProtoReflect.Descriptor instead.
 func (*EventsUnsubscribe) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{24}
+	return file_actors_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *EventsUnsubscribe) GetSink() *PidRef {
@@ -1738,7 +1854,14 @@ const file_actors_proto_rawDesc = "" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12.\n" +
 	"\x06reason\x18\x04 \x01(\x0e2\x16.presence.v1.EndReasonR\x06reason\x12\"\n" +
-	"\rlast_alive_ms\x18\x05 \x01(\x03R\vlastAliveMs\"_\n" +
+	"\rlast_alive_ms\x18\x05 \x01(\x03R\vlastAliveMs\"O\n" +
+	"\vDeviceAdmit\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x16\n" +
+	"\x06device\x18\x02 \x01(\tR\x06device\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\":\n" +
+	"\x0eDeviceAdmitted\x12\x0e\n" +
+	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x18\n" +
+	"\adevices\x18\x02 \x01(\rR\adevices\"_\n" +
 	"\n" +
 	"DeviceShow\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x16\n" +
@@ -1833,7 +1956,7 @@ func file_actors_proto_rawDescGZIP() []byte {
 }
 
 var file_actors_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_actors_proto_goTypes = []any{
 	(EndReason)(0),            // 0: presence.v1.EndReason
 	(*PidRef)(nil),            // 1: presence.v1.PidRef
@@ -1846,24 +1969,26 @@ var file_actors_proto_goTypes = []any{
 	(*ConnLost)(nil),          // 8: presence.v1.ConnLost
 	(*DeviceUp)(nil),          // 9: presence.v1.DeviceUp
 	(*DeviceDown)(nil),        // 10: presence.v1.DeviceDown
-	(*DeviceShow)(nil),        // 11: presence.v1.DeviceShow
-	(*ViewSubscribe)(nil),     // 12: presence.v1.ViewSubscribe
-	(*ViewUnsubscribe)(nil),   // 13: presence.v1.ViewUnsubscribe
-	(*SnapshotPart)(nil),      // 14: presence.v1.SnapshotPart
-	(*PresenceEvent)(nil),     // 15: presence.v1.PresenceEvent
-	(*PresenceFanout)(nil),    // 16: presence.v1.PresenceFanout
-	(*PolicyChanged)(nil),     // 17: presence.v1.PolicyChanged
-	(*CountsQuery)(nil),       // 18: presence.v1.CountsQuery
-	(*NodeCounts)(nil),        // 19: presence.v1.NodeCounts
-	(*ViewQuery)(nil),         // 20: presence.v1.ViewQuery
-	(*DeviceState)(nil),       // 21: presence.v1.DeviceState
-	(*ViewState)(nil),         // 22: presence.v1.ViewState
-	(*ObsEvent)(nil),          // 23: presence.v1.ObsEvent
-	(*EventsSubscribe)(nil),   // 24: presence.v1.EventsSubscribe
-	(*EventsUnsubscribe)(nil), // 25: presence.v1.EventsUnsubscribe
-	nil,                       // 26: presence.v1.NodeCounts.CountsEntry
-	(Show)(0),                 // 27: presence.v1.Show
-	(*Presence)(nil),          // 28: presence.v1.Presence
+	(*DeviceAdmit)(nil),       // 11: presence.v1.DeviceAdmit
+	(*DeviceAdmitted)(nil),    // 12: presence.v1.DeviceAdmitted
+	(*DeviceShow)(nil),        // 13: presence.v1.DeviceShow
+	(*ViewSubscribe)(nil),     // 14: presence.v1.ViewSubscribe
+	(*ViewUnsubscribe)(nil),   // 15: presence.v1.ViewUnsubscribe
+	(*SnapshotPart)(nil),      // 16: presence.v1.SnapshotPart
+	(*PresenceEvent)(nil),     // 17: presence.v1.PresenceEvent
+	(*PresenceFanout)(nil),    // 18: presence.v1.PresenceFanout
+	(*PolicyChanged)(nil),     // 19: presence.v1.PolicyChanged
+	(*CountsQuery)(nil),       // 20: presence.v1.CountsQuery
+	(*NodeCounts)(nil),        // 21: presence.v1.NodeCounts
+	(*ViewQuery)(nil),         // 22: presence.v1.ViewQuery
+	(*DeviceState)(nil),       // 23: presence.v1.DeviceState
+	(*ViewState)(nil),         // 24: presence.v1.ViewState
+	(*ObsEvent)(nil),          // 25: presence.v1.ObsEvent
+	(*EventsSubscribe)(nil),   // 26: presence.v1.EventsSubscribe
+	(*EventsUnsubscribe)(nil), // 27: presence.v1.EventsUnsubscribe
+	nil,                       // 28: presence.v1.NodeCounts.CountsEntry
+	(Show)(0),                 // 29: presence.v1.Show
+	(*Presence)(nil),          // 30: presence.v1.Presence
 }
 var file_actors_proto_depIdxs = []int32{
 	1,  // 0: presence.v1.Holder.gateway:type_name -> presence.v1.PidRef
@@ -1873,16 +1998,16 @@ var file_actors_proto_depIdxs = []int32{
 	0,  // 4: presence.v1.ConnLost.reason:type_name -> presence.v1.EndReason
 	2,  // 5: presence.v1.DeviceUp.holder:type_name -> presence.v1.Holder
 	0,  // 6: presence.v1.DeviceDown.reason:type_name -> presence.v1.EndReason
-	27, // 7: presence.v1.DeviceShow.show:type_name -> presence.v1.Show
+	29, // 7: presence.v1.DeviceShow.show:type_name -> presence.v1.Show
 	1,  // 8: presence.v1.ViewSubscribe.sink:type_name -> presence.v1.PidRef
-	28, // 9: presence.v1.ViewSubscribe.last:type_name -> presence.v1.Presence
+	30, // 9: presence.v1.ViewSubscribe.last:type_name -> presence.v1.Presence
 	1,  // 10: presence.v1.ViewUnsubscribe.sink:type_name -> presence.v1.PidRef
-	28, // 11: presence.v1.SnapshotPart.presence:type_name -> presence.v1.Presence
-	28, // 12: presence.v1.PresenceEvent.presence:type_name -> presence.v1.Presence
-	28, // 13: presence.v1.PresenceFanout.presence:type_name -> presence.v1.Presence
-	26, // 14: presence.v1.NodeCounts.counts:type_name -> presence.v1.NodeCounts.CountsEntry
-	21, // 15: presence.v1.ViewState.devices:type_name -> presence.v1.DeviceState
-	27, // 16: presence.v1.ViewState.show:type_name -> presence.v1.Show
+	30, // 11: presence.v1.SnapshotPart.presence:type_name -> presence.v1.Presence
+	30, // 12: presence.v1.PresenceEvent.presence:type_name -> presence.v1.Presence
+	30, // 13: presence.v1.PresenceFanout.presence:type_name -> presence.v1.Presence
+	28, // 14: presence.v1.NodeCounts.counts:type_name -> presence.v1.NodeCounts.CountsEntry
+	23, // 15: presence.v1.ViewState.devices:type_name -> presence.v1.DeviceState
+	29, // 16: presence.v1.ViewState.show:type_name -> presence.v1.Show
 	1,  // 17: presence.v1.EventsSubscribe.sink:type_name -> presence.v1.PidRef
 	1,  // 18: presence.v1.EventsUnsubscribe.sink:type_name -> presence.v1.PidRef
 	19, // [19:19] is the sub-list for method output_type
@@ -1904,7 +2029,7 @@ func file_actors_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_actors_proto_rawDesc), len(file_actors_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

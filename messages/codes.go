@@ -44,4 +44,16 @@ const (
 	// ErrBadRequest: an undecodable frame or a request that breaks a rule
 	// (the message says which).
 	ErrBadRequest ErrorCode = 400
+	// ErrTooManySubscriptions: the subscribe would take the connection over
+	// its subscription limit (--max-subscriptions); nothing of it was
+	// subscribed, what was subscribed stays. Unsubscribe first.
+	ErrTooManySubscriptions ErrorCode = 413
+	// ErrSlowDown: the connection sent subscribes faster than its bucket
+	// (--subscribe-rate, --subscribe-burst) allows; nothing of it was
+	// subscribed. Retry after the frame's retry_after_ms.
+	ErrSlowDown ErrorCode = 429
 )
+
+// ErrorCodes is every error frame code above, in the order
+// docs/protocol.md lists them.
+var ErrorCodes = []ErrorCode{ErrBadRequest, ErrTooManySubscriptions, ErrSlowDown}

@@ -872,10 +872,13 @@ func (x *Resync) GetReason() string {
 }
 
 type Error struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Code          uint32                 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
-	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	RequestId     string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Code      uint32                 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message   string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	RequestId string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// retry_after_ms: with code 429, how long until the same request may
+	// succeed.
+	RetryAfterMs  uint32 `protobuf:"varint,4,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -929,6 +932,13 @@ func (x *Error) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *Error) GetRetryAfterMs() uint32 {
+	if x != nil {
+		return x.RetryAfterMs
+	}
+	return 0
 }
 
 var File_frames_proto protoreflect.FileDescriptor
@@ -986,12 +996,13 @@ const file_frames_proto_rawDesc = "" +
 	"\tSetStatus\x12%\n" +
 	"\x04show\x18\x01 \x01(\x0e2\x11.presence.v1.ShowR\x04show\" \n" +
 	"\x06Resync\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"T\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"z\n" +
 	"\x05Error\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x03 \x01(\tR\trequestId*b\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\x12$\n" +
+	"\x0eretry_after_ms\x18\x04 \x01(\rR\fretryAfterMs*b\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12status_unspecified\x10\x00\x12\n" +
 	"\n" +

@@ -1,0 +1,39 @@
+package core
+
+import "time"
+
+// Admit decides whether device may come online for the view's user with at
+// most limit devices online at once (config.Limits.Devices), before its
+// handshake takes the lease. A device that is online (a reconnect, which
+// supersedes its old connection) or admitted already is always let in; a
+// new one only while the devices online plus those admitted and not yet up
+// are fewer than limit. An admitted device holds its place until its
+// DeviceUp arrives or until hold, whichever is first, so that concurrent
+// handshakes of new devices cannot together go past the limit; a handshake
+// that fails after its admission frees its place at hold.
+//
+// It returns whether device is let in and the count it was judged on
+// (online plus admitted, device included when let in).
+func (v *View) Admit(device string, limit int, now, hold time.Time) (bool, int) {
+	for d, until := range v.admitted {
+		if _, up := v.Devices[d]; up || !now.Before(until) {
+			delete(v.admitted, d)
+		}
+	}
+	n := len(v.Devices) + len(v.admitted)
+	if _, up := v.Devices[device]; up {
+		return true, n
+	}
+	if _, ok := v.admitted[device]; ok {
+		v.admitted[device] = hold
+		return true, n
+	}
+	if n >= limit {
+		return false, n
+	}
+	if v.admitted == nil {
+		v.admitted = map[string]time.Time{}
+	}
+	v.admitted[device] = hold
+	return true, n + 1
+}

@@ -137,7 +137,7 @@ func runPartition(ctx context.Context, e *Env, r *Round) error {
 			majority = append(majority, n)
 		}
 	}
-	owners, err := e.viewOwners(ctx, majority[0])
+	owners, err := e.owners(ctx, majority[0])
 	if err != nil {
 		return err
 	}

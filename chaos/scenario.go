@@ -83,14 +83,31 @@ func (e *Env) watchersBut(n *Node) []*Watcher {
 	return out
 }
 
-// viewOwners maps each device's user to the node id hosting its view, by
-// proto.actor's rendezvous hashing over the members' actor addresses.
-func (e *Env) viewOwners(ctx context.Context, from *Node) (map[string]string, error) {
-	var users []string
+// owners maps each device's user to the node ids hosting its view and its
+// lease, by proto.actor's rendezvous hashing over the members' actor
+// addresses as a node sees them.
+type owners struct{ view, lease map[string]string }
+
+func (e *Env) owners(ctx context.Context, from *Node) (owners, error) {
+	var users, leases []string
 	for _, d := range e.Fleet.Devices {
-		users = append(users, d.User)
+		users, leases = append(users, d.User), append(leases, d.User+"/phone")
 	}
-	return ownersOf(ctx, from, "view", users)
+	view, err := ownersOf(ctx, from, "view", users)
+	if err != nil {
+		return owners{}, err
+	}
+	byLease, err := ownersOf(ctx, from, "lease", leases)
+	lease := map[string]string{}
+	for id, n := range byLease {
+		lease[strings.TrimSuffix(id, "/phone")] = n
+	}
+	return owners{view, lease}, err
+}
+
+// lost reports whether d's view or lease lived on one of victims.
+func (o owners) lost(d *Device, victims ...*Node) bool {
+	return slices.ContainsFunc(victims, func(n *Node) bool { return o.view[d.User] == n.ID || o.lease[d.User] == n.ID })
 }
 
 // ownersOf maps each identity of kind to the node id hosting it, as from
@@ -252,11 +269,12 @@ func runHalfOpen(ctx context.Context, e *Env, r *Round) error {
 	return nil
 }
 
-// crashBound: a device whose view lived on the dead node has the owner
-// crash bound; any other the gateway crash bound.
-func (e *Env) crashBound(owners map[string]string, victim *Node) func(*Device) (string, float64) {
+// crashBound: a device whose view or lease lived on a dead node has the
+// owner crash bound (a crash that also takes the device's lease or view,
+// docs/bounds.md); any other the gateway crash bound.
+func (e *Env) crashBound(o owners, victims ...*Node) func(*Device) (string, float64) {
 	return func(d *Device) (string, float64) {
-		if owners[d.User] == victim.ID {
+		if o.lost(d, victims...) {
 			return "owner_crash", e.Bounds["owner_crash_ms"]
 		}
 		return "gateway_crash", e.Bounds["gateway_crash_ms"]
@@ -274,7 +292,7 @@ func (e *Env) survivor(victim *Node) *Node {
 
 func runCrash(ctx context.Context, e *Env, r *Round) error {
 	victim := e.Cluster.Nodes[r.Index%len(e.Cluster.Nodes)]
-	owners, err := e.viewOwners(ctx, e.survivor(victim))
+	owners, err := e.owners(ctx, e.survivor(victim))
 	if err != nil {
 		return err
 	}
@@ -295,7 +313,7 @@ func runCrash(ctx context.Context, e *Env, r *Round) error {
 func runPause(ctx context.Context, e *Env, r *Round) error {
 	victim := e.Cluster.Nodes[r.Index%len(e.Cluster.Nodes)]
 	via := e.survivor(victim)
-	owners, err := e.viewOwners(ctx, via)
+	owners, err := e.owners(ctx, via)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -50,13 +51,23 @@ func (d *LocalDirectory) get(kind Kind, id string) *entry {
 	return e
 }
 
-func (d *LocalDirectory) Send(kind Kind, id string, msg any) {
+func (d *LocalDirectory) Send(kind Kind, id string, msg any) { d.deliver(kind, id, msg, nil) }
+
+// deliver sends msg to the actor of an identity with sender as its sender
+// (nil: none), counted like Send: the directory host hands on a message
+// from another member this way, so the actor answers the original asker.
+func (d *LocalDirectory) deliver(kind Kind, id string, msg any, sender *actor.PID) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.stopped {
 		return
 	}
-	d.root.Send(d.get(kind, id).pid, msg)
+	pid := d.get(kind, id).pid
+	if sender == nil {
+		d.root.Send(pid, msg)
+		return
+	}
+	d.root.RequestWithCustomSender(pid, msg, sender)
 }
 
 func (d *LocalDirectory) Request(ctx context.Context, kind Kind, id string, msg any) (any, error) {
@@ -87,6 +98,39 @@ func (d *LocalDirectory) Passivate(kind Kind, id string, self *actor.PID, receiv
 	}
 	delete(d.entries[kind], id)
 	return true
+}
+
+// stopMoved stops the actors whose identity keep says this node no longer
+// holds (its owner changed with the topology), as proto.actor poisons a
+// grain that moved. Each handles what was sent to it before it stops (a
+// poison pill queues behind them); a later message activates a new actor.
+// keep runs outside the lock.
+func (d *LocalDirectory) stopMoved(keep func(Kind, string) bool) int {
+	type live struct {
+		kind Kind
+		id   string
+		pid  *actor.PID
+	}
+	var all []live
+	d.mu.Lock()
+	for kind, m := range d.entries {
+		for id, e := range m {
+			all = append(all, live{kind, id, e.pid})
+		}
+	}
+	d.mu.Unlock()
+	moved := slices.DeleteFunc(all, func(l live) bool { return keep(l.kind, l.id) })
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, l := range moved {
+		if e, ok := d.entries[l.kind][l.id]; ok && e.pid.Equal(l.pid) {
+			delete(d.entries[l.kind], l.id)
+			d.root.Poison(l.pid)
+			n++
+		}
+	}
+	return n
 }
 
 func (d *LocalDirectory) Count(kind Kind) int {

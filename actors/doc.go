@@ -13,7 +13,11 @@
 //
 // Lease and view actors are reached by identity through a Directory, which
 // activates them on first use and lets idle ones passivate without losing a
-// message.
+// message: each node's LocalDirectory activates the ones that live there
+// and counts every message sent to them; in a cluster, ClusterDirectory
+// sends a message for another member's identity to that member's directory
+// host (HostName), which hands it to its LocalDirectory, so the count that
+// allows a stop is always taken where the actor lives.
 //
 // Each actor is a thin adapter over package core: its Receive dispatches
 // each message to core.Conn, core.Sink, core.Lease or core.View (or a named

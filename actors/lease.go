@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
 )
@@ -37,20 +36,19 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		a.expiry.stop()
 		a.idle.stop()
 	case *messages.LeaseAcquire:
-		a.received++
+		a.n.handled(KindLease, &a.received)
 		res := a.acquire(ctx, m, now)
 		if ctx.Sender() != nil { // re-registers are sent, not requested
 			ctx.Respond(res)
 		}
 	case *messages.LeaseRenew:
-		a.received++
+		a.n.handled(KindLease, &a.received)
 		a.renew(ctx, m, now)
 	case *messages.LeaseRelease:
-		a.received++
+		a.n.handled(KindLease, &a.received)
 		res := a.l.Release(m.GetConnId(), m.GetEpoch(), m.GetReason(), time.UnixMilli(m.GetLastAliveMs()))
 		a.apply(ctx, res, "release", now)
-	case *messages.GatewayDown:
-		a.received++
+	case *messages.GatewayDown: // from the node, not through the directory: not counted
 		a.apply(ctx, a.l.GatewayDown(m.GetNode()), "gateway_down", now)
 	case leaseExpire:
 		// A stale generation: a renewal re-armed it (the cancel raced the
@@ -62,7 +60,9 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		}
 	case idleCheck:
 		if m.gen == a.idleGen && !a.l.Live() {
-			a.n.passivate(ctx, KindLease, leaseID(a.user, a.device), a.received)
+			if !a.n.passivate(ctx, KindLease, leaseID(a.user, a.device), a.received) {
+				a.armIdle(ctx) // a message on its way: check again later
+			}
 		}
 	}
 }
@@ -70,9 +70,6 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 // onStarted loads the device's attempt floor: a lease re-created empty
 // never accepts an attempt it refused before.
 func (a *leaseActor) onStarted(ctx actor.Context) {
-	if a.user == "" { // a virtual actor: its identity is "user/device"
-		a.user, a.device, _ = cutID(pcluster.GetClusterIdentity(ctx).GetIdentity())
-	}
 	a.n.activated(KindLease, ctx.Self())
 	floor, err := a.n.deps.History.Floor(context.Background(), a.user, a.device)
 	if err != nil {

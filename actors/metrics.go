@@ -19,11 +19,13 @@ type Metrics struct {
 	Renewals          prometheus.Counter
 	ClientRestarts    prometheus.Counter
 	StaleChecks       prometheus.Counter
-	RejectedStale     *prometheus.CounterVec // op=acquire|renew|release
-	Passivations      *prometheus.CounterVec // kind
-	Activations       *prometheus.CounterVec // kind
-	DeadLetters       *prometheus.CounterVec // message type
-	Refused           *prometheus.CounterVec // limit: one of Limits
+	RejectedStale     *prometheus.CounterVec        // op=acquire|renew|release
+	Passivations      *prometheus.CounterVec        // kind
+	Activations       *prometheus.CounterVec        // kind
+	Messages          *prometheus.CounterVec        // kind: directory messages handled
+	DeadLetters       *prometheus.CounterVec        // message type
+	handled           [kindCount]prometheus.Counter // Messages by kindIndex
+	Refused           *prometheus.CounterVec        // limit: one of Limits
 	stateMetrics
 }
 
@@ -41,13 +43,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		RejectedStale:     metric.CounterVec("presence_lease_rejected_stale_total", "Lease requests refused for a stale attempt or epoch.", "op"),
 		Passivations:      metric.CounterVec("presence_actor_passivations_total", "Idle lease and view actors stopped.", "kind"),
 		Activations:       metric.CounterVec("presence_actor_activations_total", "Lease and view actors started.", "kind"),
+		Messages:          metric.CounterVec("presence_actor_messages_total", "Messages lease and view actors handled from the directory (sent by any node), by kind.", "kind"),
 		DeadLetters:       metric.CounterVec("presence_dead_letters_total", "Messages sent to an actor that had stopped (a passivated or moved lease or view, a closed connection), by message type; logged only at debug.", "message"),
 		Refused:           metric.CounterVec("presence_limit_refusals_total", "Requests refused by a limit on what one client can make a node hold (docs/operations.md, Limits), by limit.", "limit"),
 		stateMetrics:      newStateMetrics(),
 	}
 	m.preset()
 	if reg != nil {
-		reg.MustRegister(m.DeviceTransitions, m.Published, m.Delivered, m.EventMessages, m.Renewals, m.ClientRestarts, m.StaleChecks, m.RejectedStale, m.Passivations, m.Activations, m.DeadLetters, m.Refused)
+		reg.MustRegister(m.DeviceTransitions, m.Published, m.Delivered, m.EventMessages, m.Renewals, m.ClientRestarts, m.StaleChecks, m.RejectedStale, m.Passivations, m.Activations, m.Messages, m.DeadLetters, m.Refused)
 		reg.MustRegister(m.collectors()...)
 	}
 	return m

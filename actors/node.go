@@ -40,7 +40,8 @@ type Deps struct {
 	// test only (see core.Lease.Unfenced).
 	Unfenced bool
 	// Cluster makes the node a member of a gossip cluster whose lease and
-	// view actors are proto.actor virtual actors; nil: a node alone.
+	// view actors are spread over the members (ClusterDirectory); nil: a
+	// node alone.
 	Cluster *ClusterOptions
 	// wrapDir, in tests, puts a directory of their own in front of the
 	// node's (one that hangs or fails, as a dying member's does).
@@ -125,14 +126,25 @@ func (n *Node) deactivated(kind Kind, pid *actor.PID) {
 	n.local[kindIndex(kind)].Delete(pid.GetId())
 }
 
+// handled counts a directory message an actor handled: received is the
+// actor's own count, for passivation.
+func (n *Node) handled(kind Kind, received *uint64) {
+	*received++
+	n.metrics.handled[kindIndex(kind)].Inc()
+}
+
 // passivate stops an idle lease or view actor if its directory agrees that
 // no message is on its way to it (received: the directory messages it
-// handled).
-func (n *Node) passivate(ctx actor.Context, kind Kind, id string, received uint64) {
-	if n.dir.Passivate(kind, id, ctx.Self(), received) {
-		n.metrics.Passivations.WithLabelValues(string(kind)).Inc()
-		ctx.Stop(ctx.Self())
+// handled). If one is, it reports false and the actor stays: it re-arms
+// its idle timer, and the message on its way may make it live again.
+func (n *Node) passivate(ctx actor.Context, kind Kind, id string, received uint64) bool {
+	if !n.dir.Passivate(kind, id, ctx.Self(), received) {
+		n.log.Debug("passivation refused: a message is on its way", "kind", string(kind), "id", id)
+		return false
 	}
+	n.metrics.Passivations.WithLabelValues(string(kind)).Inc()
+	ctx.Stop(ctx.Self())
+	return true
 }
 
 // propagation is how long connections and gateways wait after a
@@ -268,19 +280,21 @@ func Start(d Deps) (_ *Node, err error) {
 	return n, nil
 }
 
-// join starts the proto.actor cluster member over the gossip provider and
-// follows membership: a member that fails or leaves has its gateways'
+// join starts the proto.actor cluster member over the gossip provider, with
+// lease and view actors reached through a ClusterDirectory, and follows
+// membership: a member that fails or leaves has its gateways'
 // leases reclaimed here (gateway_down), and any change makes this node's
 // connections re-register, since identities moved.
 func (n *Node) join() error {
 	co := n.deps.Cluster
 	n.changedAt.Store(time.Now().UnixNano()) // joining moves identities here
-	n.provider = cluster.NewProvider(co.Gossip)
+	gcfg := co.Gossip
+	// Lease and view actors are not proto.actor grains (see
+	// ClusterDirectory), but members still advertise the kinds they host:
+	// Owner places over them as proto.actor places grains.
+	gcfg.Meta.Kinds = []string{string(KindLease), string(KindView)}
+	n.provider = cluster.NewProvider(gcfg)
 	n.provider.Subscribe(n.onMember) // from the first event on
-	kinds := []*pcluster.Kind{
-		pcluster.NewKind(string(KindLease), actor.PropsFromProducer(func() actor.Actor { return &leaseActor{n: n, l: core.Lease{Unfenced: n.deps.Unfenced}} })),
-		pcluster.NewKind(string(KindView), actor.PropsFromProducer(func() actor.Actor { return &viewActor{n: n} })),
-	}
 	var ropts []remote.ConfigOption
 	if co.RemoteAdvertise != "" {
 		ropts = append(ropts, remote.WithAdvertisedHost(co.RemoteAdvertise))
@@ -289,13 +303,15 @@ func (n *Node) join() error {
 	if err != nil {
 		return err
 	}
-	cfg := pcluster.Configure("presence", n.provider, disthash.New(), rcfg,
-		pcluster.WithKinds(kinds...), pcluster.WithRequestTimeout(5*time.Second))
+	cfg := pcluster.Configure("presence", n.provider, disthash.New(), rcfg, pcluster.WithRequestTimeout(5*time.Second))
 	n.cluster = pcluster.New(n.sys, cfg)
-	// Before StartMember: other members may activate actors here at once,
-	// and those send through the directory.
-	n.dir = NewClusterDirectory(n.cluster, func(k Kind) int { return int(n.live[kindIndex(k)].Load()) },
-		func(k Kind, id string) string { return n.provider.Owner(string(k), id) })
+	// Before StartMember: other members may send to this node's directory
+	// host at once.
+	n.dir, err = NewClusterDirectory(n.sys, NewLocalDirectory(n.sys.Root, n.props),
+		func(k Kind, id string) string { return n.provider.Owner(string(k), id) }, n.log)
+	if err != nil {
+		return err
+	}
 	var startErr error
 	func() {
 		defer func() { // StartMember panics on error

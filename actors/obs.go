@@ -178,6 +178,7 @@ func (m *Metrics) preset() {
 	for _, k := range []Kind{KindLease, KindView} {
 		m.Activations.WithLabelValues(string(k))
 		m.Passivations.WithLabelValues(string(k))
+		m.handled[kindIndex(k)] = m.Messages.WithLabelValues(string(k))
 	}
 }
 

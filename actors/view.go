@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
 )
@@ -41,32 +40,32 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		stopping = true
 		a.onStopping(ctx)
 	case *messages.DeviceUp:
-		a.received++
+		a.n.handled(KindView, &a.received)
 		a.apply(ctx, a.v.DeviceUp(m.GetDevice(), m.GetHolder(), now))
 	case *messages.DeviceDown:
-		a.received++
+		a.n.handled(KindView, &a.received)
 		a.onDeviceDown(ctx, m, now)
 	case *messages.GatewayDown:
 		a.mode = ModeGatewayCrash
 		a.apply(ctx, a.v.GatewayDown(m.GetNode(), now))
 	case *messages.DeviceShow:
-		a.received++
+		a.n.handled(KindView, &a.received)
 		a.apply(ctx, a.v.SetShow(m.GetShow(), now))
 	case *messages.ViewSubscribe:
-		a.received++
+		a.n.handled(KindView, &a.received)
 		a.subscribe(ctx, m, now)
 	case *messages.ViewUnsubscribe:
-		a.received++
+		a.n.handled(KindView, &a.received)
 		a.onUnsubscribe(ctx, m)
 	case *messages.PolicyChanged:
-		a.received++
+		a.n.handled(KindView, &a.received)
 		a.apply(ctx, a.v.SetPolicy(a.policy(), now))
 	case *messages.ViewQuery:
-		a.received++
+		a.n.handled(KindView, &a.received)
 		a.queries++
 		a.onQuery(ctx, now)
 	case *messages.DeviceAdmit:
-		a.received++
+		a.n.handled(KindView, &a.received)
 		ok, n := a.v.Admit(m.GetDevice(), int(m.GetLimit()), now, now.Add(admitHold))
 		ctx.Respond(&messages.DeviceAdmitted{Ok: ok, Devices: uint32(n)})
 	case *actor.Terminated:
@@ -80,7 +79,9 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.onSettle(ctx, m, now)
 	case idleCheck:
 		if m.gen == a.idleGen && a.v.Idle() {
-			a.n.passivate(ctx, KindView, a.user, a.received)
+			if !a.n.passivate(ctx, KindView, a.user, a.received) {
+				a.armIdle(ctx) // a message on its way: check again later
+			}
 		}
 	}
 }
@@ -89,9 +90,6 @@ func (a *viewActor) Receive(ctx actor.Context) {
 // after a membership change may replace one on another member, and waits
 // to settle.
 func (a *viewActor) onStarted(ctx actor.Context, now time.Time) {
-	if a.user == "" { // a virtual actor: its identity is the user
-		a.user = pcluster.GetClusterIdentity(ctx).GetIdentity()
-	}
 	a.n.activated(KindView, ctx.Self())
 	last, err := a.n.deps.History.LastSeen(context.Background(), a.user)
 	if err != nil {

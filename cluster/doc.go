@@ -2,8 +2,9 @@
 // Membership says who the members are; Gossip (over hashicorp/memberlist)
 // tells subscribers, in order and off memberlist's locks, when one joins,
 // leaves or is declared dead, and logs one line for each. Provider hands
-// proto.actor the alive members and tells which identities a change moved
-// (Moved); FenceWatch tells a node that may have been declared dead, or
+// proto.actor the alive members, tells which member owns an identity
+// (Owner: where actors.ClusterDirectory keeps its lease or view actor) and
+// which identities a change moved (Moved); FenceWatch tells a node that may have been declared dead, or
 // whose side of a split the resolver (Decide: keep-majority over a quorum
 // base, StableAfter, the oldest member breaking a tie) does not keep, to
 // fence itself; a fenced node's new incarnation rejoins (Rejoin) once the

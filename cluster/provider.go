@@ -59,7 +59,10 @@ func (p *Provider) StartMember(c *pcluster.Cluster) error {
 		return fmt.Errorf("cluster: actor address: %w", err)
 	}
 	cfg := p.cfg
-	cfg.Meta.ID, cfg.Meta.Actor, cfg.Meta.Kinds = c.ActorSystem.ID, net.JoinHostPort(host, strconv.Itoa(port)), c.GetClusterKinds()
+	cfg.Meta.ID, cfg.Meta.Actor = c.ActorSystem.ID, net.JoinHostPort(host, strconv.Itoa(port))
+	// The kinds given in the config (hosted outside proto.actor's
+	// activation, see actors.ClusterDirectory) and proto.actor's own.
+	cfg.Meta.Kinds = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(cfg.Meta.Kinds), c.GetClusterKinds()...))))
 	g, err := NewGossip(cfg)
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ package messages
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	anypb "google.golang.org/protobuf/types/known/anypb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -1280,6 +1281,71 @@ func (x *PolicyChanged) GetUser() string {
 	return ""
 }
 
+// DirectoryDeliver carries a message for a lease or view actor to the
+// directory host of the member that owns its identity, which hands it to
+// the actor through its node's directory with the original sender, so
+// every message to an identity is counted where the actor may passivate
+// (docs/architecture.md, "Passivation without losing messages").
+type DirectoryDeliver struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`         // lease or view
+	Identity      string                 `protobuf:"bytes,2,opt,name=identity,proto3" json:"identity,omitempty"` // "user/device" (lease) or "user" (view)
+	Message       *anypb.Any             `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DirectoryDeliver) Reset() {
+	*x = DirectoryDeliver{}
+	mi := &file_actors_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DirectoryDeliver) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DirectoryDeliver) ProtoMessage() {}
+
+func (x *DirectoryDeliver) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DirectoryDeliver.ProtoReflect.Descriptor instead.
+func (*DirectoryDeliver) Descriptor() ([]byte, []int) {
+	return file_actors_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *DirectoryDeliver) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *DirectoryDeliver) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
+}
+
+func (x *DirectoryDeliver) GetMessage() *anypb.Any {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
 // CountsQuery asks a node's stats actor for its live actors; answered with
 // NodeCounts.
 type CountsQuery struct {
@@ -1290,7 +1356,7 @@ type CountsQuery struct {
 
 func (x *CountsQuery) Reset() {
 	*x = CountsQuery{}
-	mi := &file_actors_proto_msgTypes[19]
+	mi := &file_actors_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1302,7 +1368,7 @@ func (x *CountsQuery) String() string {
 func (*CountsQuery) ProtoMessage() {}
 
 func (x *CountsQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[19]
+	mi := &file_actors_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1315,7 +1381,7 @@ func (x *CountsQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountsQuery.ProtoReflect.Descriptor instead.
 func (*CountsQuery) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{19}
+	return file_actors_proto_rawDescGZIP(), []int{20}
 }
 
 type NodeCounts struct {
@@ -1328,7 +1394,7 @@ type NodeCounts struct {
 
 func (x *NodeCounts) Reset() {
 	*x = NodeCounts{}
-	mi := &file_actors_proto_msgTypes[20]
+	mi := &file_actors_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +1406,7 @@ func (x *NodeCounts) String() string {
 func (*NodeCounts) ProtoMessage() {}
 
 func (x *NodeCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[20]
+	mi := &file_actors_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1419,7 @@ func (x *NodeCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCounts.ProtoReflect.Descriptor instead.
 func (*NodeCounts) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{20}
+	return file_actors_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *NodeCounts) GetNode() string {
@@ -1380,7 +1446,7 @@ type ViewQuery struct {
 
 func (x *ViewQuery) Reset() {
 	*x = ViewQuery{}
-	mi := &file_actors_proto_msgTypes[21]
+	mi := &file_actors_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1392,7 +1458,7 @@ func (x *ViewQuery) String() string {
 func (*ViewQuery) ProtoMessage() {}
 
 func (x *ViewQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[21]
+	mi := &file_actors_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1405,7 +1471,7 @@ func (x *ViewQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewQuery.ProtoReflect.Descriptor instead.
 func (*ViewQuery) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{21}
+	return file_actors_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ViewQuery) GetUser() string {
@@ -1428,7 +1494,7 @@ type DeviceState struct {
 
 func (x *DeviceState) Reset() {
 	*x = DeviceState{}
-	mi := &file_actors_proto_msgTypes[22]
+	mi := &file_actors_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1440,7 +1506,7 @@ func (x *DeviceState) String() string {
 func (*DeviceState) ProtoMessage() {}
 
 func (x *DeviceState) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[22]
+	mi := &file_actors_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1453,7 +1519,7 @@ func (x *DeviceState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceState.ProtoReflect.Descriptor instead.
 func (*DeviceState) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{22}
+	return file_actors_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeviceState) GetDevice() string {
@@ -1509,7 +1575,7 @@ type ViewState struct {
 
 func (x *ViewState) Reset() {
 	*x = ViewState{}
-	mi := &file_actors_proto_msgTypes[23]
+	mi := &file_actors_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1521,7 +1587,7 @@ func (x *ViewState) String() string {
 func (*ViewState) ProtoMessage() {}
 
 func (x *ViewState) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[23]
+	mi := &file_actors_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1534,7 +1600,7 @@ func (x *ViewState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewState.ProtoReflect.Descriptor instead.
 func (*ViewState) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{23}
+	return file_actors_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ViewState) GetUser() string {
@@ -1614,7 +1680,7 @@ type ObsEvent struct {
 
 func (x *ObsEvent) Reset() {
 	*x = ObsEvent{}
-	mi := &file_actors_proto_msgTypes[24]
+	mi := &file_actors_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1692,7 @@ func (x *ObsEvent) String() string {
 func (*ObsEvent) ProtoMessage() {}
 
 func (x *ObsEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[24]
+	mi := &file_actors_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1705,7 @@ func (x *ObsEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObsEvent.ProtoReflect.Descriptor instead.
 func (*ObsEvent) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{24}
+	return file_actors_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ObsEvent) GetKind() string {
@@ -1723,7 +1789,7 @@ type EventsSubscribe struct {
 
 func (x *EventsSubscribe) Reset() {
 	*x = EventsSubscribe{}
-	mi := &file_actors_proto_msgTypes[25]
+	mi := &file_actors_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1735,7 +1801,7 @@ func (x *EventsSubscribe) String() string {
 func (*EventsSubscribe) ProtoMessage() {}
 
 func (x *EventsSubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[25]
+	mi := &file_actors_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1748,7 +1814,7 @@ func (x *EventsSubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsSubscribe.ProtoReflect.Descriptor instead.
 func (*EventsSubscribe) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{25}
+	return file_actors_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *EventsSubscribe) GetSink() *PidRef {
@@ -1767,7 +1833,7 @@ type EventsUnsubscribe struct {
 
 func (x *EventsUnsubscribe) Reset() {
 	*x = EventsUnsubscribe{}
-	mi := &file_actors_proto_msgTypes[26]
+	mi := &file_actors_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1779,7 +1845,7 @@ func (x *EventsUnsubscribe) String() string {
 func (*EventsUnsubscribe) ProtoMessage() {}
 
 func (x *EventsUnsubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[26]
+	mi := &file_actors_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1792,7 +1858,7 @@ func (x *EventsUnsubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsUnsubscribe.ProtoReflect.Descriptor instead.
 func (*EventsUnsubscribe) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{26}
+	return file_actors_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *EventsUnsubscribe) GetSink() *PidRef {
@@ -1806,7 +1872,7 @@ var File_actors_proto protoreflect.FileDescriptor
 
 const file_actors_proto_rawDesc = "" +
 	"\n" +
-	"\factors.proto\x12\vpresence.v1\x1a\fframes.proto\"2\n" +
+	"\factors.proto\x12\vpresence.v1\x1a\fframes.proto\x1a\x19google/protobuf/any.proto\"2\n" +
 	"\x06PidRef\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\"\x95\x01\n" +
@@ -1890,7 +1956,11 @@ const file_actors_proto_rawDesc = "" +
 	"\bpresence\x18\x01 \x01(\v2\x15.presence.v1.PresenceR\bpresence\x12\x19\n" +
 	"\bsink_ids\x18\x02 \x03(\tR\asinkIds\"#\n" +
 	"\rPolicyChanged\x12\x12\n" +
-	"\x04user\x18\x01 \x01(\tR\x04user\"\r\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\"r\n" +
+	"\x10DirectoryDeliver\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1a\n" +
+	"\bidentity\x18\x02 \x01(\tR\bidentity\x12.\n" +
+	"\amessage\x18\x03 \x01(\v2\x14.google.protobuf.AnyR\amessage\"\r\n" +
 	"\vCountsQuery\"\x98\x01\n" +
 	"\n" +
 	"NodeCounts\x12\x12\n" +
@@ -1956,7 +2026,7 @@ func file_actors_proto_rawDescGZIP() []byte {
 }
 
 var file_actors_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_actors_proto_goTypes = []any{
 	(EndReason)(0),            // 0: presence.v1.EndReason
 	(*PidRef)(nil),            // 1: presence.v1.PidRef
@@ -1978,17 +2048,19 @@ var file_actors_proto_goTypes = []any{
 	(*PresenceEvent)(nil),     // 17: presence.v1.PresenceEvent
 	(*PresenceFanout)(nil),    // 18: presence.v1.PresenceFanout
 	(*PolicyChanged)(nil),     // 19: presence.v1.PolicyChanged
-	(*CountsQuery)(nil),       // 20: presence.v1.CountsQuery
-	(*NodeCounts)(nil),        // 21: presence.v1.NodeCounts
-	(*ViewQuery)(nil),         // 22: presence.v1.ViewQuery
-	(*DeviceState)(nil),       // 23: presence.v1.DeviceState
-	(*ViewState)(nil),         // 24: presence.v1.ViewState
-	(*ObsEvent)(nil),          // 25: presence.v1.ObsEvent
-	(*EventsSubscribe)(nil),   // 26: presence.v1.EventsSubscribe
-	(*EventsUnsubscribe)(nil), // 27: presence.v1.EventsUnsubscribe
-	nil,                       // 28: presence.v1.NodeCounts.CountsEntry
-	(Show)(0),                 // 29: presence.v1.Show
-	(*Presence)(nil),          // 30: presence.v1.Presence
+	(*DirectoryDeliver)(nil),  // 20: presence.v1.DirectoryDeliver
+	(*CountsQuery)(nil),       // 21: presence.v1.CountsQuery
+	(*NodeCounts)(nil),        // 22: presence.v1.NodeCounts
+	(*ViewQuery)(nil),         // 23: presence.v1.ViewQuery
+	(*DeviceState)(nil),       // 24: presence.v1.DeviceState
+	(*ViewState)(nil),         // 25: presence.v1.ViewState
+	(*ObsEvent)(nil),          // 26: presence.v1.ObsEvent
+	(*EventsSubscribe)(nil),   // 27: presence.v1.EventsSubscribe
+	(*EventsUnsubscribe)(nil), // 28: presence.v1.EventsUnsubscribe
+	nil,                       // 29: presence.v1.NodeCounts.CountsEntry
+	(Show)(0),                 // 30: presence.v1.Show
+	(*Presence)(nil),          // 31: presence.v1.Presence
+	(*anypb.Any)(nil),         // 32: google.protobuf.Any
 }
 var file_actors_proto_depIdxs = []int32{
 	1,  // 0: presence.v1.Holder.gateway:type_name -> presence.v1.PidRef
@@ -1998,23 +2070,24 @@ var file_actors_proto_depIdxs = []int32{
 	0,  // 4: presence.v1.ConnLost.reason:type_name -> presence.v1.EndReason
 	2,  // 5: presence.v1.DeviceUp.holder:type_name -> presence.v1.Holder
 	0,  // 6: presence.v1.DeviceDown.reason:type_name -> presence.v1.EndReason
-	29, // 7: presence.v1.DeviceShow.show:type_name -> presence.v1.Show
+	30, // 7: presence.v1.DeviceShow.show:type_name -> presence.v1.Show
 	1,  // 8: presence.v1.ViewSubscribe.sink:type_name -> presence.v1.PidRef
-	30, // 9: presence.v1.ViewSubscribe.last:type_name -> presence.v1.Presence
+	31, // 9: presence.v1.ViewSubscribe.last:type_name -> presence.v1.Presence
 	1,  // 10: presence.v1.ViewUnsubscribe.sink:type_name -> presence.v1.PidRef
-	30, // 11: presence.v1.SnapshotPart.presence:type_name -> presence.v1.Presence
-	30, // 12: presence.v1.PresenceEvent.presence:type_name -> presence.v1.Presence
-	30, // 13: presence.v1.PresenceFanout.presence:type_name -> presence.v1.Presence
-	28, // 14: presence.v1.NodeCounts.counts:type_name -> presence.v1.NodeCounts.CountsEntry
-	23, // 15: presence.v1.ViewState.devices:type_name -> presence.v1.DeviceState
-	29, // 16: presence.v1.ViewState.show:type_name -> presence.v1.Show
-	1,  // 17: presence.v1.EventsSubscribe.sink:type_name -> presence.v1.PidRef
-	1,  // 18: presence.v1.EventsUnsubscribe.sink:type_name -> presence.v1.PidRef
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	31, // 11: presence.v1.SnapshotPart.presence:type_name -> presence.v1.Presence
+	31, // 12: presence.v1.PresenceEvent.presence:type_name -> presence.v1.Presence
+	31, // 13: presence.v1.PresenceFanout.presence:type_name -> presence.v1.Presence
+	32, // 14: presence.v1.DirectoryDeliver.message:type_name -> google.protobuf.Any
+	29, // 15: presence.v1.NodeCounts.counts:type_name -> presence.v1.NodeCounts.CountsEntry
+	24, // 16: presence.v1.ViewState.devices:type_name -> presence.v1.DeviceState
+	30, // 17: presence.v1.ViewState.show:type_name -> presence.v1.Show
+	1,  // 18: presence.v1.EventsSubscribe.sink:type_name -> presence.v1.PidRef
+	1,  // 19: presence.v1.EventsUnsubscribe.sink:type_name -> presence.v1.PidRef
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_actors_proto_init() }
@@ -2029,7 +2102,7 @@ func file_actors_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_actors_proto_rawDesc), len(file_actors_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

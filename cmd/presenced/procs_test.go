@@ -270,13 +270,14 @@ func (p *proc) settled() {
 
 // startCluster starts n nodes n1..nN sharing one SQLite store, the others
 // joining n1, and waits until every one sees all of them alive. It returns
-// the nodes and the store's DSN (for a node started later).
-func startCluster(t *testing.T, n int) ([]*proc, string) {
+// the nodes and the store's DSN (for a node started later). Every node
+// gets the extra flags.
+func startCluster(t *testing.T, n int, extra ...string) ([]*proc, string) {
 	t.Helper()
 	db := sqliteDSN(t)
-	nodes := []*proc{startProc(t, "n1", "--policy-dsn", db)}
+	nodes := []*proc{startProc(t, "n1", append([]string{"--policy-dsn", db}, extra...)...)}
 	for i := 2; i <= n; i++ {
-		nodes = append(nodes, startProc(t, fmt.Sprintf("n%d", i), "--policy-dsn", db, "--join", nodes[0].gossip))
+		nodes = append(nodes, startProc(t, fmt.Sprintf("n%d", i), append([]string{"--policy-dsn", db, "--join", nodes[0].gossip}, extra...)...))
 	}
 	converged(t, nodes...)
 	return nodes, db

@@ -6,27 +6,26 @@ import (
 	"time"
 )
 
-// courier carries the messages of connection, gateway and lease actors to
-// lease and view actors off their mailboxes. Reaching an identity can wait
-// on another member: ClusterDirectory asks the identity's owner to activate
-// it, and an owner that died but is not yet declared dead holds that call
-// for proto.actor's request timeout (5 s). A connection must go on reading
-// heartbeats and checking staleness meanwhile, its renewals must go on
-// reaching a lease that lives elsewhere, and a lease must go on answering
-// (docs/architecture.md, "Off the mailbox").
+// courier carries the messages of connection and gateway actors to lease
+// and view actors off their mailboxes. A connection must go on reading
+// heartbeats and checking staleness whatever the directory does: a request
+// (a re-register's) waits for its answer, and a directory that asked an
+// identity's owner to activate it before sending (as this one's did, until
+// it sent to the owner's directory host) held even a send for proto.actor's
+// 5 s request timeout when that owner had died but was not yet declared
+// dead (docs/architecture.md, "Off the mailbox").
 //
 // Messages to a lease go each on a goroutine of its own: epoch fencing
 // makes their order irrelevant (core.Lease: a renewal or re-register that
 // arrives after its connection's release is refused), and a re-register
 // must not wait behind a renewal stuck on a member that died since. A
 // connection has at most timeout/renew of them stuck at once. Messages to a
-// view keep their order (a subscribe before its unsubscribe, a device's up
-// before its down, the last show last): one lane per view identity and
-// owner (by the placement when it was sent), drained by one goroutine while
-// it has work, none while idle. A lane stuck on an owner that died holds
-// only what was sent to that owner, lost anyway; what is sent once the
-// placement moved the identity goes into a new lane. Safe for concurrent
-// use.
+// view keep their order (a subscribe before its unsubscribe, the last show
+// last): one lane per view identity and owner (by the placement when it
+// was sent), drained by one goroutine while it has work, none while idle.
+// A lane stuck on an owner that died holds only what was sent to that
+// owner, lost anyway; what is sent once the placement moved the identity
+// goes into a new lane. Safe for concurrent use.
 type courier struct {
 	n *Node // its directory and placement, read at each send
 

@@ -160,13 +160,13 @@ func (a *leaseActor) apply(ctx actor.Context, res core.LeaseResult, op string, n
 		a.n.metrics.DeviceTransitions.WithLabelValues("up", "").Inc()
 		a.n.log.Debug("lease: up", "user", a.user, "device", a.device, "holder_node", a.l.Holder.GetNode(), slog.Uint64("epoch", a.l.Holder.GetEpoch()))
 		a.n.emit(&messages.ObsEvent{Kind: "device_up", User: a.user, Device: a.device, Gateway: a.l.Holder.GetNode()})
-		a.n.post.send(KindView, a.user, &messages.DeviceUp{User: a.user, Device: a.device, Holder: a.l.Holder, SinceMs: now.UnixMilli()})
+		a.n.dir.Send(KindView, a.user, &messages.DeviceUp{User: a.user, Device: a.device, Holder: a.l.Holder, SinceMs: now.UnixMilli()})
 	case res.Down:
 		a.expiry.stop()
 		a.n.metrics.DeviceTransitions.WithLabelValues("down", res.Reason.String()).Inc()
 		a.n.log.Debug("lease: ended", "user", a.user, "device", a.device, "reason", res.Reason.String(), slog.Uint64("epoch", a.l.EndedEpoch))
 		a.n.emit(&messages.ObsEvent{Kind: "device_down", User: a.user, Device: a.device, Reason: res.Reason.String()})
-		a.n.post.send(KindView, a.user, &messages.DeviceDown{User: a.user, Device: a.device, Epoch: a.l.EndedEpoch, Reason: res.Reason, LastAliveMs: res.LastAlive.UnixMilli()})
+		a.n.dir.Send(KindView, a.user, &messages.DeviceDown{User: a.user, Device: a.device, Epoch: a.l.EndedEpoch, Reason: res.Reason, LastAliveMs: res.LastAlive.UnixMilli()})
 		a.armIdle(ctx)
 	}
 }

@@ -70,7 +70,7 @@ type Node struct {
 	root    *actor.RootContext
 	sched   *scheduler.TimerScheduler
 	dir     Directory
-	post    *courier // what connections, gateways and leases send through dir
+	post    *courier // what connections and gateways send through dir
 	metrics *Metrics
 	log     *slog.Logger
 
@@ -249,7 +249,7 @@ func Start(d Deps) (_ *Node, err error) {
 		}
 	}()
 	n.eventSinks = map[string]*messages.EventsSubscribe{}
-	n.post = newCourier(n) // before the join: lease actors may start then
+	n.post = newCourier(n)
 	if d.Cluster != nil {
 		if err := n.join(); err != nil {
 			return nil, err
@@ -488,7 +488,7 @@ func (n *Node) stop() {
 			g.Stop()
 		}
 	}
-	n.post.wait() // their releases and unsubscribes, their leases' downs
+	n.post.wait() // their releases and unsubscribes
 	n.dir.Stop()
 	n.post.wait()
 	if n.cluster != nil {

@@ -67,14 +67,15 @@ func (a *connActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.c = core.NewConn(now)
+		a.n.index[KindConnection].add(leaseID(a.user, a.device), ctx.Self())
+	case *messages.ActorStateQuery:
+		ctx.Respond(a.info(now))
 	case connActivate:
 		a.active = true
 		a.armRenew(ctx, true)
-	case connBeat:
-		if a.c.Beat(now, m.seq) {
-			a.n.metrics.ClientRestarts.Inc()
-		}
-		a.live.alive.Store(a.c.LastAlive.UnixNano())
+	case connBeat: // a seq that did not grow (Conn.Heartbeat)
+		a.c.Restarts++
+		a.n.metrics.ClientRestarts.Inc()
 	case checkTick:
 		a.onCheck(ctx, now)
 	case renewDue:
@@ -122,6 +123,7 @@ func (a *connActor) onCheck(ctx actor.Context, now time.Time) {
 	if !a.n.gate(ctx, gate{}) {
 		return
 	}
+	a.c.Beat(time.Unix(0, a.live.alive.Load()), 0) // the socket's last sign of life
 	if a.active && a.c.Stale(now, a.t.Stale) {
 		a.end(ctx, messages.EndReason_ping_timeout, a.c.LastAlive, messages.CloseGoingAway, "ping timeout")
 	}
@@ -172,6 +174,7 @@ func (a *connActor) onLost(ctx actor.Context, m *messages.ConnLost, now time.Tim
 // onStopping unsubscribes everywhere and, on a graceful stop (not a
 // crash), releases the lease and closes the socket.
 func (a *connActor) onStopping(ctx actor.Context, now time.Time) {
+	a.n.index[KindConnection].remove(leaseID(a.user, a.device), ctx.Self())
 	a.renew.stop()
 	a.rereg.stop()
 	targets := make([]string, 0, len(a.sink.Targets()))

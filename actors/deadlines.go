@@ -8,14 +8,16 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// liveConn is the gateway's entry for one of its connections. The
-// connection actor stores its last sign of life in alive (an atomic, no
-// message per heartbeat); the gateway reads it when the entry is due.
+// liveConn is the gateway's entry for one of its connections. The socket
+// stores the last sign of life in alive (an atomic, no message per
+// heartbeat: Conn.Heartbeat); the gateway reads it when the entry is due,
+// the connection actor when it checks itself.
 type liveConn struct {
 	pid   *actor.PID
-	alive atomic.Int64 // last sign of life, Unix ns
-	gone  bool         // terminated: dropped when it next comes due
-	due   time.Time    // when the gateway looks at it next
+	alive atomic.Int64  // last sign of life, Unix ns (Conn.Heartbeat)
+	seq   atomic.Uint64 // last heartbeat seq (Conn.Heartbeat)
+	gone  bool          // terminated: dropped when it next comes due
+	due   time.Time     // when the gateway looks at it next
 }
 
 // deadlines is a min-heap of connections by due time: a check period

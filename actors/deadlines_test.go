@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"testing/synctest"
@@ -61,6 +62,48 @@ func TestStaleFoundInTimeLiveNever(t *testing.T) {
 		}
 		if n := e.n.Gateway().conns.Load(); n != int64(len(live)) {
 			t.Fatalf("gateway knows %d connections, want the %d live", n, len(live))
+		}
+	})
+}
+
+// Heartbeats leave their time in the connection's atomic, with no message
+// to its actor; only a seq that does not grow reaches the actor, which
+// counts a client restart. A device beating seqs 5, 6, 1, 2 is one restart
+// and stays live; gone silent, it is closed past stale and last seen at its
+// last heartbeat.
+func TestHeartbeatsWithoutMessagesCountRestarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Seed()
+		e := newEnv(t, timing)
+		d := e.connect(e.n.Gateway(), "alice", "phone", 1)
+		d.halt() // its own beats stop: this test beats by hand
+		before := testutil.ToFloat64(e.n.metrics.ClientRestarts)
+		var last time.Time
+		for _, seq := range []uint64{5, 6, 1, 2} {
+			time.Sleep(timing.Heartbeat)
+			d.conn.Heartbeat(seq)
+			last = time.Now()
+		}
+		synctest.Wait()
+		if got := testutil.ToFloat64(e.n.metrics.ClientRestarts) - before; got != 1 {
+			t.Fatalf("client restarts %v, want 1", got)
+		}
+		time.Sleep(timing.Stale - timing.Heartbeat)
+		synctest.Wait()
+		if c := d.sock.closeCode(); c != 0 {
+			t.Fatalf("closed with %d %v after its last heartbeat, within stale", c, timing.Stale-timing.Heartbeat)
+		}
+		time.Sleep(timing.Heartbeat + 2*timing.Check)
+		synctest.Wait()
+		if c := d.sock.closeCode(); c != messages.CloseGoingAway {
+			t.Fatalf("close code %d past stale, want %d", c, messages.CloseGoingAway)
+		}
+		// The departure is the last heartbeat, read from the atomic.
+		time.Sleep(timing.Debounce + time.Second)
+		synctest.Wait()
+		st, err := e.n.Query(context.Background(), "alice")
+		if err != nil || st.GetOnline() || st.GetLastSeenMs() != last.UnixMilli() {
+			t.Fatalf("view %v (%v): want offline, last seen %d (the last heartbeat)", st, err, last.UnixMilli())
 		}
 	})
 }

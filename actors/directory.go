@@ -23,6 +23,13 @@ type Directory interface {
 	// stay, when a message sent through the directory is still on its way to
 	// it (received counts the directory messages the actor has handled).
 	Passivate(kind Kind, identity string, self *actor.PID, received uint64) bool
+	// Owns reports whether this node holds identity's actor (always,
+	// alone): one that is not the owner's is a leftover of an earlier
+	// topology or of a stale route.
+	Owns(kind Kind, identity string) bool
+	// Forget drops actor self of identity, which is stopping because it
+	// no longer owns it: a later message activates a new actor.
+	Forget(kind Kind, identity string, self *actor.PID)
 	// Count returns the live actors of a kind.
 	Count(kind Kind) int
 	// Stop stops every actor and waits for them.

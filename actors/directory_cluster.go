@@ -129,6 +129,12 @@ func (d *ClusterDirectory) Passivate(kind Kind, id string, self *actor.PID, rece
 	return d.local.Passivate(kind, id, self, received)
 }
 
+func (d *ClusterDirectory) Owns(kind Kind, id string) bool { return d.remote(kind, id) == nil }
+
+func (d *ClusterDirectory) Forget(kind Kind, id string, self *actor.PID) {
+	d.local.Forget(kind, id, self)
+}
+
 func (d *ClusterDirectory) Count(kind Kind) int { return d.local.Count(kind) }
 
 func (d *ClusterDirectory) Stop() {
@@ -159,7 +165,7 @@ func (h directoryHost) Receive(ctx actor.Context) {
 		}
 		h.d.local.deliver(kind, m.GetIdentity(), msg, ctx.Sender())
 	case sweepMoved:
-		if n := h.d.local.stopMoved(func(k Kind, id string) bool { return h.d.remote(k, id) == nil }); n > 0 {
+		if n := h.d.local.stopMoved(h.d.Owns); n > 0 {
 			h.d.log.Debug("directory: stopped actors whose identity moved", "actors", n)
 		}
 	}

@@ -2,7 +2,9 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/messages"
+	"github.com/presence-im/presence/store"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -155,6 +158,134 @@ func TestRefusedPassivationTriesAgain(t *testing.T) {
 		synctest.Wait()
 		if c := e.n.Counts(); c["lease"] != 0 || c["view"] != 0 {
 			t.Fatalf("counts one idle later = %v, want both passivated", c)
+		}
+	})
+}
+
+// placed is a ClusterDirectory over the env's node (alone), made the
+// node's own directory, whose owner of an identity can change while
+// actors run: elsewhere[id] names another member.
+type placed struct {
+	*ClusterDirectory
+	mu        sync.Mutex
+	elsewhere map[string]string
+}
+
+func (e *env) placedDir() *placed {
+	e.t.Helper()
+	p := &placed{elsewhere: map[string]string{}}
+	d, err := NewClusterDirectory(e.n.sys, e.n.dir.(*LocalDirectory), func(_ Kind, id string) string {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if o, ok := p.elsewhere[id]; ok {
+			return o
+		}
+		return e.n.Address()
+	}, e.n.log)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	p.ClusterDirectory = d
+	e.n.dir = d
+	return p
+}
+
+func (p *placed) move(id, to string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if to == "" {
+		delete(p.elsewhere, id)
+		return
+	}
+	p.elsewhere[id] = to
+}
+
+// A lease whose expiry finds that its identity is no longer this node's
+// (a stale route activated it here, or it moved before the host's sweep)
+// stops, and its directory forgets it: the directory holds only live
+// actors, and when the identity comes back to this node a request
+// activates a new lease and is answered, rather than going to the
+// stopped one and timing out.
+func TestActorStoppedByTheOwnerGateLeavesTheDirectory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Fast()
+		e := newEnv(t, timing)
+		p := e.placedDir()
+		id := leaseID("alice", "phone")
+		acquire := func(conn string, epoch uint64) (any, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			return p.Request(ctx, KindLease, id, &messages.LeaseAcquire{User: "alice", Device: "phone", Handshake: true,
+				Holder: &messages.Holder{Node: "g1", ConnId: conn, Epoch: epoch}})
+		}
+		if res, err := acquire("c1", 1); err != nil || !res.(*messages.LeaseAcquired).GetOk() {
+			t.Fatalf("acquire = %v, %v", res, err)
+		}
+		p.move(id, "127.0.0.1:1") // no sweep: as for a stale route's lease
+		time.Sleep(timing.TTL + time.Second)
+		synctest.Wait()
+		if c, l := e.n.Counts()["lease"], p.local.Count(KindLease); c != 0 || l != 0 {
+			t.Fatalf("after the expiry on a non-owner: %d lease actors, %d in the directory; want none", c, l)
+		}
+		p.move(id, "")
+		if res, err := acquire("c2", 2); err != nil || !res.(*messages.LeaseAcquired).GetOk() {
+			t.Fatalf("acquire once the identity is back = %v, %v; want a new lease's answer", res, err)
+		}
+	})
+}
+
+// A request from another member that reaches a node whose directory has
+// stopped (the node is leaving) fails at once with a dead letter, as a
+// local request gets ErrStopped, instead of holding the remote caller
+// until its deadline.
+func TestStoppedDirectoryAnswersRemoteRequestsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, config.Fast())
+		d := e.clusterDir(nil)
+		d.local.Stop()
+		start := time.Now()
+		_, err := e.n.root.RequestFuture(d.host, wrap(KindView, "alice", &messages.ViewQuery{User: "alice"}), 5*time.Second).Result()
+		if !errors.Is(err, actor.ErrDeadLetter) || time.Since(start) > 0 {
+			t.Fatalf("request to a stopped directory = %v after %v; want a dead letter at once", err, time.Since(start))
+		}
+		if c := e.n.Counts(); c["view"] != 0 {
+			t.Fatalf("counts = %v, want nothing activated", c)
+		}
+	})
+}
+
+// panicsOnce is a PolicyStore whose second Get panics, as a bug in a
+// handler would.
+type panicsOnce struct {
+	store.PolicyStore
+	gets atomic.Int64
+}
+
+func (p *panicsOnce) Get(ctx context.Context, user string) (store.PolicyDoc, bool, error) {
+	if p.gets.Add(1) == 2 {
+		panic("policy store bug")
+	}
+	return p.PolicyStore.Get(ctx, user)
+}
+
+// A view that panics while handling a message is restarted by proto.actor
+// as a new instance under the same PID: it is counted once, not twice, and
+// it still passivates once idle (the message it failed on counted as
+// handled), instead of being refused for good.
+func TestRestartedActorStillPassivates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Seed()
+		e := newEnv(t, timing)
+		e.n.deps.Policies = &panicsOnce{PolicyStore: e.policies}
+		e.n.PolicyChanged("boom") // Started reads the policy, PolicyChanged panics
+		synctest.Wait()
+		if c := e.n.Counts(); c["view"] != 1 {
+			t.Fatalf("counts after the restart = %v, want one view", c)
+		}
+		time.Sleep(3 * timing.Idle)
+		synctest.Wait()
+		if c, p := e.n.Counts(), testutil.ToFloat64(e.n.metrics.Passivations.WithLabelValues("view")); c["view"] != 0 || p != 1 {
+			t.Fatalf("after three idles: counts %v, passivations %v; want the view passivated", c, p)
 		}
 	})
 }

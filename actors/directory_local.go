@@ -56,10 +56,15 @@ func (d *LocalDirectory) Send(kind Kind, id string, msg any) { d.deliver(kind, i
 // deliver sends msg to the actor of an identity with sender as its sender
 // (nil: none), counted like Send: the directory host hands on a message
 // from another member this way, so the actor answers the original asker.
+// Once stopped, an asker gets a dead letter at once (its future fails, as
+// a local Request gets ErrStopped).
 func (d *LocalDirectory) deliver(kind Kind, id string, msg any, sender *actor.PID) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.stopped {
+		if sender != nil {
+			d.root.Send(sender, &actor.DeadLetterResponse{})
+		}
 		return
 	}
 	pid := d.get(kind, id).pid
@@ -100,6 +105,14 @@ func (d *LocalDirectory) Passivate(kind Kind, id string, self *actor.PID, receiv
 	return true
 }
 
+func (d *LocalDirectory) Forget(kind Kind, id string, self *actor.PID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e, ok := d.entries[kind][id]; ok && e.pid.Equal(self) {
+		delete(d.entries[kind], id)
+	}
+}
+
 // stopMoved stops the actors whose identity keep says this node no longer
 // holds (its owner changed with the topology), as proto.actor poisons a
 // grain that moved. Each handles what was sent to it before it stops (a
@@ -132,6 +145,9 @@ func (d *LocalDirectory) stopMoved(keep func(Kind, string) bool) int {
 	}
 	return n
 }
+
+// Owns is always true: a LocalDirectory is alone.
+func (d *LocalDirectory) Owns(Kind, string) bool { return true }
 
 func (d *LocalDirectory) Count(kind Kind) int {
 	d.mu.Lock()

@@ -18,7 +18,7 @@ type leaseActor struct {
 	n            *Node
 	user, device string
 	l            core.Lease
-	received     uint64 // directory messages handled, for passivation
+	received     *uint64 // directory messages handled, for passivation (kept across a restart)
 	expiry, idle timer
 	idleGen      uint64
 }
@@ -30,24 +30,26 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.onStarted(ctx)
-	case *actor.Stopping:
+	case *actor.Stopping, *actor.Restarting: // a restart (a panic) starts it anew
 		stopping = true // its holder no longer counts
-		a.n.deactivated(KindLease, ctx.Self())
+		a.n.deactivated(KindLease, leaseID(a.user, a.device), ctx.Self())
 		a.expiry.stop()
 		a.idle.stop()
 	case *messages.LeaseAcquire:
-		a.n.handled(KindLease, &a.received)
+		a.n.handled(KindLease, a.received)
 		res := a.acquire(ctx, m, now)
 		if ctx.Sender() != nil { // re-registers are sent, not requested
 			ctx.Respond(res)
 		}
 	case *messages.LeaseRenew:
-		a.n.handled(KindLease, &a.received)
+		a.n.handled(KindLease, a.received)
 		a.renew(ctx, m, now)
 	case *messages.LeaseRelease:
-		a.n.handled(KindLease, &a.received)
+		a.n.handled(KindLease, a.received)
 		res := a.l.Release(m.GetConnId(), m.GetEpoch(), m.GetReason(), time.UnixMilli(m.GetLastAliveMs()))
 		a.apply(ctx, res, "release", now)
+	case *messages.ActorStateQuery: // from the inspector, not the directory
+		ctx.Respond(a.info(now))
 	case *messages.GatewayDown: // from the node, not through the directory: not counted
 		a.apply(ctx, a.l.GatewayDown(m.GetNode()), "gateway_down", now)
 	case leaseExpire:
@@ -60,7 +62,7 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		}
 	case idleCheck:
 		if m.gen == a.idleGen && !a.l.Live() {
-			if !a.n.passivate(ctx, KindLease, leaseID(a.user, a.device), a.received) {
+			if !a.n.passivate(ctx, KindLease, leaseID(a.user, a.device), *a.received) {
 				a.armIdle(ctx) // a message on its way: check again later
 			}
 		}
@@ -70,7 +72,7 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 // onStarted loads the device's attempt floor: a lease re-created empty
 // never accepts an attempt it refused before.
 func (a *leaseActor) onStarted(ctx actor.Context) {
-	a.n.activated(KindLease, ctx.Self())
+	a.n.activated(KindLease, leaseID(a.user, a.device), ctx.Self())
 	floor, err := a.n.deps.History.Floor(context.Background(), a.user, a.device)
 	if err != nil {
 		a.n.log.Error("lease: reading attempt floor", "user", a.user, "device", a.device, "err", err)
@@ -88,6 +90,7 @@ func (a *leaseActor) renew(ctx actor.Context, m *messages.LeaseRenew, now time.T
 		a.lost(ctx, m.GetHolder())
 	} else {
 		a.n.metrics.Renewals.Inc()
+		a.n.renewals.Add(1)
 	}
 	a.saveFloor(floor)
 	a.apply(ctx, res, "renew", now)

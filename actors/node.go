@@ -83,6 +83,10 @@ type Node struct {
 	// failure is told to every one of them.
 	live  [kindCount]atomic.Int64
 	local [kindCount]sync.Map
+	// index orders the live lease, view and connection actors by key for
+	// the inspector (inspect.go); renewals counts accepted lease renewals.
+	index    map[string]*registry
+	renewals atomic.Uint64
 
 	cluster  *pcluster.Cluster // nil alone
 	provider *cluster.Provider
@@ -114,16 +118,18 @@ func kindIndex(k Kind) int {
 }
 
 // activated counts a lease or view actor that started on this node.
-func (n *Node) activated(kind Kind, pid *actor.PID) {
+func (n *Node) activated(kind Kind, identity string, pid *actor.PID) {
 	n.live[kindIndex(kind)].Add(1)
 	n.local[kindIndex(kind)].Store(pid.GetId(), pid)
+	n.index[string(kind)].add(identity, pid)
 	n.metrics.Activations.WithLabelValues(string(kind)).Inc()
 }
 
 // deactivated forgets a lease or view actor that is stopping.
-func (n *Node) deactivated(kind Kind, pid *actor.PID) {
+func (n *Node) deactivated(kind Kind, identity string, pid *actor.PID) {
 	n.live[kindIndex(kind)].Add(-1)
 	n.local[kindIndex(kind)].Delete(pid.GetId())
+	n.index[string(kind)].remove(identity, pid)
 }
 
 // handled counts a directory message an actor handled: received is the
@@ -159,13 +165,7 @@ func (n *Node) propagation() time.Duration {
 
 // owns reports whether this node owns an identity (always, alone): an
 // actor that is not the owner's is a leftover of an earlier topology.
-func (n *Node) owns(kind Kind, identity string) bool {
-	if n.provider == nil {
-		return true
-	}
-	owner := n.provider.Owner(string(kind), identity)
-	return owner == "" || owner == n.sys.Address()
-}
+func (n *Node) owns(kind Kind, identity string) bool { return n.dir.Owns(kind, identity) }
 
 // stale reports whether a message came from a member this node declared
 // dead or left (cluster.Gossip.Gone): what a view there sent reaches a sink
@@ -242,7 +242,7 @@ func Start(d Deps) (_ *Node, err error) {
 		return slog.New(quietlog.New(d.Logger.Handler(), quietlog.ProtoActor)).With("lib", "protoactor")
 	}))
 	countDeadLetters(sys, d.Metrics.DeadLetters)
-	n := &Node{deps: d, sys: sys, root: sys.Root, sched: scheduler.NewTimerScheduler(sys.Root), metrics: d.Metrics, log: d.Logger, stall: newStallClock()}
+	n := &Node{deps: d, sys: sys, root: sys.Root, sched: scheduler.NewTimerScheduler(sys.Root), metrics: d.Metrics, log: d.Logger, stall: newStallClock(), index: newIndex()}
 	defer func() {
 		if err != nil {
 			n.stall.stop()
@@ -251,33 +251,65 @@ func Start(d Deps) (_ *Node, err error) {
 	n.eventSinks = map[string]*messages.EventsSubscribe{}
 	n.post = newCourier(n)
 	if d.Cluster != nil {
-		if err := n.join(); err != nil {
+		if err := n.join(); err != nil { // spawns the named actors before joining
 			return nil, err
 		}
 	} else {
 		n.dir = NewLocalDirectory(sys.Root, n.props)
+		if err := n.spawnNamed(); err != nil {
+			return nil, err
+		}
 	}
 	if d.wrapDir != nil {
 		n.dir = d.wrapDir(n.dir)
 	}
-	if _, err := n.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return fanoutActor{n} }), FanoutName); err != nil {
-		return nil, fmt.Errorf("actors: fan-out: %w", err)
-	}
-	if _, err := n.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return statsActor{n} }), StatsName); err != nil {
-		return nil, fmt.Errorf("actors: stats: %w", err)
-	}
-	// After the join, so that its address is the remote one: a sink on
-	// another node that stops must reach it as Terminated. Until then emit
-	// drops events.
-	events, err := n.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &eventsActor{} }), EventsName)
-	if err != nil {
-		return nil, fmt.Errorf("actors: events: %w", err)
-	}
-	n.events.Store(events)
 	if _, err := n.StartGateway(d.NodeID); err != nil {
 		return nil, err
 	}
 	return n, nil
+}
+
+// spawnNamed starts the actors other members address by name: fan-out,
+// stats, inspector and events. In a cluster it runs once the actor remote
+// listens and before the gossip announces this node (beforeJoin), so that
+// the name has the remote address (a sink on another node that stops must
+// reach the events actor as Terminated) and exists before any member can
+// learn of this node and send to it: an EventsSubscribe sent as a member
+// sees this node join is never lost.
+func (n *Node) spawnNamed() error {
+	named := []struct {
+		name string
+		a    func() actor.Actor
+	}{
+		{FanoutName, func() actor.Actor { return fanoutActor{n} }},
+		{StatsName, func() actor.Actor { return statsActor{n} }},
+		{InspectorName, func() actor.Actor { return inspectorActor{n} }},
+		{EventsName, func() actor.Actor { return &eventsActor{} }},
+	}
+	for _, s := range named {
+		pid, err := n.sys.Root.SpawnNamed(actor.PropsFromProducer(s.a), s.name)
+		if err != nil {
+			return fmt.Errorf("actors: %s: %w", s.name, err)
+		}
+		if s.name == EventsName {
+			n.events.Store(pid)
+		}
+	}
+	return nil
+}
+
+// beforeJoin is the cluster provider with spawnNamed run in StartMember
+// after proto.actor started the remote and before the gossip joins.
+type beforeJoin struct {
+	*cluster.Provider
+	n *Node
+}
+
+func (b beforeJoin) StartMember(c *pcluster.Cluster) error {
+	if err := b.n.spawnNamed(); err != nil {
+		return err
+	}
+	return b.Provider.StartMember(c)
 }
 
 // join starts the proto.actor cluster member over the gossip provider, with
@@ -303,7 +335,7 @@ func (n *Node) join() error {
 	if err != nil {
 		return err
 	}
-	cfg := pcluster.Configure("presence", n.provider, disthash.New(), rcfg, pcluster.WithRequestTimeout(5*time.Second))
+	cfg := pcluster.Configure("presence", beforeJoin{n.provider, n}, disthash.New(), rcfg, pcluster.WithRequestTimeout(5*time.Second))
 	n.cluster = pcluster.New(n.sys, cfg)
 	// Before StartMember: other members may send to this node's directory
 	// host at once.
@@ -359,15 +391,19 @@ func (n *Node) onMember(ev cluster.Event) {
 	}
 }
 
+// props are the props of one activation: its count of handled directory
+// messages outlives a restart (proto.actor makes a new instance under the
+// same PID after a panic), so the directory's count still matches it.
 func (n *Node) props(kind Kind, id string) *actor.Props {
+	received := new(uint64)
 	switch kind {
 	case KindLease:
 		user, device, _ := cutID(id)
 		return actor.PropsFromProducer(func() actor.Actor {
-			return &leaseActor{n: n, user: user, device: device, l: core.Lease{Unfenced: n.deps.Unfenced}}
+			return &leaseActor{n: n, user: user, device: device, l: core.Lease{Unfenced: n.deps.Unfenced}, received: received}
 		})
 	default:
-		return actor.PropsFromProducer(func() actor.Actor { return &viewActor{n: n, user: id} })
+		return actor.PropsFromProducer(func() actor.Actor { return &viewActor{n: n, user: id, received: received} })
 	}
 }
 

@@ -203,34 +203,8 @@ func (n *Node) ownerNode(kind Kind, identity string) string {
 		return n.deps.NodeID
 	}
 	addr := n.provider.Owner(string(kind), identity)
-	if addr == "" || addr == n.sys.Address() {
+	if addr == "" {
 		return n.deps.NodeID
 	}
-	if g := n.Membership(); g != nil {
-		for _, m := range g.Members() {
-			if meta, ok := g.Meta(m.ID); ok && meta.Actor == addr {
-				return m.ID
-			}
-		}
-	}
-	return ""
-}
-
-// Resubscribe sends this node's event subscriptions again to every alive
-// member (the events actor ignores one it has). A member's join reaches
-// this node before that member has spawned its events actor, so the
-// subscription sent on the join can be lost; callers repeat this now and
-// then (admin.History does, every SampleEvery).
-func (n *Node) Resubscribe() {
-	n.mu.Lock()
-	subs := make([]*messages.EventsSubscribe, 0, len(n.eventSinks))
-	for _, s := range n.eventSinks {
-		subs = append(subs, s)
-	}
-	n.mu.Unlock()
-	for _, pid := range n.eventsActors() {
-		for _, s := range subs {
-			n.root.Send(pid, s)
-		}
-	}
+	return n.memberAt(addr)
 }

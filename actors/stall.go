@@ -97,7 +97,9 @@ type gate struct {
 // gives none; after a stall the verdict waits (its timer re-armed) until
 // what came meanwhile is read; an actor that no longer owns its identity
 // (it moved, or a stale route activated it here) stops instead, since the
-// owner's actor knows better.
+// owner's actor knows better: its directory forgets it at once (a later
+// message activates a new actor), and it handles what was already sent to
+// it before it stops, as a moved actor does (LocalDirectory.stopMoved).
 func (n *Node) gate(ctx actor.Context, g gate) bool {
 	hold, fenced := n.stall.hold()
 	if fenced {
@@ -110,7 +112,8 @@ func (n *Node) gate(ctx actor.Context, g gate) bool {
 		return false
 	}
 	if g.kind != "" && !n.owns(g.kind, g.id) {
-		ctx.Stop(ctx.Self())
+		n.dir.Forget(g.kind, g.id, ctx.Self())
+		ctx.Poison(ctx.Self())
 		return false
 	}
 	return true

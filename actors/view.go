@@ -20,8 +20,8 @@ type viewActor struct {
 	user     string
 	v        *core.View
 	sinks    map[string]*actor.PID
-	received uint64
-	queries  uint64 // ViewQuery among received: a view only looked up
+	received *uint64 // directory messages handled (kept across a restart)
+	queries  uint64  // ViewQuery among received: a view only looked up
 
 	debounce, age, idle, settle timer
 	idleGen                     uint64
@@ -36,36 +36,38 @@ func (a *viewActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.onStarted(ctx, now)
-	case *actor.Stopping:
+	case *actor.Stopping, *actor.Restarting: // a restart (a panic) starts it anew
 		stopping = true
 		a.onStopping(ctx)
 	case *messages.DeviceUp:
-		a.n.handled(KindView, &a.received)
+		a.n.handled(KindView, a.received)
 		a.apply(ctx, a.v.DeviceUp(m.GetDevice(), m.GetHolder(), now))
 	case *messages.DeviceDown:
-		a.n.handled(KindView, &a.received)
+		a.n.handled(KindView, a.received)
 		a.onDeviceDown(ctx, m, now)
 	case *messages.GatewayDown:
 		a.mode = ModeGatewayCrash
 		a.apply(ctx, a.v.GatewayDown(m.GetNode(), now))
 	case *messages.DeviceShow:
-		a.n.handled(KindView, &a.received)
+		a.n.handled(KindView, a.received)
 		a.apply(ctx, a.v.SetShow(m.GetShow(), now))
 	case *messages.ViewSubscribe:
-		a.n.handled(KindView, &a.received)
+		a.n.handled(KindView, a.received)
 		a.subscribe(ctx, m, now)
 	case *messages.ViewUnsubscribe:
-		a.n.handled(KindView, &a.received)
+		a.n.handled(KindView, a.received)
 		a.onUnsubscribe(ctx, m)
 	case *messages.PolicyChanged:
-		a.n.handled(KindView, &a.received)
+		a.n.handled(KindView, a.received)
 		a.apply(ctx, a.v.SetPolicy(a.policy(), now))
 	case *messages.ViewQuery:
-		a.n.handled(KindView, &a.received)
+		a.n.handled(KindView, a.received)
 		a.queries++
 		a.onQuery(ctx, now)
+	case *messages.ActorStateQuery: // from the inspector, not the directory
+		ctx.Respond(a.info(now))
 	case *messages.DeviceAdmit:
-		a.n.handled(KindView, &a.received)
+		a.n.handled(KindView, a.received)
 		ok, n := a.v.Admit(m.GetDevice(), int(m.GetLimit()), now, now.Add(admitHold))
 		ctx.Respond(&messages.DeviceAdmitted{Ok: ok, Devices: uint32(n)})
 	case *actor.Terminated:
@@ -79,7 +81,7 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.onSettle(ctx, m, now)
 	case idleCheck:
 		if m.gen == a.idleGen && a.v.Idle() {
-			if !a.n.passivate(ctx, KindView, a.user, a.received) {
+			if !a.n.passivate(ctx, KindView, a.user, *a.received) {
 				a.armIdle(ctx) // a message on its way: check again later
 			}
 		}
@@ -90,7 +92,7 @@ func (a *viewActor) Receive(ctx actor.Context) {
 // after a membership change may replace one on another member, and waits
 // to settle.
 func (a *viewActor) onStarted(ctx actor.Context, now time.Time) {
-	a.n.activated(KindView, ctx.Self())
+	a.n.activated(KindView, a.user, ctx.Self())
 	last, err := a.n.deps.History.LastSeen(context.Background(), a.user)
 	if err != nil {
 		a.n.log.Error("view: reading last seen", "user", a.user, "err", err)
@@ -105,7 +107,7 @@ func (a *viewActor) onStarted(ctx actor.Context, now time.Time) {
 }
 
 func (a *viewActor) onStopping(ctx actor.Context) {
-	a.n.deactivated(KindView, ctx.Self())
+	a.n.deactivated(KindView, a.user, ctx.Self())
 	a.settle.stop()
 	a.debounce.stop()
 	a.age.stop()
@@ -135,8 +137,8 @@ func (a *viewActor) onUnsubscribe(ctx actor.Context, m *messages.ViewUnsubscribe
 func (a *viewActor) onQuery(ctx actor.Context, now time.Time) {
 	a.recheck(ctx, now)
 	ctx.Respond(a.state())
-	if a.queries == a.received && a.v.Idle() && !a.v.Unsettled {
-		a.n.passivate(ctx, KindView, a.user, a.received)
+	if a.queries == *a.received && a.v.Idle() && !a.v.Unsettled {
+		a.n.passivate(ctx, KindView, a.user, *a.received)
 	}
 }
 

@@ -30,7 +30,10 @@ func isolation(seq int) (string, int) {
 }
 
 // firewall is this run's iptables chain.
-type firewall struct{ chain string }
+type firewall struct {
+	chain string
+	marks *marks // its cluster's: partitions and heals
+}
 
 func iptables(args ...string) error {
 	if out, err := exec.Command("iptables", args...).CombinedOutput(); err != nil {
@@ -53,6 +56,7 @@ func newFirewall() (*firewall, error) {
 
 // isolate cuts n off from others.
 func (f *firewall) isolate(n *Node, others []*Node) error {
+	f.marks.add(n.ID, "partition")
 	host, _, _ := net.SplitHostPort(n.Gossip)
 	_, listen, _ := net.SplitHostPort(n.Listen)
 	_, admin, _ := net.SplitHostPort(n.Admin)
@@ -96,7 +100,7 @@ func (f *firewall) split(sides [][]*Node) error {
 }
 
 // heal drops every rule: the partition ends.
-func (f *firewall) heal() error { return iptables("-F", f.chain) }
+func (f *firewall) heal() error { f.marks.add("", "heal"); return iptables("-F", f.chain) }
 
 // remove takes the chain away for good.
 func (f *firewall) remove() {

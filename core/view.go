@@ -267,6 +267,10 @@ func (v *View) Presence() Presence {
 	return Presence{User: v.User, Online: v.Online, LastSeen: v.seenByOthers, Show: v.Show, OwnLastSeen: v.LastSeen}
 }
 
+// PendingUntil is when a pending offline publishes (its debounce ends), and
+// whether one is pending.
+func (v *View) PendingUntil() (time.Time, bool) { return v.pendingTo, v.pending }
+
 // Idle reports whether nothing is live: no device, no subscriber, no
 // pending offline. An idle view may passivate.
 func (v *View) Idle() bool { return len(v.Devices) == 0 && len(v.Subs) == 0 && !v.pending }

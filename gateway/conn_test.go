@@ -342,3 +342,33 @@ func (nd *node) dialSlow(ctx context.Context, user string) *client.Conn {
 	nd.t.Cleanup(func() { _ = c.CloseNow() })
 	return c
 }
+
+// A read deadline left on an upgraded connection (nbio's accept path can
+// set one after the handshake cleared it: clearReadDeadline) is dropped by
+// the device's next frame: the connection outlives it and is not cut
+// without a close frame.
+func TestStrayReadDeadlineDoesNotCut(t *testing.T) {
+	nd := startNode(t)
+	c := nd.dial("alice", "phone", 1)
+	nd.srv.mu.Lock()
+	for sock := range nd.srv.live {
+		sock.mu.Lock()
+		_ = nbioConn(sock.ws).SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		sock.mu.Unlock()
+	}
+	nd.srv.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Heartbeat(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	next(t, c, time.Second, func(f *messages.Frame) bool { return f.GetHeartbeatAck() != nil })
+	time.Sleep(400 * time.Millisecond) // past the stray deadline, within stale (750 ms)
+	if err := c.Heartbeat(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	f := next(t, c, time.Second, func(f *messages.Frame) bool { return f.GetHeartbeatAck() != nil })
+	if f.GetHeartbeatAck().GetSeq() != 2 {
+		t.Fatalf("ack %v, want seq 2", f)
+	}
+}

@@ -10,10 +10,38 @@ import (
 	"github.com/presence-im/presence/messages"
 )
 
+// clearReadDeadline drops a read deadline nbio's accept path may have set
+// after the upgrade: nbio (v1.6.8, AddConnNonTLSNonBlocking) registers an
+// accepted connection with epoll and only then sets its HTTP keep-alive
+// read deadline (2 x stale), so a handshake answered in between has its
+// upgrader's clearing undone, and the device is cut without a close frame
+// 2 x stale after it connected (1 to 3 in 19,000 connections, see
+// BENCHMARKS.md). Liveness is the stale check's, never a read deadline;
+// with no deadline set this is a lock and a nil check.
+func clearReadDeadline(c *websocket.Conn) {
+	if nbc := nbioConn(c); nbc != nil {
+		_ = nbc.SetReadDeadline(time.Time{})
+	}
+}
+
 func (s *socket) beat(seq uint64) {
 	if c := s.conn.Load(); c != nil {
 		c.Heartbeat(seq)
 	}
+}
+
+// heartbeat records a sign of life and answers its ack; on the JSON
+// subprotocol the ack is written without protojson (heartbeat.go).
+func (s *socket) heartbeat(conn *actors.Conn, seq uint64, clientTS int64) {
+	conn.Heartbeat(max(seq, 1))
+	now := time.Now().UnixMilli()
+	if s.codec.kind == websocket.TextMessage {
+		s.write(websocket.TextMessage, appendJSONAck(make([]byte, 0, 96), seq, clientTS, now), true)
+		return
+	}
+	s.Send(&messages.Frame{Kind: &messages.Frame_HeartbeatAck{HeartbeatAck: &messages.HeartbeatAck{
+		Seq: seq, ClientTsMs: clientTS, ServerTsMs: now,
+	}}})
 }
 
 func (s *socket) errorFrame(code messages.ErrorCode, requestID, msg string) {
@@ -49,6 +77,7 @@ func (s *Server) onMessage(c *websocket.Conn, kind websocket.MessageType, data [
 	if !ok || sock.conn.Load() == nil {
 		return // nothing may come before hello; see docs/protocol.md
 	}
+	clearReadDeadline(c)
 	if kind != sock.codec.kind {
 		sock.Close(messages.CloseWrongType, "wrong frame type for "+sock.codec.name)
 		return
@@ -56,6 +85,13 @@ func (s *Server) onMessage(c *websocket.Conn, kind websocket.MessageType, data [
 	if kind == websocket.TextMessage && !utf8.Valid(data) { // RFC 6455 §8.1 (nbio's own check answers 1002)
 		sock.Close(messages.CloseInvalidData, "text frame is not UTF-8")
 		return
+	}
+	if kind == websocket.TextMessage {
+		if seq, ts, ok := parseJSONHeartbeat(data); ok {
+			sock.errs = 0
+			sock.heartbeat(sock.conn.Load(), seq, ts)
+			return
+		}
 	}
 	f := &messages.Frame{}
 	if err := sock.codec.unmarshal(data, f); err != nil {
@@ -71,10 +107,7 @@ func (s *Server) onMessage(c *websocket.Conn, kind websocket.MessageType, data [
 	conn := sock.conn.Load()
 	switch k := f.GetKind().(type) {
 	case *messages.Frame_Heartbeat:
-		conn.Heartbeat(max(k.Heartbeat.GetSeq(), 1))
-		sock.Send(&messages.Frame{Kind: &messages.Frame_HeartbeatAck{HeartbeatAck: &messages.HeartbeatAck{
-			Seq: k.Heartbeat.GetSeq(), ClientTsMs: k.Heartbeat.GetClientTsMs(), ServerTsMs: time.Now().UnixMilli(),
-		}}})
+		sock.heartbeat(conn, k.Heartbeat.GetSeq(), k.Heartbeat.GetClientTsMs())
 	case *messages.Frame_Subscribe:
 		if wait, ok := sock.takeSubscribe(time.Now()); !ok {
 			s.gw.Refused(actors.LimitSubscribeRate)

@@ -169,12 +169,14 @@ func (s *Server) newUpgrader() *websocket.Upgrader {
 	u.OnClose(s.onClose)
 	u.SetPingHandler(func(c *websocket.Conn, data string) {
 		if sock, ok := c.Session().(*socket); ok {
+			clearReadDeadline(c)
 			sock.beat(0)
 			sock.write(websocket.PongMessage, []byte(data), false)
 		}
 	})
 	u.SetPongHandler(func(c *websocket.Conn, _ string) {
 		if sock, ok := c.Session().(*socket); ok {
+			clearReadDeadline(c)
 			sock.beat(0)
 		}
 	})

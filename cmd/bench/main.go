@@ -1,0 +1,156 @@
+// Command bench compares one presenced node with the Redis-TTL design
+// (BENCHMARKS.md) on the same workload, side by side in one run:
+//
+//	bench run [--n 19000] [--runs 3] ...   starts both systems and the load processes, prints the table
+//	bench peer ...                          the Redis-TTL peer server (started by run)
+//	bench worker ...                        one load process (started by run)
+//
+// Loopback only: every address it dials or listens on is 127.0.0.0/8.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/presence-im/presence/internal/loadbench"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+
+const usage = `usage:
+  bench run [--n 19000] [--runs 3] [--idle 60s] [--hold 0] [--bin bin] [--systems presence,redis-ttl] [--binary]
+  bench peer --listen ADDR --http ADDR --redis ADDR --secret S [--heartbeat 5s] [--ttl 15s]
+  bench worker --url WS --src IP --first I --count N [--concurrency C] [--interval 5s] [--binary]
+`
+
+func run(args []string, in io.Reader, out, errOut io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(errOut, usage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	switch args[0] {
+	case "run":
+		return runCmd(ctx, args[1:], out, errOut)
+	case "peer":
+		return peerCmd(ctx, args[1:], errOut)
+	case "worker":
+		return workerCmd(ctx, args[1:], in, out, errOut)
+	}
+	fmt.Fprintf(errOut, "bench: unknown command %q\n%s", args[0], usage)
+	return 2
+}
+
+func runCmd(ctx context.Context, args []string, out, errOut io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	var o loadbench.Options
+	fs.IntVar(&o.N, "n", 19000, "device connections per system")
+	fs.IntVar(&o.Runs, "runs", 3, "runs of each system (min / median / max)")
+	fs.DurationVar(&o.Idle, "idle", 60*time.Second, "heartbeats only, before the idle RSS and over which CPU and lookups are measured")
+	fs.DurationVar(&o.Hold, "hold", 0, "presence's first run holds its devices this long (> idle) counting closes nobody asked for")
+	fs.DurationVar(&o.Interval, "interval", 5*time.Second, "heartbeat period")
+	fs.DurationVar(&o.Debounce, "debounce", time.Second, "presenced --debounce")
+	fs.IntVar(&o.Concurrency, "concurrency", 100, "dials in flight over all load processes")
+	fs.IntVar(&o.Subs, "subs", 5000, "subscribers of the user that goes offline")
+	fs.IntVar(&o.Rounds, "rounds", 3, "offlines per run")
+	fs.IntVar(&o.LookupRate, "lookups", 20, "lookups per second while the heartbeats flow")
+	fs.BoolVar(&o.Binary, "binary", false, "devices speak presence.v1.proto (default presence.v1.json)")
+	fs.StringVar(&o.Profile, "profile", "", "directory for presence's CPU profile of each idle window (go tool pprof -top)")
+	systems := fs.String("systems", "presence,redis-ttl", "systems to run, comma-separated")
+	fs.StringVar(&o.Bin, "bin", "bin", "directory holding presenced")
+	fs.StringVar(&o.RedisServer, "redis-server", "redis-server", "redis-server binary (Debian's redis-server)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	o.Systems = strings.Split(*systems, ",")
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(errOut, "bench:", err)
+		return 1
+	}
+	o.Self = self
+	if o.Dir, err = os.MkdirTemp("", "presence-bench-"); err != nil {
+		fmt.Fprintln(errOut, "bench:", err)
+		return 1
+	}
+	o.Progress = errOut
+	before := loadbench.Machine()
+	results, err := loadbench.Run(ctx, o)
+	if err != nil {
+		fmt.Fprintln(errOut, "bench:", err)
+		return 1
+	}
+	loadbench.Report(out, o, before+" at the start; "+loadbench.Machine()+" at the end", results)
+	_ = os.RemoveAll(o.Dir) // kept when a run fails: its logs say why
+	return 0
+}
+
+func peerCmd(ctx context.Context, args []string, errOut io.Writer) int {
+	fs := flag.NewFlagSet("peer", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	var o loadbench.PeerOptions
+	fs.StringVar(&o.Listen, "listen", "127.0.0.1:7800", "device WebSocket address")
+	fs.StringVar(&o.HTTP, "http", "127.0.0.1:7801", "lookup and stats address")
+	fs.StringVar(&o.Redis, "redis", "127.0.0.1:6379", "redis-server address")
+	secret := fs.String("secret", "", "token key")
+	fs.DurationVar(&o.Heartbeat, "heartbeat", 5*time.Second, "heartbeat interval told in hello")
+	fs.DurationVar(&o.TTL, "ttl", 15*time.Second, "device key lifetime after each heartbeat")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if !loopback(o.Listen) || !loopback(o.HTTP) || !loopback(o.Redis) {
+		fmt.Fprintln(errOut, "bench peer: loopback addresses only")
+		return 2
+	}
+	o.Secret = []byte(*secret)
+	p, err := loadbench.NewPeer(ctx, o)
+	if err != nil {
+		fmt.Fprintln(errOut, "bench peer:", err)
+		return 1
+	}
+	if err := p.Serve(ctx); err != nil {
+		fmt.Fprintln(errOut, "bench peer:", err)
+		return 1
+	}
+	return 0
+}
+
+func workerCmd(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) int {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	var o loadbench.WorkerOptions
+	fs.StringVar(&o.URL, "url", "ws://127.0.0.1:7600/ws", "device WebSocket URL")
+	fs.StringVar(&o.Src, "src", "", "source IP (127.0.0.x)")
+	fs.StringVar(&o.Secret, "secret", "", "token key")
+	fs.StringVar(&o.Prefix, "prefix", "bench", "user name prefix")
+	fs.IntVar(&o.First, "first", 0, "first user number")
+	fs.IntVar(&o.Count, "count", 1000, "connections")
+	fs.IntVar(&o.Concurrency, "concurrency", 20, "dials in flight")
+	fs.DurationVar(&o.Interval, "interval", 5*time.Second, "heartbeat period")
+	fs.BoolVar(&o.Binary, "binary", false, "presence.v1.proto")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if !strings.HasPrefix(o.URL, "ws://127.") || (o.Src != "" && !strings.HasPrefix(o.Src, "127.")) {
+		fmt.Fprintln(errOut, "bench worker: loopback addresses only")
+		return 2
+	}
+	if err := loadbench.RunWorker(ctx, o, in, out); err != nil {
+		fmt.Fprintln(errOut, "bench worker:", err)
+		return 1
+	}
+	return 0
+}
+
+func loopback(addr string) bool {
+	return strings.HasPrefix(addr, "127.") || strings.HasPrefix(addr, "localhost:")
+}

@@ -1,0 +1,85 @@
+package loadbench
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// buildBinaries builds presenced and cmd/bench (whose peer and worker
+// commands the run starts) into dir.
+func buildBinaries(t *testing.T, dir string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", dir+"/",
+		"github.com/presence-im/presence/cmd/presenced", "github.com/presence-im/presence/cmd/bench").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+}
+
+// TestBenchSmoke is `make bench` in small: both systems, 4,200 devices
+// from three load processes (fewer rarely met nbio's stray deadline), seconds per phase. Every row must
+// have a figure, every subscriber (in two of the processes) its offline
+// event, and no connection may end without the load asking.
+func TestBenchSmoke(t *testing.T) {
+	redis, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatal("no redis-server: `make tools` installs Debian's redis-server")
+	}
+	dir := t.TempDir()
+	buildBinaries(t, dir)
+	o := Options{
+		// Stale is 2.5 heartbeats (5 s): room for a loaded machine. The hold
+		// passes 2 x stale after the connects, when nbio's stray read
+		// deadline used to cut a few (clearReadDeadline in gateway).
+		N: 4200, PerWorker: 1500, Runs: 1, Idle: 4 * time.Second, Hold: 12 * time.Second, Interval: 2 * time.Second,
+		Debounce: 300 * time.Millisecond, Concurrency: 50, Subs: 1600, Rounds: 2, LookupRate: 20,
+		Bin: dir, Self: filepath.Join(dir, "bench"), RedisServer: redis, Dir: dir,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	results, err := Run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 2 {
+		t.Fatalf("%d results, want one per system", len(results))
+	}
+	for _, r := range results {
+		checkResult(t, o, r)
+	}
+	var b bytes.Buffer
+	Report(&b, o, Machine(), results)
+	t.Log("\n" + b.String())
+	o.Defaults()
+	for _, r := range rows(o) {
+		if !strings.Contains(b.String(), "| "+r.name+" |") {
+			t.Errorf("the table has no row %q", r.name)
+		}
+	}
+}
+
+func checkResult(t *testing.T, o Options, r RunResult) {
+	t.Helper()
+	switch {
+	case r.ConnectRate <= 0 || r.RSSConnect <= 0 || r.Heap <= 0:
+		t.Errorf("%s: connect rate %v, RSS %v, heap %v per device: want all > 0", r.System, r.ConnectRate, r.RSSConnect, r.Heap)
+	case r.Beats < int64(o.N) || r.CPUPerBeat <= 0:
+		t.Errorf("%s: %d heartbeats acked in %v, CPU %v each: want at least one per device", r.System, r.Beats, o.Idle, r.CPUPerBeat)
+	case r.Lookups == 0 || r.LookupErrors > 0:
+		t.Errorf("%s: %d lookups, %d failed", r.System, r.Lookups, r.LookupErrors)
+	case len(r.Fanout) != r.FanoutExpected || r.FanoutExpected != o.Subs*o.Rounds:
+		t.Errorf("%s: %d offline events reached subscribers, want %d", r.System, len(r.Fanout), o.Subs*o.Rounds)
+	case r.Unexpected != 0:
+		t.Errorf("%s: %d connections ended nobody asked for (codes %s): %s", r.System, r.Unexpected, r.Codes, r.Errors)
+	}
+	if r.System == "presence" && r.Held < o.Hold {
+		t.Errorf("presence held its devices %v, want %v", r.Held, o.Hold)
+	}
+}

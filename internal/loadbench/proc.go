@@ -1,0 +1,84 @@
+package loadbench
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// clockTick is the unit of utime and stime in /proc/PID/stat: USER_HZ,
+// 100 on every Linux this runs on.
+const clockTick = 10 * time.Millisecond
+
+// cpuTime is utime + stime of the processes, user and kernel.
+func cpuTime(pids ...int) (time.Duration, error) {
+	var total time.Duration
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return 0, err
+		}
+		// The command name (field 2) may hold spaces: fields count from
+		// after its closing parenthesis, where field 3 is state.
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		total += time.Duration(ut+st) * clockTick
+	}
+	return total, nil
+}
+
+// rss is the resident set of the processes, in bytes.
+func rss(pids ...int) (float64, error) {
+	var total float64
+	for _, pid := range pids {
+		f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			return 0, err
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+				kb, _ := strconv.ParseFloat(strings.Fields(v)[0], 64)
+				total += kb * 1024
+			}
+		}
+		f.Close()
+	}
+	return total, nil
+}
+
+// freePort is a loopback port free right now.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Machine describes where the figures come from: CPU model, cores, load.
+func Machine() string {
+	model := "unknown CPU"
+	if out, err := exec.Command("lscpu").Output(); err == nil {
+		for _, l := range strings.Split(string(out), "\n") {
+			if v, ok := strings.CutPrefix(l, "Model name:"); ok {
+				model = strings.TrimSpace(v)
+			}
+		}
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	lf := strings.Fields(string(load))
+	if len(lf) > 3 {
+		lf = lf[:3]
+	}
+	return fmt.Sprintf("%s, %d cores, load average %s", model, runtime.NumCPU(), strings.Join(lf, " "))
+}

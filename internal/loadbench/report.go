@@ -1,0 +1,157 @@
+package loadbench
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// row is one line of the table: a figure per run of each system.
+type row struct {
+	name   string
+	unit   string
+	lower  bool // lower is better
+	get    func(RunResult) float64
+	target float64 // presence's target (0: none)
+	cmp    string  // "<=" or ">="
+}
+
+func rows(o Options) []row {
+	kib := func(f func(RunResult) float64) func(RunResult) float64 {
+		return func(r RunResult) float64 { return f(r) / 1024 }
+	}
+	ms := func(f func(RunResult) time.Duration) func(RunResult) float64 {
+		return func(r RunResult) float64 { return float64(f(r)) / 1e6 }
+	}
+	fan := func(q float64) func(RunResult) float64 {
+		return func(r RunResult) float64 { return float64(quantile(r.Fanout, q)) / 1e6 }
+	}
+	return []row{
+		{"RSS per device after connect", "KiB", true, kib(func(r RunResult) float64 { return r.RSSConnect }), 0, ""},
+		{fmt.Sprintf("RSS per device after %v idle", o.Idle), "KiB", true, kib(func(r RunResult) float64 { return r.RSSIdle }), 8, "<="},
+		{"heap per device (peer: Go heap + Redis used_memory)", "KiB", true, kib(func(r RunResult) float64 { return r.Heap }), 6, "<="},
+		{"server CPU per heartbeat (user + kernel)", "µs", true, func(r RunResult) float64 { return float64(r.CPUPerBeat) / 1e3 }, 20, "<="},
+		{"lookup p99 while heartbeats flow", "ms", true, ms(func(r RunResult) time.Duration { return r.LookupP99 }), 5, "<="},
+		{"lookup max while heartbeats flow", "ms", true, ms(func(r RunResult) time.Duration { return r.LookupMax }), 0, ""},
+		{fmt.Sprintf("connect rate, %d dials in flight, cold", o.Concurrency), "/s", false, func(r RunResult) float64 { return r.ConnectRate }, 5000, ">="},
+		{fmt.Sprintf("one offline to %d subscribers, p50", o.Subs), "ms", true, fan(0.5), 0, ""},
+		{fmt.Sprintf("one offline to %d subscribers, p99", o.Subs), "ms", true, fan(0.99), 50, "<="},
+		{fmt.Sprintf("one offline to %d subscribers, max", o.Subs), "ms", true, fan(1), 0, ""},
+		{"connections ended nobody asked for", "", true, func(r RunResult) float64 { return float64(r.Unexpected) }, 0, "=0"},
+	}
+}
+
+// spread is min / median / max of xs.
+func spread(xs []float64) (lo, med, hi float64) {
+	if len(xs) == 0 {
+		return 0, 0, 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[0], s[len(s)/2], s[len(s)-1]
+}
+
+func num(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+// Report writes the table (markdown), one column per system with
+// min / median / max over the runs, the ratio of medians, and each target
+// of presence as met or missed by how much.
+func Report(w io.Writer, o Options, machine string, results []RunResult) {
+	o.Defaults()
+	fmt.Fprintf(w, "machine: %s\n", machine)
+	fmt.Fprintf(w, "workload: %d devices per system, heartbeats every %v, %d runs each (min / median / max), lookups at %d/s, %d offline rounds, %s\n\n",
+		o.N, o.Interval, o.Runs, o.LookupRate, o.Rounds, map[bool]string{true: "presence.v1.proto", false: "presence.v1.json"}[o.Binary])
+	fmt.Fprintf(w, "| per device | %s | ratio | target (presence) |\n|---|%s---|---|\n",
+		strings.Join(o.Systems, " | "), strings.Repeat("---|", len(o.Systems)))
+	for _, r := range rows(o) {
+		meds := map[string]float64{}
+		cells := []string{}
+		for _, s := range o.Systems {
+			var xs []float64
+			for _, res := range results {
+				if res.System == s {
+					xs = append(xs, r.get(res))
+				}
+			}
+			lo, med, hi := spread(xs)
+			meds[s] = med
+			cells = append(cells, fmt.Sprintf("%s / %s / %s %s", num(lo), num(med), num(hi), r.unit))
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", r.name, strings.Join(cells, " | "), ratio(r, meds), verdict(r, results))
+	}
+	fmt.Fprintln(w)
+	for _, res := range results {
+		fmt.Fprintf(w, "%s: %d heartbeats in the idle window, %d lookups (%d failed), %d of %d fan-out events, held %v, unexpected ends %d (codes %s), server closes %s\n",
+			res.System, res.Beats, res.Lookups, res.LookupErrors, len(res.Fanout), res.FanoutExpected, res.Held.Round(time.Second),
+			res.Unexpected, orNone(res.Codes), res.ServerCloses)
+		if res.Errors != "" {
+			fmt.Fprintf(w, "  first errors: %s\n", res.Errors)
+		}
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// ratio says how many times better presence's median is than the peer's.
+func ratio(r row, meds map[string]float64) string {
+	p, q := meds["presence"], meds["redis-ttl"]
+	if p == 0 || q == 0 {
+		return ""
+	}
+	x := q / p
+	if !r.lower {
+		x = p / q
+	}
+	if x >= 1 {
+		return fmt.Sprintf("%.2fx better", x)
+	}
+	return fmt.Sprintf("**%.2fx worse**", 1/x)
+}
+
+// verdict judges presence's worst run against the target.
+func verdict(r row, results []RunResult) string {
+	if r.cmp == "" {
+		return ""
+	}
+	var xs []float64
+	for _, res := range results {
+		if res.System == "presence" {
+			xs = append(xs, r.get(res))
+		}
+	}
+	if len(xs) == 0 {
+		return ""
+	}
+	lo, _, hi := spread(xs)
+	switch r.cmp {
+	case "<=":
+		if hi <= r.target {
+			return fmt.Sprintf("<= %s: met", num(r.target))
+		}
+		return fmt.Sprintf("<= %s: **missed** by %s %s (%.1fx)", num(r.target), num(hi-r.target), r.unit, hi/r.target)
+	case ">=":
+		if lo >= r.target {
+			return fmt.Sprintf(">= %s: met", num(r.target))
+		}
+		return fmt.Sprintf(">= %s: **missed** by %s %s (%.1fx)", num(r.target), num(r.target-lo), r.unit, r.target/lo)
+	}
+	if hi == 0 {
+		return "0: met"
+	}
+	return fmt.Sprintf("0: **missed** (%s)", num(hi))
+}

@@ -1,0 +1,339 @@
+package loadbench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Options of a comparison run (cmd/bench run).
+type Options struct {
+	N           int           // device connections per system
+	Runs        int           // repetitions: min / median / max over them
+	Idle        time.Duration // heartbeats only, before the idle RSS
+	Hold        time.Duration // presence's first run keeps its devices this long (>= Idle) and counts closes nobody asked for
+	Interval    time.Duration // heartbeat period of every device
+	Debounce    time.Duration // presenced's --debounce (subtracted from its fan-out latency)
+	Concurrency int           // dials in flight over all load processes (cold connect)
+	PerWorker   int           // devices per load process (each dials from its own 127.0.0.x)
+	Subs        int           // subscribers of the one user that goes offline
+	Rounds      int           // offlines per run
+	LookupRate  int           // lookups per second while the heartbeats flow
+	Binary      bool          // devices speak presence.v1.proto
+	Systems     []string      // "presence", "redis-ttl"
+	Bin         string        // directory holding presenced
+	Self        string        // this binary (cmd/bench): its peer and worker commands
+	RedisServer string        // redis-server binary
+	Dir         string        // logs and stores of the runs
+	Profile     string        // directory for presence's CPU profile of each idle window; "": none
+	Progress    io.Writer     // the progress bar (a terminal); nil: none
+}
+
+// Defaults fills what o leaves zero: 19,000 devices, 3 runs, 60 s idle,
+// heartbeats every 5 s, 100 dials in flight, 5,000 subscribers.
+func (o *Options) Defaults() {
+	def := func(p *int, v int) {
+		if *p <= 0 {
+			*p = v
+		}
+	}
+	def(&o.N, 19000)
+	def(&o.Runs, 3)
+	def(&o.Concurrency, 100)
+	def(&o.PerWorker, PerWorker)
+	def(&o.Subs, 5000)
+	def(&o.Rounds, 3)
+	def(&o.LookupRate, 20)
+	for _, d := range []struct {
+		p *time.Duration
+		v time.Duration
+	}{{&o.Idle, 60 * time.Second}, {&o.Interval, 5 * time.Second}, {&o.Debounce, time.Second}} {
+		if *d.p <= 0 {
+			*d.p = d.v
+		}
+	}
+	o.Subs = min(o.Subs, o.N)
+	if len(o.Systems) == 0 {
+		o.Systems = []string{"presence", "redis-ttl"}
+	}
+}
+
+// RunResult is what one run of one system measured.
+type RunResult struct {
+	System         string
+	RSSConnect     float64 // bytes per device, after connecting
+	RSSIdle        float64 // bytes per device, after Idle of heartbeats
+	Heap           float64 // bytes per device (Go heap; the peer's plus Redis's used_memory)
+	CPUPerBeat     time.Duration
+	Beats          int64
+	LookupP99      time.Duration
+	LookupMax      time.Duration
+	Lookups        int
+	LookupErrors   int
+	ConnectRate    float64 // devices per second, cold
+	ConnectErrors  int64
+	Fanout         []time.Duration // every subscriber of every round, after the debounce
+	FanoutExpected int
+	Unexpected     int64  // connections that ended without the load asking
+	Codes          string // their close codes (-1: no close frame, e.g. EOF)
+	Errors         string
+	ServerCloses   string
+	Held           time.Duration // how long the devices were held before Unexpected was read
+}
+
+// Run measures every system Runs times, alternating them, and returns all
+// results.
+func Run(ctx context.Context, o Options) ([]RunResult, error) {
+	o.Defaults()
+	var out []RunResult
+	for r := range o.Runs {
+		for _, name := range o.Systems {
+			dir, err := os.MkdirTemp(o.Dir, name+"-")
+			if err != nil {
+				return out, err
+			}
+			res, err := runOnce(ctx, o, name, dir, r == 0 && name == "presence")
+			if err != nil {
+				return out, fmt.Errorf("%s run %d: %w (logs in %s)", name, r+1, err, dir)
+			}
+			out = append(out, res)
+			o.progressf("\r\033[K%s run %d/%d done\n", name, r+1, o.Runs)
+		}
+	}
+	return out, nil
+}
+
+func (o Options) progressf(format string, args ...any) {
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, format, args...)
+	}
+}
+
+func start(o Options, name, dir string) (system, error) {
+	switch name {
+	case "presence":
+		return startPresence(o, dir)
+	case "redis-ttl":
+		return startPeer(o, dir)
+	}
+	return nil, fmt.Errorf("loadbench: unknown system %q", name)
+}
+
+// users are the bench's device users, bench000000 up.
+func users(from, n int) []string {
+	u := make([]string, n)
+	for i := range u {
+		u[i] = fmt.Sprintf("bench%06d", from+i)
+	}
+	return u
+}
+
+const target = "benchtarget"
+
+func runOnce(ctx context.Context, o Options, name, dir string, hold bool) (RunResult, error) {
+	res := RunResult{System: name}
+	sys, err := start(o, name, dir)
+	if err != nil {
+		return res, err
+	}
+	defer sys.Stop()
+	if err := sys.Allow(target, users(0, o.Subs)); err != nil {
+		return res, err
+	}
+	rss0, err := rss(sys.Pids()...)
+	if err != nil {
+		return res, err
+	}
+	heap0, err := sys.Heap()
+	if err != nil {
+		return res, err
+	}
+	ws, err := connect(o, sys, dir, &res)
+	if ws != nil {
+		defer stopWorkers(ws)
+	}
+	if err != nil {
+		return res, err
+	}
+	n := float64(o.N)
+	rss1, _ := rss(sys.Pids()...)
+	res.RSSConnect = (rss1 - rss0) / n
+	if err := idle(ctx, o, sys, ws, &res, hold); err != nil {
+		return res, err
+	}
+	rss2, _ := rss(sys.Pids()...)
+	heap2, _ := sys.Heap()
+	res.RSSIdle, res.Heap = (rss2-rss0)/n, (heap2-heap0)/n
+	if err := fanout(o, sys, ws, &res); err != nil {
+		return res, err
+	}
+	st, err := collectStats(ws)
+	if err != nil {
+		return res, err
+	}
+	res.Unexpected, res.Codes, res.Errors = st.unexpected, codesString(st.codes), strings.Join(st.errs, " | ")
+	res.ServerCloses = sys.ServerCloses()
+	return res, nil
+}
+
+func codesString(m map[string]int64) string {
+	var parts []string
+	for c, n := range m {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%s:%d", c, n))
+		}
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}
+
+// connect starts the load processes and waits until each has dialed all
+// of its devices, drawing a progress bar; the rate is all devices over the
+// time from the first dial to the last answer.
+func connect(o Options, sys system, dir string, res *RunResult) ([]*workerProc, error) {
+	ws, err := spawnWorkers(o, sys.URL(), dir)
+	if err != nil {
+		return nil, err
+	}
+	stop := make(chan struct{})
+	var bar sync.WaitGroup
+	bar.Go(func() { o.bar(stop, sys.Name()+" connect", o.N, ws) })
+	var first, last int64
+	var fail error
+	for _, w := range ws {
+		f, err := w.await("connected", 5*time.Minute)
+		if err != nil {
+			fail = err
+			break
+		}
+		v := make([]int64, 4)
+		for i := range v {
+			v[i], _ = strconv.ParseInt(f[i], 10, 64)
+		}
+		res.ConnectErrors += v[1]
+		if first == 0 || v[2] < first {
+			first = v[2]
+		}
+		last = max(last, v[3])
+	}
+	close(stop)
+	bar.Wait()
+	if fail != nil {
+		return ws, fail
+	}
+	if res.ConnectErrors > 0 {
+		return ws, fmt.Errorf("loadbench: %d of %d devices could not connect", res.ConnectErrors, o.N)
+	}
+	res.ConnectRate = float64(o.N) / time.Duration(last-first).Seconds()
+	return ws, nil
+}
+
+func (o Options) bar(stop chan struct{}, what string, total int, ws []*workerProc) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		var n int64
+		for _, w := range ws {
+			n += w.progress.Load()
+		}
+		const width = 30
+		k := min(width, int(int64(width)*n/int64(max(total, 1))))
+		o.progressf("\r\033[K%s [%s%s] %d/%d", what, strings.Repeat("#", k), strings.Repeat(".", width-k), n, total)
+		select {
+		case <-stop:
+			o.progressf("\r\033[K")
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// idle lets the heartbeats flow for Idle (Hold when hold), measuring the
+// system's CPU per acknowledged heartbeat and, meanwhile, lookups of random
+// devices at LookupRate, one at a time.
+func idle(ctx context.Context, o Options, sys system, ws []*workerProc, res *RunResult, hold bool) error {
+	st0, err := collectStats(ws)
+	if err != nil {
+		return err
+	}
+	cpu0, _ := cpuTime(sys.Pids()...)
+	t0 := time.Now()
+	stop := make(chan struct{})
+	lat := make(chan []time.Duration, 1)
+	go func() { lat <- lookups(o, sys, stop, &res.LookupErrors) }()
+	if p, ok := sys.(*presenceSys); ok && o.Profile != "" {
+		go p.profile(o.Idle*3/4, filepath.Join(o.Profile, fmt.Sprintf("cpu-%d.pprof", time.Now().Unix())))
+	}
+	o.waitBar(ctx, sys.Name()+" idle", t0, o.Idle)
+	close(stop)
+	cpu1, _ := cpuTime(sys.Pids()...)
+	st1, err := collectStats(ws)
+	if err != nil {
+		return err
+	}
+	res.Beats = st1.acks - st0.acks
+	if res.Beats > 0 {
+		res.CPUPerBeat = (cpu1 - cpu0) / time.Duration(res.Beats)
+	}
+	l := <-lat
+	res.Lookups = len(l)
+	res.LookupP99, res.LookupMax = quantile(l, 0.99), quantile(l, 1)
+	if hold && o.Hold > o.Idle {
+		o.waitBar(ctx, sys.Name()+" hold", t0, o.Hold)
+	}
+	res.Held = time.Since(t0)
+	return nil
+}
+
+func (o Options) waitBar(ctx context.Context, what string, t0 time.Time, d time.Duration) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for time.Since(t0) < d && ctx.Err() == nil {
+		s := int(time.Since(t0).Seconds())
+		o.progressf("\r\033[K%s %d/%d s", what, s, int(d.Seconds()))
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}
+	o.progressf("\r\033[K")
+}
+
+func lookups(o Options, sys system, stop chan struct{}, errs *int) []time.Duration {
+	c := &http.Client{Timeout: 10 * time.Second}
+	t := time.NewTicker(time.Second / time.Duration(o.LookupRate))
+	defer t.Stop()
+	var l []time.Duration
+	for {
+		select {
+		case <-stop:
+			return l
+		case <-t.C:
+		}
+		t0 := time.Now()
+		if err := sys.Lookup(c, fmt.Sprintf("bench%06d", rand.N(o.N))); err != nil {
+			*errs++
+			continue
+		}
+		l = append(l, time.Since(t0))
+	}
+}
+
+// quantile of d (sorted in place) at q in [0, 1], nearest rank.
+func quantile(d []time.Duration, q float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	slices.Sort(d)
+	i := int(q*float64(len(d))+0.999999) - 1
+	return d[min(max(i, 0), len(d)-1)]
+}

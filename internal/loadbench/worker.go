@@ -1,0 +1,351 @@
+package loadbench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/presence-im/presence/client"
+	"github.com/presence-im/presence/gateway"
+	"github.com/presence-im/presence/messages"
+)
+
+// WorkerOptions configure one load process: Count device connections of
+// users Prefix+First... from the source address Src.
+type WorkerOptions struct {
+	URL         string // ws://host:port/ws
+	Src         string // local IP to dial from (127.0.0.x)
+	Secret      string
+	Prefix      string
+	First       int
+	Count       int
+	Concurrency int           // dials in flight
+	Interval    time.Duration // heartbeat period of every connection
+	Binary      bool          // presence.v1.proto instead of presence.v1.json
+}
+
+// worker holds its connections and answers the orchestrator's commands, one
+// per line on its input, one answer line each on its output (see
+// runCommand). "progress N" lines report the connect phase.
+type worker struct {
+	o   WorkerOptions
+	hc  *http.Client
+	tok gateway.Tokens
+
+	outMu sync.Mutex
+	out   *bufio.Writer
+
+	mu         sync.Mutex
+	conns      []*wconn
+	target     *wconn
+	targetUser string
+	recv       []int64 // receive times (Unix ns) of the target's offline events
+	codes      map[int]int
+	firstErrs  []string
+
+	acks, sent, unexpected atomic.Int64
+}
+
+type wconn struct {
+	c       *client.Conn
+	user    string
+	closing atomic.Bool
+	snap    chan struct{}
+}
+
+func newWorker(o WorkerOptions, out io.Writer) *worker {
+	d := &net.Dialer{Timeout: 10 * time.Second}
+	if o.Src != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(o.Src)}
+	}
+	tr := &http.Transport{DialContext: d.DialContext, MaxIdleConns: -1}
+	return &worker{o: o, hc: &http.Client{Transport: tr}, tok: gateway.Tokens{Key: []byte(o.Secret)},
+		out: bufio.NewWriter(out), codes: map[int]int{}}
+}
+
+func (w *worker) say(format string, args ...any) {
+	w.outMu.Lock()
+	defer w.outMu.Unlock()
+	fmt.Fprintf(w.out, format+"\n", args...)
+	w.out.Flush()
+}
+
+// RunWorker connects, then serves commands from in until "quit" or EOF.
+func RunWorker(ctx context.Context, o WorkerOptions, in io.Reader, out io.Writer) error {
+	w := newWorker(o, out)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w.connectAll(ctx)
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		if !w.runCommand(ctx, strings.Fields(sc.Text())) {
+			break
+		}
+	}
+	w.closeAll()
+	return nil
+}
+
+// connectAll dials Count connections, Concurrency at a time, and says
+// "connected N ERRORS START_NS END_NS".
+func (w *worker) connectAll(ctx context.Context) {
+	var next, done, errs atomic.Int64
+	start := time.Now()
+	w.conns = make([]*wconn, w.o.Count)
+	stop := make(chan struct{})
+	go w.progress(&done, stop)
+	var wg sync.WaitGroup
+	for range max(w.o.Concurrency, 1) {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < w.o.Count; i = int(next.Add(1)) - 1 {
+				wc, err := w.dial(ctx, fmt.Sprintf("%s%06d", w.o.Prefix, w.o.First+i))
+				if err != nil {
+					errs.Add(1)
+					continue
+				}
+				w.mu.Lock()
+				w.conns[i] = wc // by user number: sub takes the first K users
+				w.mu.Unlock()
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	end := time.Now()
+	close(stop)
+	w.say("connected %d %d %d %d", done.Load(), errs.Load(), start.UnixNano(), end.UnixNano())
+}
+
+func (w *worker) progress(done *atomic.Int64, stop chan struct{}) {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			w.say("progress %d", done.Load())
+		}
+	}
+}
+
+// dial opens one heartbeating device connection, retrying a refused
+// handshake (429, 503) a few times.
+func (w *worker) dial(ctx context.Context, user string) (*wconn, error) {
+	tok, err := w.tok.Mint(user, "d", 24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	sub := client.ProtoJSON
+	if w.o.Binary {
+		sub = client.ProtoBinary
+	}
+	var c *client.Conn
+	for try := range 5 {
+		dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		c, err = client.Dial(dctx, w.o.URL, client.DialOptions{Token: tok, Attempt: uint64(time.Now().UnixMicro()),
+			Subprotocol: sub, HTTPClient: w.hc})
+		cancel()
+		if err == nil {
+			break
+		}
+		time.Sleep(time.Duration(try+1) * 100 * time.Millisecond)
+	}
+	if err != nil {
+		w.noteErr("dial " + user + ": " + err.Error())
+		return nil, err
+	}
+	wc := &wconn{c: c, user: user, snap: make(chan struct{}, 1)}
+	go w.read(ctx, wc)
+	go w.beat(ctx, wc)
+	return wc, nil
+}
+
+func (w *worker) noteErr(s string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.firstErrs) < 5 {
+		w.firstErrs = append(w.firstErrs, s)
+	}
+}
+
+// beat heartbeats every Interval, starting at a random phase so that the
+// node sees a steady rate.
+func (w *worker) beat(ctx context.Context, wc *wconn) {
+	t := time.NewTimer(rand.N(w.o.Interval))
+	defer t.Stop()
+	for seq := uint64(1); ; seq++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if wc.closing.Load() || wc.c.Heartbeat(ctx, seq) != nil {
+			return
+		}
+		w.sent.Add(1)
+		t.Reset(w.o.Interval)
+	}
+}
+
+// read counts acks, records the target's offline events and counts every
+// end of the connection the worker did not ask for, by close code (-1: no
+// close frame, e.g. EOF).
+func (w *worker) read(ctx context.Context, wc *wconn) {
+	for {
+		f, err := wc.c.Next(ctx)
+		if err != nil {
+			if !wc.closing.Load() && ctx.Err() == nil {
+				w.unexpected.Add(1)
+				w.mu.Lock()
+				w.codes[client.CloseCode(err)]++
+				w.mu.Unlock()
+				w.noteErr(wc.user + ": " + err.Error())
+			}
+			return
+		}
+		switch k := f.GetKind().(type) {
+		case *messages.Frame_HeartbeatAck:
+			w.acks.Add(1)
+		case *messages.Frame_Snapshot:
+			select {
+			case wc.snap <- struct{}{}:
+			default:
+			}
+		case *messages.Frame_Presence:
+			if k.Presence.GetStatus() != messages.Status_online {
+				now := time.Now().UnixNano()
+				w.mu.Lock()
+				if k.Presence.GetUser() == w.targetUser {
+					w.recv = append(w.recv, now)
+
+				}
+				w.mu.Unlock()
+			}
+		}
+	}
+}
+
+// runCommand answers one command; false ends the worker.
+//
+//	sub T K    the first K connections subscribe to T -> "subscribed N"
+//	open T     a connection for user T -> "opened"
+//	close      closes T's connection cleanly -> "closed UNIX_NS"
+//	lat        -> "lat N t1,t2,..." receive times of T's offline events since the last lat
+//	stats      -> "stats ACKS SENT UNEXPECTED LIVE code:n,..."
+//	quit       ends
+func (w *worker) runCommand(ctx context.Context, cmd []string) bool {
+	if len(cmd) == 0 {
+		return true
+	}
+	switch cmd[0] {
+	case "sub":
+		w.mu.Lock()
+		w.targetUser = cmd[1]
+		w.mu.Unlock()
+		k, _ := strconv.Atoi(cmd[2])
+		w.say("subscribed %d", w.subscribe(ctx, cmd[1], k))
+	case "open":
+		w.mu.Lock()
+		w.targetUser = cmd[1]
+		w.mu.Unlock()
+		wc, err := w.dial(ctx, cmd[1])
+		if err != nil {
+			w.say("error %v", err)
+			return true
+		}
+		w.target = wc
+		w.say("opened")
+	case "close":
+		w.target.closing.Store(true)
+		t0 := time.Now()
+		_ = w.target.c.Close()
+		w.say("closed %d", t0.UnixNano())
+	case "lat":
+		w.say("lat %s", w.takeLatencies())
+	case "stats":
+		w.say("stats %s", w.statsLine())
+	case "quit":
+		return false
+	}
+	return true
+}
+
+func (w *worker) subscribe(ctx context.Context, target string, k int) int {
+	w.mu.Lock()
+	subs := slices.Clone(w.conns[:min(k, len(w.conns))])
+	w.mu.Unlock()
+	subs = slices.DeleteFunc(subs, func(wc *wconn) bool { return wc == nil })
+	for _, wc := range subs {
+		_ = wc.c.Subscribe(ctx, "s", target)
+	}
+	n := 0
+	deadline := time.After(60 * time.Second)
+	for _, wc := range subs {
+		select {
+		case <-wc.snap:
+			n++
+		case <-deadline:
+			return n
+		}
+	}
+	return n
+}
+
+func (w *worker) takeLatencies() string {
+	w.mu.Lock()
+	r := w.recv
+	w.recv = nil
+	w.mu.Unlock()
+	s := make([]string, len(r))
+	for i, t := range r {
+		s[i] = strconv.FormatInt(t, 10)
+	}
+	return strconv.Itoa(len(r)) + " " + strings.Join(s, ",")
+}
+
+func (w *worker) statsLine() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var codes []string
+	for c, n := range w.codes {
+		codes = append(codes, fmt.Sprintf("%d:%d", c, n))
+	}
+	slices.Sort(codes)
+	return fmt.Sprintf("%d %d %d %d %s %q", w.acks.Load(), w.sent.Load(), w.unexpected.Load(), w.live(),
+		strings.Join(codes, ",")+",", strings.Join(w.firstErrs, " | "))
+}
+
+func (w *worker) closeAll() {
+	w.mu.Lock()
+	conns := slices.Clone(w.conns)
+	w.mu.Unlock()
+	for _, wc := range conns {
+		if wc == nil {
+			continue
+		}
+		wc.closing.Store(true)
+		_ = wc.c.CloseNow()
+	}
+}
+
+// live counts the connections dialed (w.mu held).
+func (w *worker) live() int {
+	n := 0
+	for _, wc := range w.conns {
+		if wc != nil {
+			n++
+		}
+	}
+	return n
+}

@@ -47,7 +47,7 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.onDeviceDown(ctx, m, now)
 	case *messages.GatewayDown:
 		a.mode = ModeGatewayCrash
-		a.apply(ctx, a.v.GatewayDown(m.GetNode(), now))
+		a.apply(ctx, a.v.GatewayDown(m.GetNode(), lastHeard(m), now))
 	case *messages.DeviceShow:
 		a.n.handled(KindView, a.received)
 		a.apply(ctx, a.v.SetShow(m.GetShow(), now))
@@ -297,6 +297,15 @@ func (a *viewActor) published(now time.Time) {
 	}
 	a.n.emit(ev)
 	a.n.log.Debug("view: published", "user", a.user, "status", status, "devices", len(a.v.Devices), "unsettled", a.v.Unsettled)
+}
+
+// lastHeard is when the node that sent m last heard from the member it
+// reports gone (zero: unknown).
+func lastHeard(m *messages.GatewayDown) time.Time {
+	if ms := m.GetLastHeardMs(); ms > 0 {
+		return time.UnixMilli(ms)
+	}
+	return time.Time{}
 }
 
 func (a *viewActor) armIdle(ctx actor.Context) {

@@ -143,13 +143,30 @@ func DeliveryBudget(debounce time.Duration) time.Duration {
 
 // GatewayDown removes the devices connected through a dead node (its leases
 // may have died with it, so nobody else will report them) and starts the
-// offline if none is left.
-func (v *View) GatewayDown(node string, now time.Time) ViewResult {
+// offline if none is left. Each device departs at its last sign of life
+// the view knows of: lastHeard, when this member last heard from the node
+// (an acked probe; zero: unknown), or the device's coming up if later. The
+// crash came after both, so the latency measured from it
+// (presence_offline_detection_seconds) includes the failure detection and
+// may overstate it by up to a probe round, never understate it. Unknown, it
+// is now: only the debounce is counted.
+func (v *View) GatewayDown(node string, lastHeard, now time.Time) ViewResult {
 	var res ViewResult
 	for device, h := range v.Devices {
-		if h.GetNode() == node {
-			res = v.DeviceDown(device, h.GetEpoch(), now, now)
+		if h.GetNode() != node {
+			continue
 		}
+		last := now
+		if !lastHeard.IsZero() {
+			last = lastHeard
+			if since := v.Since[device]; since.After(last) {
+				last = since
+			}
+			if last.After(now) { // clocks of two members may differ
+				last = now
+			}
+		}
+		res = v.DeviceDown(device, h.GetEpoch(), last, now)
 	}
 	return res
 }

@@ -5,6 +5,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/core"
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,5 +67,34 @@ func TestStateGaugesAndDetectionByMode(t *testing.T) {
 		if g := gauges(e.n.metrics); g != [3]float64{0, 0, 0} {
 			t.Fatalf("after half-open: held, devices, users = %v, want 0 0 0", g)
 		}
+	})
+}
+
+// A gateway crash's offline is observed from when this member last heard
+// from the dead node, not from the failure detector's report: the figure is
+// the detection plus the debounce, as the chaos harness measures it from
+// the kill.
+func TestGatewayCrashDetectionFromLastHeard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Fast()
+		e, g2, _, d := aliceOnSecondGateway(t, timing)
+		time.Sleep(10 * time.Second)
+		heard := time.Now() // g2's last acked probe
+		time.Sleep(100 * time.Millisecond)
+		d.halt()
+		g2.Crash()
+		const detection = 800 * time.Millisecond // under the TTL: the gossip reclaims first
+		time.Sleep(detection)
+		e.n.onMember(cluster.Event{Kind: cluster.EventFailed, Member: cluster.Member{ID: "g2", State: cluster.Dead}, LastHeard: heard})
+		time.Sleep(time.Second)
+		synctest.Wait()
+		h := histogram(t, e.n.metrics.Detection.WithLabelValues(ModeGatewayCrash))
+		got := time.Duration(h.GetSampleSum() * float64(time.Second))
+		publishAfter := timing.Debounce - core.DeliveryBudget(timing.Debounce)
+		lo, hi := detection+publishAfter, 100*time.Millisecond+detection+publishAfter
+		if h.GetSampleCount() != 1 || got < lo || got > hi {
+			t.Fatalf("gateway_crash: %d observations, sum %v; want 1 within [%v, %v] (bound %v)", h.GetSampleCount(), got, lo, hi, timing.Bounds().GatewayCrash)
+		}
+		t.Logf("gateway_crash observed %v (detection %v + debounce, bound %v)", got, detection, timing.Bounds().GatewayCrash)
 	})
 }

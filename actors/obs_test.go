@@ -5,9 +5,11 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/core"
+	"github.com/presence-im/presence/messages"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
@@ -96,5 +98,33 @@ func TestGatewayCrashDetectionFromLastHeard(t *testing.T) {
 			t.Fatalf("gateway_crash: %d observations, sum %v; want 1 within [%v, %v] (bound %v)", h.GetSampleCount(), got, lo, hi, timing.Bounds().GatewayCrash)
 		}
 		t.Logf("gateway_crash observed %v (detection %v + debounce, bound %v)", got, detection, timing.Bounds().GatewayCrash)
+	})
+}
+
+// A sink re-attaching with the user online to a view that knows no device
+// of hers (re-created after its node died with her gateway and lease) is
+// told offline, with no departure to measure it from: the offline is
+// counted in presence_offline_unmeasured_total, not lost, and not put in
+// the histogram with a made-up latency.
+func TestOfflineWithoutDepartureCountedUnmeasured(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, config.Fast())
+		e.policy("alice", core.Exact, "bob")
+		p := &probe{}
+		pid := e.n.System().Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))
+		t.Cleanup(func() { _ = e.n.System().Root.StopFuture(pid).Wait() })
+		online := &messages.Presence{User: "alice", Status: messages.Status_online, Show: messages.Show_available, Version: 7}
+		for range 2 { // the second re-attach is told the same offline: counted once
+			e.n.dir.Send(KindView, "alice", &messages.ViewSubscribe{Target: "alice", Viewer: "bob", Sink: refOf(pid), Reattach: true, Last: online})
+			time.Sleep(time.Second)
+			synctest.Wait()
+		}
+		if ev := p.all(); len(ev) != 1 || ev[0].p.GetStatus() != messages.Status_offline {
+			t.Fatalf("events = %v, want one offline", e.statuses(p))
+		}
+		h := histogram(t, e.n.metrics.Detection.WithLabelValues(ModeOwnerCrash))
+		if n := testutil.ToFloat64(e.n.metrics.Unmeasured.WithLabelValues(ModeOwnerCrash)); n != 1 || h.GetSampleCount() != 0 {
+			t.Fatalf("unmeasured %v, observed %d; want 1 and 0", n, h.GetSampleCount())
+		}
 	})
 }

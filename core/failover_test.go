@@ -292,3 +292,56 @@ func TestLeaseGatewayDownLastAlive(t *testing.T) {
 		})
 	}
 }
+
+// A view re-created after its node died with the device's gateway and
+// lease learns nothing of the device: the offline it publishes at Settle to
+// sinks that saw the user online has no departure to measure from, and is
+// reported Unmeasured, once per offline; an offline with a departure, or one
+// nobody saw the user online before, is not.
+func TestSettledOfflineWithoutDepartureIsUnmeasured(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	settle := now.Add(2 * time.Second)
+	pol := &core.Policy{Granularity: core.Exact, Contacts: map[string]bool{"bob": true, "carol": true}}
+	online := &messages.Presence{User: "alice", Status: messages.Status_online, Show: messages.Show_available, Version: 7}
+	offline := &messages.Presence{User: "alice", Status: messages.Status_offline, Version: 7}
+	phone := &messages.Holder{Node: "g1", ConnId: "c1", Epoch: 3}
+	cases := []struct {
+		name string
+		last *messages.Presence // what the re-attached sink last passed on
+		run  func(v *core.View) core.ViewResult
+		want bool
+	}{
+		{"no device re-registered", online, func(v *core.View) core.ViewResult { return v.Settle(settle) }, true},
+		{"the device re-registered", online, func(v *core.View) core.ViewResult {
+			v.DeviceUp("phone", phone, now)
+			return v.Settle(settle)
+		}, false},
+		{"the sink saw the user offline", offline, func(v *core.View) core.ViewResult { return v.Settle(settle) }, false},
+		{"the sink saw nothing", nil, func(v *core.View) core.ViewResult { return v.Settle(settle) }, false},
+		{"a down with its departure", online, func(v *core.View) core.ViewResult {
+			v.DeviceDown("phone", 3, now, now)
+			return v.Settle(now.Add(time.Minute)) // the debounce ran out: measured
+		}, false},
+		{"a second sink re-attaching late", online, func(v *core.View) core.ViewResult {
+			v.Settle(settle)
+			return v.Reattach("s-carol", "carol", online, settle.Add(time.Second))
+		}, false},
+	}
+	for _, c := range cases {
+		v := core.NewView("alice", 20*time.Second, pol, now.Add(-time.Hour))
+		v.Unsettled = true
+		v.Reattach("s-bob", "bob", c.last, now)
+		if res := c.run(v); res.Unmeasured != c.want {
+			t.Errorf("%s: Unmeasured %v, want %v (%+v)", c.name, res.Unmeasured, c.want, res.Deliveries)
+		}
+	}
+	// A view that never knew it moved (no membership change heard in time)
+	// tells a late re-attached sink the same.
+	v := core.NewView("alice", 20*time.Second, pol, now.Add(-time.Hour))
+	if res := v.Reattach("s-bob", "bob", online, now); !res.Unmeasured || len(res.Deliveries) != 1 {
+		t.Errorf("settled view, sink saw online: %+v, want one offline, Unmeasured", res)
+	}
+	if res := v.Reattach("s-carol", "carol", online, now); res.Unmeasured {
+		t.Errorf("the same offline reported twice: %+v", res)
+	}
+}

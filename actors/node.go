@@ -367,6 +367,9 @@ func (n *Node) onMember(ev cluster.Event) {
 	if ev.Kind == cluster.EventFailed || ev.Kind == cluster.EventLeft {
 		n.log.Debug("member gone: reclaiming its leases", "member", ev.Member.ID, "how", string(ev.Kind))
 		down := &messages.GatewayDown{Node: ev.Member.ID}
+		if !ev.LastHeard.IsZero() {
+			down.LastHeardMs = ev.LastHeard.UnixMilli()
+		}
 		for i := range n.local {
 			n.local[i].Range(func(_, v any) bool {
 				n.root.Send(v.(*actor.PID), down)

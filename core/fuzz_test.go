@@ -226,10 +226,15 @@ func FuzzLease(f *testing.F) {
 				}
 			case 5:
 				node := fuzzNodes[a&1]
-				trace = append(trace, func() string { return fmt.Sprintf("GatewayDown(%s)", node) })
-				res = l.GatewayDown(node)
+				heard := now.Add(-time.Duration(b) * 100 * time.Millisecond) // the node last heard from
+				trace = append(trace, func() string { return fmt.Sprintf("GatewayDown(%s, %v)", node, heard) })
+				res = l.GatewayDown(node, heard)
 				if ref.holder != nil && ref.holder.GetNode() == node {
-					want = ref.end(messages.EndReason_gateway_down, ref.renewedAt)
+					last := ref.renewedAt
+					if heard.After(last) {
+						last = heard
+					}
+					want = ref.end(messages.EndReason_gateway_down, last)
 				}
 			case 6:
 				now = now.Add(time.Duration(b) * time.Second)

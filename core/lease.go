@@ -172,12 +172,19 @@ func (l *Lease) Expire(gen uint64, now time.Time) LeaseResult {
 	return l.end(messages.EndReason_lease_expired, l.RenewedAt)
 }
 
-// GatewayDown reclaims the lease if its holder is on the dead node.
-func (l *Lease) GatewayDown(node string) LeaseResult {
+// GatewayDown reclaims the lease if its holder is on the dead node. The
+// device was last alive at the later of its last renewal and lastHeard,
+// when this member last heard from that node (zero: unknown): both are
+// signs of life before the crash.
+func (l *Lease) GatewayDown(node string, lastHeard time.Time) LeaseResult {
 	if l.Holder == nil || l.Holder.GetNode() != node {
 		return LeaseResult{}
 	}
-	return l.end(messages.EndReason_gateway_down, l.RenewedAt)
+	last := l.RenewedAt
+	if lastHeard.After(last) {
+		last = lastHeard
+	}
+	return l.end(messages.EndReason_gateway_down, last)
 }
 
 func (l *Lease) end(reason messages.EndReason, lastAlive time.Time) LeaseResult {

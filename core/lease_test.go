@@ -221,7 +221,7 @@ func TestLeaseOperations(t *testing.T) {
 			name: "renew from a reclaimed (gateway_down) epoch is refused",
 			prep: func(t *testing.T) *core.Lease {
 				l := leaseWith(t, h1)
-				l.GatewayDown("g1")
+				l.GatewayDown("g1", time.Time{})
 				return l
 			},
 			op:      renew(h1),
@@ -451,7 +451,7 @@ func release(conn string, epoch uint64, r messages.EndReason, lastAlive time.Tim
 
 // gatewayDown is Lease.GatewayDown as an operation for the tables.
 func gatewayDown(node string) func(*core.Lease) core.LeaseResult {
-	return func(l *core.Lease) core.LeaseResult { return l.GatewayDown(node) }
+	return func(l *core.Lease) core.LeaseResult { return l.GatewayDown(node, time.Time{}) }
 }
 
 // Expire after the lease ended some other way does nothing even with the

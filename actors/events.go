@@ -29,6 +29,9 @@ func (a *eventsActor) Receive(ctx actor.Context) {
 				ctx.Watch(sink)
 			}
 		}
+		if ctx.Sender() != nil {
+			ctx.Respond(&messages.EventsSubscribed{})
+		}
 	case *messages.EventsUnsubscribe:
 		if sink := pidOf(m.GetSink()); sink != nil {
 			delete(a.sinks, sinkKey(sink))
@@ -68,9 +71,16 @@ func (s eventSink) Receive(ctx actor.Context) {
 	}
 }
 
+// subscribeWait bounds how long Events waits for every alive member to
+// take its sink in.
+const subscribeWait = 2 * time.Second
+
 // Events streams what every member sees until ctx ends: each member's
 // events actor, and each member that joins later, sends to one sink here.
-// dropped counts events lost because the reader lagged.
+// It returns once every alive member's events actor took the sink in
+// (within subscribeWait: one that does not answer is still asked), so
+// that whatever a member sees from then on reaches the stream. dropped
+// counts events lost because the reader lagged.
 func (n *Node) Events(ctx context.Context) (events <-chan *messages.ObsEvent, dropped *atomic.Int64) {
 	out := make(chan *messages.ObsEvent, 256)
 	dropped = &atomic.Int64{}
@@ -79,8 +89,12 @@ func (n *Node) Events(ctx context.Context) (events <-chan *messages.ObsEvent, dr
 	n.mu.Lock()
 	n.eventSinks[sinkKey(sink)] = sub
 	n.mu.Unlock()
+	var acks []*actor.Future
 	for _, pid := range n.eventsActors() {
-		n.root.Send(pid, sub)
+		acks = append(acks, n.root.RequestFuture(pid, sub, subscribeWait))
+	}
+	for _, f := range acks {
+		_, _ = f.Result() // a member that did not answer: its events come when they come
 	}
 	go func() {
 		<-ctx.Done()

@@ -32,7 +32,7 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		a.onStarted(ctx)
 	case *actor.Stopping, *actor.Restarting: // a restart (a panic) starts it anew
 		stopping = true // its holder no longer counts
-		a.n.deactivated(KindLease, ctx.Self())
+		a.n.deactivated(KindLease, leaseID(a.user, a.device), ctx.Self())
 		a.expiry.stop()
 		a.idle.stop()
 	case *messages.LeaseAcquire:
@@ -48,8 +48,10 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		a.n.handled(KindLease, a.received)
 		res := a.l.Release(m.GetConnId(), m.GetEpoch(), m.GetReason(), time.UnixMilli(m.GetLastAliveMs()))
 		a.apply(ctx, res, "release", now)
+	case *messages.ActorStateQuery: // from the inspector, not the directory
+		ctx.Respond(a.info(now))
 	case *messages.GatewayDown: // from the node, not through the directory: not counted
-		a.apply(ctx, a.l.GatewayDown(m.GetNode()), "gateway_down", now)
+		a.apply(ctx, a.l.GatewayDown(m.GetNode(), lastHeard(m)), "gateway_down", now)
 	case leaseExpire:
 		// A stale generation: a renewal re-armed it (the cancel raced the
 		// firing). The gate stops a leftover of an earlier topology: the
@@ -70,7 +72,7 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 // onStarted loads the device's attempt floor: a lease re-created empty
 // never accepts an attempt it refused before.
 func (a *leaseActor) onStarted(ctx actor.Context) {
-	a.n.activated(KindLease, ctx.Self())
+	a.n.activated(KindLease, leaseID(a.user, a.device), ctx.Self())
 	floor, err := a.n.deps.History.Floor(context.Background(), a.user, a.device)
 	if err != nil {
 		a.n.log.Error("lease: reading attempt floor", "user", a.user, "device", a.device, "err", err)
@@ -88,6 +90,7 @@ func (a *leaseActor) renew(ctx actor.Context, m *messages.LeaseRenew, now time.T
 		a.lost(ctx, m.GetHolder())
 	} else {
 		a.n.metrics.Renewals.Inc()
+		a.n.renewals.Add(1)
 	}
 	a.saveFloor(floor)
 	a.apply(ctx, res, "renew", now)

@@ -43,6 +43,9 @@ type Deps struct {
 	// view actors are spread over the members (ClusterDirectory); nil: a
 	// node alone.
 	Cluster *ClusterOptions
+	// wrapDir, in tests, puts a directory of their own in front of the
+	// node's (one that hangs or fails, as a dying member's does).
+	wrapDir func(Directory) Directory
 }
 
 // ClusterOptions are a cluster member's settings.
@@ -67,6 +70,7 @@ type Node struct {
 	root    *actor.RootContext
 	sched   *scheduler.TimerScheduler
 	dir     Directory
+	post    *courier // what connections and gateways send through dir
 	metrics *Metrics
 	log     *slog.Logger
 
@@ -79,6 +83,10 @@ type Node struct {
 	// failure is told to every one of them.
 	live  [kindCount]atomic.Int64
 	local [kindCount]sync.Map
+	// index orders the live lease, view and connection actors by key for
+	// the inspector (inspect.go); renewals counts accepted lease renewals.
+	index    map[string]*registry
+	renewals atomic.Uint64
 
 	cluster  *pcluster.Cluster // nil alone
 	provider *cluster.Provider
@@ -110,16 +118,18 @@ func kindIndex(k Kind) int {
 }
 
 // activated counts a lease or view actor that started on this node.
-func (n *Node) activated(kind Kind, pid *actor.PID) {
+func (n *Node) activated(kind Kind, identity string, pid *actor.PID) {
 	n.live[kindIndex(kind)].Add(1)
 	n.local[kindIndex(kind)].Store(pid.GetId(), pid)
+	n.index[string(kind)].add(identity, pid)
 	n.metrics.Activations.WithLabelValues(string(kind)).Inc()
 }
 
 // deactivated forgets a lease or view actor that is stopping.
-func (n *Node) deactivated(kind Kind, pid *actor.PID) {
+func (n *Node) deactivated(kind Kind, identity string, pid *actor.PID) {
 	n.live[kindIndex(kind)].Add(-1)
 	n.local[kindIndex(kind)].Delete(pid.GetId())
+	n.index[string(kind)].remove(identity, pid)
 }
 
 // handled counts a directory message an actor handled: received is the
@@ -232,38 +242,74 @@ func Start(d Deps) (_ *Node, err error) {
 		return slog.New(quietlog.New(d.Logger.Handler(), quietlog.ProtoActor)).With("lib", "protoactor")
 	}))
 	countDeadLetters(sys, d.Metrics.DeadLetters)
-	n := &Node{deps: d, sys: sys, root: sys.Root, sched: scheduler.NewTimerScheduler(sys.Root), metrics: d.Metrics, log: d.Logger, stall: newStallClock()}
+	n := &Node{deps: d, sys: sys, root: sys.Root, sched: scheduler.NewTimerScheduler(sys.Root), metrics: d.Metrics, log: d.Logger, stall: newStallClock(), index: newIndex()}
 	defer func() {
 		if err != nil {
 			n.stall.stop()
 		}
 	}()
 	n.eventSinks = map[string]*messages.EventsSubscribe{}
+	n.post = newCourier(n)
 	if d.Cluster != nil {
-		if err := n.join(); err != nil {
+		if err := n.join(); err != nil { // spawns the named actors before joining
 			return nil, err
 		}
 	} else {
 		n.dir = NewLocalDirectory(sys.Root, n.props)
+		if err := n.spawnNamed(); err != nil {
+			return nil, err
+		}
 	}
-	if _, err := n.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return fanoutActor{n} }), FanoutName); err != nil {
-		return nil, fmt.Errorf("actors: fan-out: %w", err)
+	if d.wrapDir != nil {
+		n.dir = d.wrapDir(n.dir)
 	}
-	if _, err := n.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return statsActor{n} }), StatsName); err != nil {
-		return nil, fmt.Errorf("actors: stats: %w", err)
-	}
-	// After the join, so that its address is the remote one: a sink on
-	// another node that stops must reach it as Terminated. Until then emit
-	// drops events.
-	events, err := n.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &eventsActor{} }), EventsName)
-	if err != nil {
-		return nil, fmt.Errorf("actors: events: %w", err)
-	}
-	n.events.Store(events)
 	if _, err := n.StartGateway(d.NodeID); err != nil {
 		return nil, err
 	}
 	return n, nil
+}
+
+// spawnNamed starts the actors other members address by name: fan-out,
+// stats, inspector and events. In a cluster it runs once the actor remote
+// listens and before the gossip announces this node (beforeJoin), so that
+// the name has the remote address (a sink on another node that stops must
+// reach the events actor as Terminated) and exists before any member can
+// learn of this node and send to it: an EventsSubscribe sent as a member
+// sees this node join is never lost.
+func (n *Node) spawnNamed() error {
+	named := []struct {
+		name string
+		a    func() actor.Actor
+	}{
+		{FanoutName, func() actor.Actor { return fanoutActor{n} }},
+		{StatsName, func() actor.Actor { return statsActor{n} }},
+		{InspectorName, func() actor.Actor { return inspectorActor{n} }},
+		{EventsName, func() actor.Actor { return &eventsActor{} }},
+	}
+	for _, s := range named {
+		pid, err := n.sys.Root.SpawnNamed(actor.PropsFromProducer(s.a), s.name)
+		if err != nil {
+			return fmt.Errorf("actors: %s: %w", s.name, err)
+		}
+		if s.name == EventsName {
+			n.events.Store(pid)
+		}
+	}
+	return nil
+}
+
+// beforeJoin is the cluster provider with spawnNamed run in StartMember
+// after proto.actor started the remote and before the gossip joins.
+type beforeJoin struct {
+	*cluster.Provider
+	n *Node
+}
+
+func (b beforeJoin) StartMember(c *pcluster.Cluster) error {
+	if err := b.n.spawnNamed(); err != nil {
+		return err
+	}
+	return b.Provider.StartMember(c)
 }
 
 // join starts the proto.actor cluster member over the gossip provider, with
@@ -289,7 +335,7 @@ func (n *Node) join() error {
 	if err != nil {
 		return err
 	}
-	cfg := pcluster.Configure("presence", n.provider, disthash.New(), rcfg, pcluster.WithRequestTimeout(5*time.Second))
+	cfg := pcluster.Configure("presence", beforeJoin{n.provider, n}, disthash.New(), rcfg, pcluster.WithRequestTimeout(5*time.Second))
 	n.cluster = pcluster.New(n.sys, cfg)
 	// Before StartMember: other members may send to this node's directory
 	// host at once.
@@ -321,6 +367,9 @@ func (n *Node) onMember(ev cluster.Event) {
 	if ev.Kind == cluster.EventFailed || ev.Kind == cluster.EventLeft {
 		n.log.Debug("member gone: reclaiming its leases", "member", ev.Member.ID, "how", string(ev.Kind))
 		down := &messages.GatewayDown{Node: ev.Member.ID}
+		if !ev.LastHeard.IsZero() {
+			down.LastHeardMs = ev.LastHeard.UnixMilli()
+		}
 		for i := range n.local {
 			n.local[i].Range(func(_, v any) bool {
 				n.root.Send(v.(*actor.PID), down)
@@ -478,10 +527,28 @@ func (n *Node) stop() {
 			g.Stop()
 		}
 	}
+	n.post.wait() // their releases and unsubscribes
 	n.dir.Stop()
+	n.post.wait()
 	if n.cluster != nil {
-		n.cluster.Shutdown(true) // leaves the gossip, stops the actor system
+		n.leave()
 		return
 	}
 	n.sys.Shutdown()
+}
+
+// leave takes the member out of its cluster: it leaves the gossip (the
+// others move its identities at once), waits for that to reach them all
+// (propagation), then stops the actor system and the remote at once.
+// proto.actor's graceful shutdown (Cluster.Shutdown(true)) ends with gRPC's
+// graceful stop, which waits for the others' streams to this node to end,
+// and they do not: it gives up after 10 s. A SIGTERM then took 10.5 s to
+// exit, and a rolling restart ran on two members that much longer (the
+// rolling scenario, docs/bounds.md).
+func (n *Node) leave() {
+	if err := n.provider.Shutdown(true); err != nil {
+		n.log.Warn("leaving the gossip", "err", err)
+	}
+	time.Sleep(n.propagation())
+	n.cluster.Shutdown(false)
 }

@@ -42,6 +42,7 @@ type stateMetrics struct {
 	DevicesOnline prometheus.Gauge
 	UsersOnline   prometheus.Gauge
 	Detection     *prometheus.HistogramVec // mode
+	Unmeasured    *prometheus.CounterVec   // mode: offlines Detection could not observe
 }
 
 // detectionBuckets span the fast preset's bounds (tens of milliseconds)
@@ -58,15 +59,17 @@ func newStateMetrics() stateMetrics {
 			Help:    "From a user's departure (last sign of life) to the published offline, by leave mode.",
 			Buckets: detectionBuckets,
 		}, []string{"mode"}),
+		Unmeasured: metric.CounterVec("presence_offline_unmeasured_total", "Offlines published with no departure known to measure them from (not in presence_offline_detection_seconds), by leave mode.", "mode"),
 	}
 	for _, mode := range LeaveModes {
 		m.Detection.WithLabelValues(mode) // a series from the start: rate() needs its zero
 	}
+	m.Unmeasured.WithLabelValues(ModeOwnerCrash) // the one mode that has them (core.ViewResult)
 	return m
 }
 
 func (m stateMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.LeasesHeld, m.DevicesOnline, m.UsersOnline, m.Detection}
+	return []prometheus.Collector{m.LeasesHeld, m.DevicesOnline, m.UsersOnline, m.Detection, m.Unmeasured}
 }
 
 // nodeCollector reads what a node holds when scraped: connections on every
@@ -203,34 +206,8 @@ func (n *Node) ownerNode(kind Kind, identity string) string {
 		return n.deps.NodeID
 	}
 	addr := n.provider.Owner(string(kind), identity)
-	if addr == "" || addr == n.sys.Address() {
+	if addr == "" {
 		return n.deps.NodeID
 	}
-	if g := n.Membership(); g != nil {
-		for _, m := range g.Members() {
-			if meta, ok := g.Meta(m.ID); ok && meta.Actor == addr {
-				return m.ID
-			}
-		}
-	}
-	return ""
-}
-
-// Resubscribe sends this node's event subscriptions again to every alive
-// member (the events actor ignores one it has). A member's join reaches
-// this node before that member has spawned its events actor, so the
-// subscription sent on the join can be lost; callers repeat this now and
-// then (admin.History does, every SampleEvery).
-func (n *Node) Resubscribe() {
-	n.mu.Lock()
-	subs := make([]*messages.EventsSubscribe, 0, len(n.eventSinks))
-	for _, s := range n.eventSinks {
-		subs = append(subs, s)
-	}
-	n.mu.Unlock()
-	for _, pid := range n.eventsActors() {
-		for _, s := range subs {
-			n.root.Send(pid, s)
-		}
-	}
+	return n.memberAt(addr)
 }

@@ -19,7 +19,7 @@ type statsActor struct{ n *Node }
 
 func (a statsActor) Receive(ctx actor.Context) {
 	if _, ok := ctx.Message().(*messages.CountsQuery); ok {
-		out := &messages.NodeCounts{Node: a.n.deps.NodeID, Counts: map[string]int64{}}
+		out := &messages.NodeCounts{Node: a.n.deps.NodeID, Counts: map[string]int64{}, Renewals: a.n.renewals.Load()}
 		for k, v := range a.n.Counts() {
 			out.Counts[k] = int64(v)
 		}
@@ -28,13 +28,15 @@ func (a statsActor) Receive(ctx actor.Context) {
 }
 
 // ClusterCounts asks every alive member for its live actors, in parallel,
-// within ctx: member id -> counts by kind. A member that does not answer in
-// time is listed in missing (its counts are unknown, not zero).
-func (n *Node) ClusterCounts(ctx context.Context) (counts map[string]map[string]int, missing []string) {
+// within ctx: member id -> counts by kind, and the lease renewals each
+// accepted since it started. A member that does not answer in time is
+// listed in missing (its counts are unknown, not zero).
+func (n *Node) ClusterCounts(ctx context.Context) (counts map[string]map[string]int, renewals map[string]uint64, missing []string) {
 	counts = map[string]map[string]int{n.deps.NodeID: n.Counts()}
+	renewals = map[string]uint64{n.deps.NodeID: n.renewals.Load()}
 	g := n.Membership()
 	if g == nil {
-		return counts, nil
+		return counts, renewals, nil
 	}
 	timeout := max(requestTimeout(ctx), time.Millisecond) // proto.actor waits for ever on a negative one
 	var mu sync.Mutex
@@ -56,7 +58,7 @@ func (n *Node) ClusterCounts(ctx context.Context) (counts map[string]map[string]
 				for k, v := range nc.GetCounts() {
 					c[k] = int(v)
 				}
-				counts[m.ID] = c
+				counts[m.ID], renewals[m.ID] = c, nc.GetRenewals()
 				return
 			}
 			missing = append(missing, m.ID)
@@ -64,5 +66,5 @@ func (n *Node) ClusterCounts(ctx context.Context) (counts map[string]map[string]
 	}
 	wg.Wait()
 	slices.Sort(missing)
-	return counts, missing
+	return counts, renewals, missing
 }

@@ -47,7 +47,7 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.onDeviceDown(ctx, m, now)
 	case *messages.GatewayDown:
 		a.mode = ModeGatewayCrash
-		a.apply(ctx, a.v.GatewayDown(m.GetNode(), now))
+		a.apply(ctx, a.v.GatewayDown(m.GetNode(), lastHeard(m), now))
 	case *messages.DeviceShow:
 		a.n.handled(KindView, a.received)
 		a.apply(ctx, a.v.SetShow(m.GetShow(), now))
@@ -64,6 +64,8 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.n.handled(KindView, a.received)
 		a.queries++
 		a.onQuery(ctx, now)
+	case *messages.ActorStateQuery: // from the inspector, not the directory
+		ctx.Respond(a.info(now))
 	case *messages.DeviceAdmit:
 		a.n.handled(KindView, a.received)
 		ok, n := a.v.Admit(m.GetDevice(), int(m.GetLimit()), now, now.Add(admitHold))
@@ -90,7 +92,7 @@ func (a *viewActor) Receive(ctx actor.Context) {
 // after a membership change may replace one on another member, and waits
 // to settle.
 func (a *viewActor) onStarted(ctx actor.Context, now time.Time) {
-	a.n.activated(KindView, ctx.Self())
+	a.n.activated(KindView, a.user, ctx.Self())
 	last, err := a.n.deps.History.LastSeen(context.Background(), a.user)
 	if err != nil {
 		a.n.log.Error("view: reading last seen", "user", a.user, "err", err)
@@ -105,7 +107,7 @@ func (a *viewActor) onStarted(ctx actor.Context, now time.Time) {
 }
 
 func (a *viewActor) onStopping(ctx actor.Context) {
-	a.n.deactivated(KindView, ctx.Self())
+	a.n.deactivated(KindView, a.user, ctx.Self())
 	a.settle.stop()
 	a.debounce.stop()
 	a.age.stop()
@@ -267,6 +269,9 @@ func (a *viewActor) apply(ctx actor.Context, res core.ViewResult) {
 	if res.Published {
 		a.published(now)
 	}
+	if res.Unmeasured {
+		a.unmeasured()
+	}
 	if a.v.Idle() {
 		a.armIdle(ctx)
 	} else {
@@ -295,6 +300,27 @@ func (a *viewActor) published(now time.Time) {
 	}
 	a.n.emit(ev)
 	a.n.log.Debug("view: published", "user", a.user, "status", status, "devices", len(a.v.Devices), "unsettled", a.v.Unsettled)
+}
+
+// unmeasured records an offline this view told subscribers that saw the
+// user online with no departure to measure it from (core.ViewResult): a
+// view re-created after its node died with the device's gateway and lease.
+// It is counted apart so that, with presence_offline_detection_seconds'
+// count, every owner_crash offline is counted (docs/operations.md
+// "Metrics").
+func (a *viewActor) unmeasured() {
+	a.n.metrics.Unmeasured.WithLabelValues(ModeOwnerCrash).Inc()
+	a.n.emit(&messages.ObsEvent{Kind: "published", User: a.user, Status: "offline", Reason: ModeOwnerCrash + "_unmeasured"})
+	a.n.log.Debug("view: published offline without a departure", "user", a.user, "subscribers", len(a.v.Subs))
+}
+
+// lastHeard is when the node that sent m last heard from the member it
+// reports gone (zero: unknown).
+func lastHeard(m *messages.GatewayDown) time.Time {
+	if ms := m.GetLastHeardMs(); ms > 0 {
+		return time.UnixMilli(ms)
+	}
+	return time.Time{}
 }
 
 func (a *viewActor) armIdle(ctx actor.Context) {

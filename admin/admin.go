@@ -84,6 +84,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/events", s.events)
 	mux.HandleFunc("GET /api/history", s.history)
 	mux.HandleFunc("GET /api/users/{user}/graph", s.graph)
+	mux.HandleFunc("GET /api/actors", s.actorsPage)
 	// Go's profiler, behind the token like the rest: a profile shows where
 	// the node spends its CPU and heap under real load (docs/operations.md).
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
@@ -209,18 +210,21 @@ func (s *Server) bounds(w http.ResponseWriter, _ *http.Request) {
 // and every alive member's live actors by kind; a member that did not
 // answer in time is listed under Unanswered.
 type Cluster struct {
-	Self       string                    `json:"self"`
-	Members    []cluster.Member          `json:"members"`
-	Actors     map[string]map[string]int `json:"actors"`
-	Unanswered []string                  `json:"unanswered,omitempty"`
+	Self    string                    `json:"self"`
+	Members []cluster.Member          `json:"members"`
+	Actors  map[string]map[string]int `json:"actors"`
+	// Renewals is each member's lease renewals accepted since it started
+	// (a counter: the page draws its rate).
+	Renewals   map[string]uint64 `json:"renewals"`
+	Unanswered []string          `json:"unanswered,omitempty"`
 }
 
 // cluster answers Cluster, asking every member through the actor system.
 func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.timeout())
 	defer cancel()
-	counts, missing := s.Node.ClusterCounts(ctx)
-	writeJSON(w, http.StatusOK, Cluster{Self: s.Members.Self().ID, Members: s.Members.Members(), Actors: counts, Unanswered: missing})
+	counts, renewals, missing := s.Node.ClusterCounts(ctx)
+	writeJSON(w, http.StatusOK, Cluster{Self: s.Members.Self().ID, Members: s.Members.Members(), Actors: counts, Renewals: renewals, Unanswered: missing})
 }
 
 // Device is one online device in presence and route answers.
@@ -446,16 +450,19 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.streams.Add(-1)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	if err := http.NewResponseController(w).Flush(); err != nil {
-		return // not a streaming connection
-	}
+	// Subscribed before the headers go out: a client that reads what
+	// happened before (GET /api/history) once the stream is open misses
+	// nothing in between (docs/operations.md).
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel() // ends the subscription with the handler
 	ch, dropped := s.Node.Events(ctx)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
+	if err := rc.Flush(); err != nil {
+		return // not a streaming connection
+	}
 	keep := time.NewTicker(15 * time.Second)
 	defer keep.Stop()
 	for {

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"slices"
 	"sync"
@@ -45,10 +44,13 @@ type Transition struct {
 }
 
 // Sample is the cluster's live actors by kind at one time (connections
-// are the devices connected).
+// are the devices connected), and the lease renewals each member that
+// answered had accepted since it started (the page draws renewals per
+// second from two samples, member by member, so a restart is no drop).
 type Sample struct {
-	AtMs   int64          `json:"at_ms"`
-	Actors map[string]int `json:"actors"`
+	AtMs     int64             `json:"at_ms"`
+	Actors   map[string]int    `json:"actors"`
+	Renewals map[string]uint64 `json:"renewals"`
 }
 
 // NewHistory makes a history of capacity events (0: DefaultHistory).
@@ -60,9 +62,8 @@ func NewHistory(capacity int) *History {
 }
 
 // Run subscribes to every member's events (as a GET /api/events stream
-// does; again every SampleEvery, since a subscription sent as a member
-// joins can arrive before its events actor exists) and samples the
-// cluster's actors every SampleEvery, until ctx ends.
+// does, members that join later included) and samples the cluster's
+// actors and lease renewals every SampleEvery, until ctx ends.
 func (h *History) Run(ctx context.Context, n *actors.Node) {
 	ch, _ := n.Events(ctx)
 	tick := time.NewTicker(SampleEvery)
@@ -74,16 +75,15 @@ func (h *History) Run(ctx context.Context, n *actors.Node) {
 		case ev := <-ch:
 			h.Add(toEvent(ev))
 		case <-tick.C:
-			n.Resubscribe()
 			sctx, cancel := context.WithTimeout(ctx, SampleEvery/2)
-			counts, _ := n.ClusterCounts(sctx)
+			counts, renewals, _ := n.ClusterCounts(sctx)
 			cancel()
-			h.sample(counts)
+			h.sample(counts, renewals)
 		}
 	}
 }
 
-func (h *History) sample(counts map[string]map[string]int) {
+func (h *History) sample(counts map[string]map[string]int, renewals map[string]uint64) {
 	total := map[string]int{}
 	for _, c := range counts {
 		for k, v := range c {
@@ -92,7 +92,7 @@ func (h *History) sample(counts map[string]map[string]int) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.samples = append(h.samples, Sample{AtMs: time.Now().UnixMilli(), Actors: total})
+	h.samples = append(h.samples, Sample{AtMs: time.Now().UnixMilli(), Actors: total, Renewals: renewals})
 	if len(h.samples) > maxSamples {
 		h.samples = slices.Delete(h.samples, 0, len(h.samples)-maxSamples)
 	}
@@ -179,53 +179,4 @@ func (s *Server) history(w http.ResponseWriter, _ *http.Request) {
 func toEvent(ev *messages.ObsEvent) Event {
 	return Event{Kind: ev.GetKind(), Node: ev.GetNode(), AtMs: ev.GetAtMs(), User: ev.GetUser(), Device: ev.GetDevice(),
 		Gateway: ev.GetGateway(), Reason: ev.GetReason(), Status: ev.GetStatus(), LatencyMs: ev.GetLatencyMs(), Member: ev.GetMember()}
-}
-
-// Graph is a user's actors across the cluster (GET /api/users/{user}/graph):
-// each device's connection and lease, and the view.
-type Graph struct {
-	User    string      `json:"user"`
-	View    GraphView   `json:"view"`
-	Devices []GraphEdge `json:"devices"`
-}
-
-// GraphView is the user's view actor.
-type GraphView struct {
-	Node        string `json:"node"`
-	Status      string `json:"status"` // online, offline, or settling (unknown)
-	Version     uint64 `json:"version"`
-	Subscribers uint32 `json:"subscribers"`
-}
-
-// GraphEdge is one device: its connection's node and its lease's.
-type GraphEdge struct {
-	Device    string `json:"device"`
-	ConnNode  string `json:"conn_node"`
-	ConnID    string `json:"conn_id"`
-	LeaseNode string `json:"lease_node"`
-	Epoch     uint64 `json:"epoch"`
-	Since     string `json:"since"`
-}
-
-func (s *Server) graph(w http.ResponseWriter, r *http.Request) {
-	user := r.PathValue("user")
-	ctx, cancel := context.WithTimeout(r.Context(), s.timeout())
-	defer cancel()
-	st, err := s.Node.Query(ctx, user)
-	if err != nil && !errors.Is(err, actors.ErrSettling) {
-		writeErr(w, status(err), err)
-		return
-	}
-	g := Graph{User: user, Devices: []GraphEdge{}, View: GraphView{Node: s.Node.ViewOwner(user), Status: "offline", Version: st.GetVersion(), Subscribers: st.GetSubscribers()}}
-	switch {
-	case err != nil:
-		g.View.Status = "settling"
-	case st.GetOnline():
-		g.View.Status = "online"
-	}
-	for _, d := range st.GetDevices() {
-		g.Devices = append(g.Devices, GraphEdge{Device: d.GetDevice(), ConnNode: d.GetNode(), ConnID: d.GetConnId(), LeaseNode: s.Node.LeaseOwner(user, d.GetDevice()),
-			Epoch: d.GetEpoch(), Since: time.UnixMilli(d.GetSinceMs()).UTC().Format(time.RFC3339Nano)})
-	}
-	writeJSON(w, http.StatusOK, g)
 }

@@ -52,37 +52,51 @@ func (rep *Report) LatencyChart() template.HTML {
 	return template.HTML(b.String()) //nolint:gosec // built from numbers and escaped names
 }
 
-// Timeline draws each round on one time axis: the cluster starting (grey)
-// and the fault running (orange) to its end, labelled with the fault.
+// Timeline draws each round on a row of its own, over its own time: the
+// cluster starting (grey), the scenario running (orange), and a tick at
+// the moment of each fault the harness injected (Round.Faults: kill,
+// pause, resume, terminate, start, partition, heal), labelled with it.
 func (rep *Report) Timeline() template.HTML {
 	if len(rep.Rounds) == 0 || rep.Rounds[0].Start.IsZero() {
 		return ""
 	}
-	t0, t1 := rep.Rounds[0].Start, rep.Rounds[0].Start.Add(time.Second)
-	for _, r := range rep.Rounds {
-		if r.End.After(t1) {
-			t1 = r.End
-		}
-	}
-	const w, left, right, rowH = 900.0, 10.0, 10.0, 26.0
-	x := func(t time.Time) float64 { return left + t.Sub(t0).Seconds()/t1.Sub(t0).Seconds()*(w-left-right) }
+	const rowH = 58.0
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="timeline" width="%.0f" height="%.0f" xmlns="http://www.w3.org/2000/svg">`, w, float64(len(rep.Rounds))*rowH+24)
+	fmt.Fprintf(&b, `<svg class="timeline" width="900" height="%.0f" xmlns="http://www.w3.org/2000/svg">`, float64(len(rep.Rounds))*rowH+4)
 	for i, r := range rep.Rounds {
-		y := 4 + float64(i)*rowH
-		end := r.End
-		if end.IsZero() {
-			end = t1
-		}
-		fault := r.FaultAt
-		if fault.IsZero() {
-			fault = end
-		}
-		fmt.Fprintf(&b, `<rect x="%.1f" y="%.0f" width="%.1f" height="18" fill="#ccc"/>`, x(r.Start), y, max(x(fault)-x(r.Start), 1))
-		fmt.Fprintf(&b, `<rect x="%.1f" y="%.0f" width="%.1f" height="18" fill="#e8a33d"><title>%.1f s</title></rect>`, x(fault), y, max(x(end)-x(fault), 1), end.Sub(fault).Seconds())
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f">round %d: %s</text>`, x(r.Start)+4, y+13, r.Index, html.EscapeString(r.Fault))
+		timelineRow(&b, r, 4+float64(i)*rowH)
 	}
-	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f">0 s</text><text x="%.0f" y="%.0f">%.0f s</text></svg>`,
-		left, float64(len(rep.Rounds))*rowH+18, w-right-40, float64(len(rep.Rounds))*rowH+18, t1.Sub(t0).Seconds())
+	b.WriteString(`</svg>`)
 	return template.HTML(b.String()) //nolint:gosec // built from numbers and escaped names
+}
+
+// timelineRow draws one round at height y: its bar from start to end,
+// a tick per fault, and the axis in seconds from its start.
+func timelineRow(b *strings.Builder, r *Round, y float64) {
+	const w, left, right = 900.0, 10.0, 60.0
+	end := r.End
+	if end.Before(r.Start.Add(time.Second)) {
+		end = r.Start.Add(time.Second)
+	}
+	x := func(t time.Time) float64 {
+		return left + t.Sub(r.Start).Seconds()/end.Sub(r.Start).Seconds()*(w-left-right)
+	}
+	fault := r.FaultAt
+	if fault.IsZero() {
+		fault = end
+	}
+	fmt.Fprintf(b, `<text x="%.0f" y="%.0f">round %d: %s</text>`, left, y+10, r.Index, html.EscapeString(r.Fault))
+	fmt.Fprintf(b, `<rect x="%.1f" y="%.0f" width="%.1f" height="14" fill="#ccc"/>`, x(r.Start), y+16, max(x(fault)-x(r.Start), 1))
+	fmt.Fprintf(b, `<rect x="%.1f" y="%.0f" width="%.1f" height="14" fill="#e8a33d"><title>%.1f s</title></rect>`, x(fault), y+16, max(x(end)-x(fault), 1), end.Sub(fault).Seconds())
+	for j, m := range r.Faults {
+		label := m.What
+		if m.Node != "" {
+			label += " " + m.Node
+		}
+		ly := y + 42 + float64(j%2)*10 // alternate rows so that close ticks stay readable
+		fmt.Fprintf(b, `<line class="fault" x1="%.1f" x2="%.1f" y1="%.0f" y2="%.0f" stroke="#222" stroke-width="2"><title>%s at %s (+%.3f s)</title></line>`,
+			x(m.At), x(m.At), y+13, y+33, html.EscapeString(label), m.At.Format("15:04:05.000"), m.At.Sub(r.Start).Seconds())
+		fmt.Fprintf(b, `<text x="%.1f" y="%.0f" font-size="10">%s</text>`, x(m.At)-8, ly, html.EscapeString(label))
+	}
+	fmt.Fprintf(b, `<text x="%.0f" y="%.0f" font-size="10">%.1f s</text>`, w-right+4, y+27, end.Sub(r.Start).Seconds())
 }

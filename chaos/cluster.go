@@ -40,8 +40,9 @@ type Cluster struct {
 	// (partition.go).
 	Isolate bool
 
-	seq int
-	fw  *firewall // with Isolate
+	seq   int
+	fw    *firewall // with Isolate
+	marks marks     // every fault injected, when (Marks)
 }
 
 // Node is one presenced, a process or a container.
@@ -56,6 +57,7 @@ type Node struct {
 	// Token is its admin token (the last --admin-token of its flags),
 	// sent with every admin request.
 	Token string
+	marks *marks // its cluster's: Kill, Pause, Resume, Terminate, starts
 }
 
 // runner is how a node runs: a local process or a container.
@@ -135,7 +137,7 @@ func (c *Cluster) Start(ctx context.Context, n int) error {
 		if err != nil {
 			return err
 		}
-		c.fw = fw
+		c.fw, fw.marks = fw, &c.marks
 	}
 	for range n {
 		if _, err := c.AddNode(ctx); err != nil {
@@ -178,6 +180,7 @@ func (c *Cluster) StartAgain(ctx context.Context, nd *Node, extra ...string) err
 		return fmt.Errorf("chaos: starting %s again: it still runs", nd.ID)
 	}
 	nd.extra = extra
+	c.marks.add(nd.ID, "start")
 	run, err := c.startProcess(nd, c.args(nd))
 	if err != nil {
 		return err
@@ -188,6 +191,8 @@ func (c *Cluster) StartAgain(ctx context.Context, nd *Node, extra ...string) err
 
 func (c *Cluster) startNode(ctx context.Context, nd *Node) (*Node, error) {
 	var err error
+	nd.marks = &c.marks
+	nd.marks.add(nd.ID, "start")
 	if c.Docker != nil {
 		nd.run, err = c.Docker.start(ctx, nd, c.Dir, c.args(nd))
 	} else {
@@ -336,14 +341,14 @@ func (n *Node) WaitReady(ctx context.Context, within time.Duration) error {
 }
 
 // Pause freezes the node (SIGSTOP; docker pause); Resume thaws it.
-func (n *Node) Pause() error  { return n.run.pause() }
-func (n *Node) Resume() error { return n.run.resume() }
+func (n *Node) Pause() error  { n.marks.add(n.ID, "pause"); return n.run.pause() }
+func (n *Node) Resume() error { n.marks.add(n.ID, "resume"); return n.run.resume() }
 
 // Kill is kill -9; it waits for the node to end.
-func (n *Node) Kill() { n.run.kill() }
+func (n *Node) Kill() { n.marks.add(n.ID, "kill"); n.run.kill() }
 
 // Terminate asks the node to stop gracefully (SIGTERM: it drains).
-func (n *Node) Terminate() error { return n.run.terminate() }
+func (n *Node) Terminate() error { n.marks.add(n.ID, "terminate"); return n.run.terminate() }
 
 // Wait waits up to within for the node to end: whether it did, and why.
 func (n *Node) Wait(within time.Duration) (ended bool, err error) {
@@ -357,9 +362,11 @@ func (n *Node) Wait(within time.Duration) (ended bool, err error) {
 	return true, n.run.exitErr()
 }
 
-// Log is what the node logged so far (process backend; a container's log
-// is collected when the cluster stops).
+// Log is what the node logged so far (a container's: docker logs).
 func (n *Node) Log() string {
+	if c, ok := n.run.(*container); ok {
+		return c.logs()
+	}
 	if n.logPath == "" {
 		return ""
 	}
@@ -370,7 +377,7 @@ func (n *Node) Log() string {
 // Stop kills every node and leaves their logs in Dir.
 func (c *Cluster) Stop() {
 	for _, n := range c.Nodes {
-		n.Kill()
+		n.run.kill() // the end of the run, not a fault
 		n.run.collect(c.Dir, n.ID)
 	}
 	if c.Docker != nil {

@@ -67,6 +67,7 @@ type Round struct {
 	Start     time.Time `json:"start"`    // the round's cluster starting
 	FaultAt   time.Time `json:"fault_at"` // set up: the scenario begins
 	End       time.Time `json:"end"`
+	Faults    []Mark    `json:"faults,omitempty"` // each fault injected, at its moment
 }
 
 // Latency is from a device's departure to a watcher receiving its offline.
@@ -109,6 +110,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	sc, ok := Find(o.Scenario)
 	if !ok {
 		return nil, fmt.Errorf("chaos: no scenario %q (chaos list)", o.Scenario)
+	}
+	if sc.Nodes > 0 {
+		o.Nodes = sc.Nodes
 	}
 	if o.Nodes < 3 || o.Devices < o.Nodes || o.Rounds < 1 {
 		return nil, fmt.Errorf("chaos: want --nodes >= 3 (a majority must survive one node), --devices >= nodes and --rounds >= 1")
@@ -170,6 +174,7 @@ func runRound(ctx context.Context, o Options, sc Scenario, rep *Report, r *Round
 	o.progress("round %d/%d: %s, %d/%d devices up", r.Index+1, o.Rounds, sc.Name, e.Fleet.Up(), len(e.Fleet.Devices))
 	go o.watchProgress(ctx, r.Index, e)
 	err = sc.run(ctx, e, r)
+	r.Faults = e.Cluster.Marks(r.FaultAt)
 	checkVersions(e, r)
 	return err
 }
@@ -269,13 +274,14 @@ td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}th{background:#f4
 <p>Each dot is one latency, on its bound's row; the red line is the bound.</p>
 {{.LatencyChart}}
 <h2>Faults</h2>
-<p>Each round on one time axis: its cluster starting (grey), then the fault running (orange).</p>
+<p>Each round over its own time: its cluster starting (grey), then the scenario running (orange); a black tick at the moment of each fault the harness injected (hover for the time).</p>
 {{.Timeline}}
 <h2>Findings</h2>
 {{if .Findings}}<ul>{{range $k, $v := .Findings}}<li class="bad">{{$k}}: {{$v}}</li>{{end}}</ul>{{else}}<p class="ok">no false offline, ghost, lost event or version going back</p>{{end}}
 <h2>Rounds</h2>
 {{range .Rounds}}<h3>round {{.Index}}: {{.Fault}}</h3>
 {{range .Notes}}<p>{{.}}</p>{{end}}
+{{if .Faults}}<p>faults:{{range .Faults}} {{.At.Format "15:04:05.000"}} {{.What}}{{if .Node}} {{.Node}}{{end}};{{end}}</p>{{end}}
 {{range .Findings}}<p class="bad">{{.Kind}} {{.Device}} {{.Watcher}}: {{.Detail}}</p>{{end}}
 <p>{{len .Latencies}} latencies{{range .Latencies}}; {{.Device}}→{{.Watcher}} {{printf "%.0f" .Ms}} ms{{end}}</p>
 {{end}}

@@ -3,8 +3,10 @@
 // replays GET /api/history (what happened before it opened: events, the
 // membership timeline, actors over time), draws its charts as SVG itself
 // (charts.js: offline latency per leave mode against its bound;
-// connections, actors and events over the last minutes),
-// polls GET /api/cluster (members and every node's live actors), streams
+// connections, actors, events and lease renewals over the last minutes),
+// polls GET /api/cluster (members, every node's live actors and renewal
+// counters), pages through one node's actors with their state
+// (actors.js, GET /api/actors), streams
 // GET /api/events (device ups and downs, published changes with their
 // latency, member changes, from every node) and looks users up through
 // GET /api/presence and /api/route. With an admin token, open it as

@@ -496,10 +496,13 @@ func (x *LeaseRelease) GetLastAliveMs() int64 {
 }
 
 // GatewayDown reclaims every lease held through the named node; a view
-// drops the devices connected through it.
+// drops the devices connected through it. last_heard_ms is when the
+// sending member last heard from that node (unix ms; 0: unknown): the
+// departure of its devices is measured from it (docs/operations.md).
 type GatewayDown struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	LastHeardMs   int64                  `protobuf:"varint,2,opt,name=last_heard_ms,json=lastHeardMs,proto3" json:"last_heard_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -539,6 +542,13 @@ func (x *GatewayDown) GetNode() string {
 		return x.Node
 	}
 	return ""
+}
+
+func (x *GatewayDown) GetLastHeardMs() int64 {
+	if x != nil {
+		return x.LastHeardMs
+	}
+	return 0
 }
 
 // ConnLost tells a gateway that one of its connections no longer holds its
@@ -1388,6 +1398,7 @@ type NodeCounts struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
 	Counts        map[string]int64       `protobuf:"bytes,2,rep,name=counts,proto3" json:"counts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"` // by kind: gateway, connection, lease, view
+	Renewals      uint64                 `protobuf:"varint,3,opt,name=renewals,proto3" json:"renewals,omitempty"`                                                                       // lease renewals accepted by the node since it started
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1434,6 +1445,13 @@ func (x *NodeCounts) GetCounts() map[string]int64 {
 		return x.Counts
 	}
 	return nil
+}
+
+func (x *NodeCounts) GetRenewals() uint64 {
+	if x != nil {
+		return x.Renewals
+	}
+	return 0
 }
 
 // ViewQuery asks a view for its user's raw state; answered with ViewState.
@@ -1779,7 +1797,9 @@ func (x *ObsEvent) GetGateway() string {
 }
 
 // EventsSubscribe asks a node's events actor to send its ObsEvents to sink
-// until the sink stops or unsubscribes.
+// until the sink stops or unsubscribes. A request (with a sender) is
+// answered with EventsSubscribed once the sink is in: from then on every
+// event of that node reaches it.
 type EventsSubscribe struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Sink          *PidRef                `protobuf:"bytes,1,opt,name=sink,proto3" json:"sink,omitempty"`
@@ -1824,6 +1844,42 @@ func (x *EventsSubscribe) GetSink() *PidRef {
 	return nil
 }
 
+type EventsSubscribed struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventsSubscribed) Reset() {
+	*x = EventsSubscribed{}
+	mi := &file_actors_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventsSubscribed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventsSubscribed) ProtoMessage() {}
+
+func (x *EventsSubscribed) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventsSubscribed.ProtoReflect.Descriptor instead.
+func (*EventsSubscribed) Descriptor() ([]byte, []int) {
+	return file_actors_proto_rawDescGZIP(), []int{27}
+}
+
 type EventsUnsubscribe struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Sink          *PidRef                `protobuf:"bytes,1,opt,name=sink,proto3" json:"sink,omitempty"`
@@ -1833,7 +1889,7 @@ type EventsUnsubscribe struct {
 
 func (x *EventsUnsubscribe) Reset() {
 	*x = EventsUnsubscribe{}
-	mi := &file_actors_proto_msgTypes[27]
+	mi := &file_actors_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1845,7 +1901,7 @@ func (x *EventsUnsubscribe) String() string {
 func (*EventsUnsubscribe) ProtoMessage() {}
 
 func (x *EventsUnsubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[27]
+	mi := &file_actors_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1858,7 +1914,7 @@ func (x *EventsUnsubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsUnsubscribe.ProtoReflect.Descriptor instead.
 func (*EventsUnsubscribe) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{27}
+	return file_actors_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *EventsUnsubscribe) GetSink() *PidRef {
@@ -1866,6 +1922,678 @@ func (x *EventsUnsubscribe) GetSink() *PidRef {
 		return x.Sink
 	}
 	return nil
+}
+
+// ActorsQuery asks a node's inspector actor for one page of its live actors
+// of one kind, in key order; answered with ActorsPage. Keys: lease
+// "user/device", view "user", connection "user/device", gateway its node
+// name.
+type ActorsQuery struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`     // gateway, connection, lease or view
+	Prefix        string                 `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"` // only keys that start with it
+	After         string                 `protobuf:"bytes,3,opt,name=after,proto3" json:"after,omitempty"`   // the previous page's next; "" from the first
+	Limit         uint32                 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`  // at most this many actors
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActorsQuery) Reset() {
+	*x = ActorsQuery{}
+	mi := &file_actors_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActorsQuery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActorsQuery) ProtoMessage() {}
+
+func (x *ActorsQuery) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActorsQuery.ProtoReflect.Descriptor instead.
+func (*ActorsQuery) Descriptor() ([]byte, []int) {
+	return file_actors_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ActorsQuery) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ActorsQuery) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *ActorsQuery) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
+func (x *ActorsQuery) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ActorsPage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Kind          string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	Actors        []*ActorState          `protobuf:"bytes,3,rep,name=actors,proto3" json:"actors,omitempty"`
+	Next          string                 `protobuf:"bytes,4,opt,name=next,proto3" json:"next,omitempty"`    // the cursor of the following page; "" on the last
+	Total         uint32                 `protobuf:"varint,5,opt,name=total,proto3" json:"total,omitempty"` // live actors of the kind on the node, prefix or not
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActorsPage) Reset() {
+	*x = ActorsPage{}
+	mi := &file_actors_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActorsPage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActorsPage) ProtoMessage() {}
+
+func (x *ActorsPage) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActorsPage.ProtoReflect.Descriptor instead.
+func (*ActorsPage) Descriptor() ([]byte, []int) {
+	return file_actors_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ActorsPage) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ActorsPage) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ActorsPage) GetActors() []*ActorState {
+	if x != nil {
+		return x.Actors
+	}
+	return nil
+}
+
+func (x *ActorsPage) GetNext() string {
+	if x != nil {
+		return x.Next
+	}
+	return ""
+}
+
+func (x *ActorsPage) GetTotal() uint32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+// ActorStateQuery asks one lease, view or connection actor for its state,
+// answered from its Receive with ActorState. Its node's inspector sends it
+// straight to the actor's PID, never through the directory, so it does not
+// count as a directory message (passivation).
+type ActorStateQuery struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActorStateQuery) Reset() {
+	*x = ActorStateQuery{}
+	mi := &file_actors_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActorStateQuery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActorStateQuery) ProtoMessage() {}
+
+func (x *ActorStateQuery) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActorStateQuery.ProtoReflect.Descriptor instead.
+func (*ActorStateQuery) Descriptor() ([]byte, []int) {
+	return file_actors_proto_rawDescGZIP(), []int{31}
+}
+
+type ActorState struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Key        string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Pid        string                 `protobuf:"bytes,2,opt,name=pid,proto3" json:"pid,omitempty"`                // the actor's process id on its node
+	Unanswered bool                   `protobuf:"varint,3,opt,name=unanswered,proto3" json:"unanswered,omitempty"` // it stopped or did not answer in time
+	// Types that are valid to be assigned to State:
+	//
+	//	*ActorState_Lease
+	//	*ActorState_View
+	//	*ActorState_Connection
+	//	*ActorState_Gateway
+	State         isActorState_State `protobuf_oneof:"state"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActorState) Reset() {
+	*x = ActorState{}
+	mi := &file_actors_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActorState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActorState) ProtoMessage() {}
+
+func (x *ActorState) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActorState.ProtoReflect.Descriptor instead.
+func (*ActorState) Descriptor() ([]byte, []int) {
+	return file_actors_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ActorState) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ActorState) GetPid() string {
+	if x != nil {
+		return x.Pid
+	}
+	return ""
+}
+
+func (x *ActorState) GetUnanswered() bool {
+	if x != nil {
+		return x.Unanswered
+	}
+	return false
+}
+
+func (x *ActorState) GetState() isActorState_State {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+func (x *ActorState) GetLease() *LeaseInfo {
+	if x != nil {
+		if x, ok := x.State.(*ActorState_Lease); ok {
+			return x.Lease
+		}
+	}
+	return nil
+}
+
+func (x *ActorState) GetView() *ViewInfo {
+	if x != nil {
+		if x, ok := x.State.(*ActorState_View); ok {
+			return x.View
+		}
+	}
+	return nil
+}
+
+func (x *ActorState) GetConnection() *ConnInfo {
+	if x != nil {
+		if x, ok := x.State.(*ActorState_Connection); ok {
+			return x.Connection
+		}
+	}
+	return nil
+}
+
+func (x *ActorState) GetGateway() *GatewayInfo {
+	if x != nil {
+		if x, ok := x.State.(*ActorState_Gateway); ok {
+			return x.Gateway
+		}
+	}
+	return nil
+}
+
+type isActorState_State interface {
+	isActorState_State()
+}
+
+type ActorState_Lease struct {
+	Lease *LeaseInfo `protobuf:"bytes,4,opt,name=lease,proto3,oneof"`
+}
+
+type ActorState_View struct {
+	View *ViewInfo `protobuf:"bytes,5,opt,name=view,proto3,oneof"`
+}
+
+type ActorState_Connection struct {
+	Connection *ConnInfo `protobuf:"bytes,6,opt,name=connection,proto3,oneof"`
+}
+
+type ActorState_Gateway struct {
+	Gateway *GatewayInfo `protobuf:"bytes,7,opt,name=gateway,proto3,oneof"`
+}
+
+func (*ActorState_Lease) isActorState_State() {}
+
+func (*ActorState_View) isActorState_State() {}
+
+func (*ActorState_Connection) isActorState_State() {}
+
+func (*ActorState_Gateway) isActorState_State() {}
+
+type LeaseInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Holder        *Holder                `protobuf:"bytes,1,opt,name=holder,proto3" json:"holder,omitempty"`                                    // none when no connection holds it
+	Floor         uint64                 `protobuf:"varint,2,opt,name=floor,proto3" json:"floor,omitempty"`                                     // the highest attempt ever accepted
+	ExpiresInMs   int64                  `protobuf:"varint,3,opt,name=expires_in_ms,json=expiresInMs,proto3" json:"expires_in_ms,omitempty"`    // with a holder: until renewal + TTL
+	RenewedAgoMs  int64                  `protobuf:"varint,4,opt,name=renewed_ago_ms,json=renewedAgoMs,proto3" json:"renewed_ago_ms,omitempty"` // with a holder: since the last renewal
+	Ended         EndReason              `protobuf:"varint,5,opt,name=ended,proto3,enum=presence.v1.EndReason" json:"ended,omitempty"`          // without a holder: why the last one ended
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseInfo) Reset() {
+	*x = LeaseInfo{}
+	mi := &file_actors_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseInfo) ProtoMessage() {}
+
+func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseInfo.ProtoReflect.Descriptor instead.
+func (*LeaseInfo) Descriptor() ([]byte, []int) {
+	return file_actors_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *LeaseInfo) GetHolder() *Holder {
+	if x != nil {
+		return x.Holder
+	}
+	return nil
+}
+
+func (x *LeaseInfo) GetFloor() uint64 {
+	if x != nil {
+		return x.Floor
+	}
+	return 0
+}
+
+func (x *LeaseInfo) GetExpiresInMs() int64 {
+	if x != nil {
+		return x.ExpiresInMs
+	}
+	return 0
+}
+
+func (x *LeaseInfo) GetRenewedAgoMs() int64 {
+	if x != nil {
+		return x.RenewedAgoMs
+	}
+	return 0
+}
+
+func (x *LeaseInfo) GetEnded() EndReason {
+	if x != nil {
+		return x.Ended
+	}
+	return EndReason_end_reason_unspecified
+}
+
+type ViewInfo struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Status  string                 `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"` // online, offline or settling (unknown)
+	Version uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Devices uint32                 `protobuf:"varint,3,opt,name=devices,proto3" json:"devices,omitempty"`
+	Show    Show                   `protobuf:"varint,4,opt,name=show,proto3,enum=presence.v1.Show" json:"show,omitempty"`
+	// subscribers by node: the view counts them by actor address, its
+	// node's inspector names the members.
+	Subscribers   map[string]uint32 `protobuf:"bytes,5,rep,name=subscribers,proto3" json:"subscribers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	DebounceInMs  int64             `protobuf:"varint,6,opt,name=debounce_in_ms,json=debounceInMs,proto3" json:"debounce_in_ms,omitempty"` // a pending offline publishes in this long; 0: none
+	Settled       bool              `protobuf:"varint,7,opt,name=settled,proto3" json:"settled,omitempty"`
+	SettleInMs    int64             `protobuf:"varint,8,opt,name=settle_in_ms,json=settleInMs,proto3" json:"settle_in_ms,omitempty"` // unsettled: until it settles
+	LastSeenMs    int64             `protobuf:"varint,9,opt,name=last_seen_ms,json=lastSeenMs,proto3" json:"last_seen_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ViewInfo) Reset() {
+	*x = ViewInfo{}
+	mi := &file_actors_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ViewInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ViewInfo) ProtoMessage() {}
+
+func (x *ViewInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ViewInfo.ProtoReflect.Descriptor instead.
+func (*ViewInfo) Descriptor() ([]byte, []int) {
+	return file_actors_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ViewInfo) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *ViewInfo) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ViewInfo) GetDevices() uint32 {
+	if x != nil {
+		return x.Devices
+	}
+	return 0
+}
+
+func (x *ViewInfo) GetShow() Show {
+	if x != nil {
+		return x.Show
+	}
+	return Show_show_unspecified
+}
+
+func (x *ViewInfo) GetSubscribers() map[string]uint32 {
+	if x != nil {
+		return x.Subscribers
+	}
+	return nil
+}
+
+func (x *ViewInfo) GetDebounceInMs() int64 {
+	if x != nil {
+		return x.DebounceInMs
+	}
+	return 0
+}
+
+func (x *ViewInfo) GetSettled() bool {
+	if x != nil {
+		return x.Settled
+	}
+	return false
+}
+
+func (x *ViewInfo) GetSettleInMs() int64 {
+	if x != nil {
+		return x.SettleInMs
+	}
+	return 0
+}
+
+func (x *ViewInfo) GetLastSeenMs() int64 {
+	if x != nil {
+		return x.LastSeenMs
+	}
+	return 0
+}
+
+type ConnInfo struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	User           string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Device         string                 `protobuf:"bytes,2,opt,name=device,proto3" json:"device,omitempty"`
+	ConnId         string                 `protobuf:"bytes,3,opt,name=conn_id,json=connId,proto3" json:"conn_id,omitempty"`
+	Epoch          uint64                 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Gateway        string                 `protobuf:"bytes,5,opt,name=gateway,proto3" json:"gateway,omitempty"`                                          // its gateway's node name
+	LastAliveAgoMs int64                  `protobuf:"varint,6,opt,name=last_alive_ago_ms,json=lastAliveAgoMs,proto3" json:"last_alive_ago_ms,omitempty"` // since its last heartbeat or pong
+	SinceMs        int64                  `protobuf:"varint,7,opt,name=since_ms,json=sinceMs,proto3" json:"since_ms,omitempty"`                          // when it opened
+	Active         bool                   `protobuf:"varint,8,opt,name=active,proto3" json:"active,omitempty"`                                           // it holds its lease
+	Subscriptions  uint32                 `protobuf:"varint,9,opt,name=subscriptions,proto3" json:"subscriptions,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ConnInfo) Reset() {
+	*x = ConnInfo{}
+	mi := &file_actors_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnInfo) ProtoMessage() {}
+
+func (x *ConnInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnInfo.ProtoReflect.Descriptor instead.
+func (*ConnInfo) Descriptor() ([]byte, []int) {
+	return file_actors_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ConnInfo) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *ConnInfo) GetDevice() string {
+	if x != nil {
+		return x.Device
+	}
+	return ""
+}
+
+func (x *ConnInfo) GetConnId() string {
+	if x != nil {
+		return x.ConnId
+	}
+	return ""
+}
+
+func (x *ConnInfo) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *ConnInfo) GetGateway() string {
+	if x != nil {
+		return x.Gateway
+	}
+	return ""
+}
+
+func (x *ConnInfo) GetLastAliveAgoMs() int64 {
+	if x != nil {
+		return x.LastAliveAgoMs
+	}
+	return 0
+}
+
+func (x *ConnInfo) GetSinceMs() int64 {
+	if x != nil {
+		return x.SinceMs
+	}
+	return 0
+}
+
+func (x *ConnInfo) GetActive() bool {
+	if x != nil {
+		return x.Active
+	}
+	return false
+}
+
+func (x *ConnInfo) GetSubscriptions() uint32 {
+	if x != nil {
+		return x.Subscriptions
+	}
+	return 0
+}
+
+type GatewayInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Connections   uint32                 `protobuf:"varint,1,opt,name=connections,proto3" json:"connections,omitempty"`
+	Crashed       bool                   `protobuf:"varint,2,opt,name=crashed,proto3" json:"crashed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayInfo) Reset() {
+	*x = GatewayInfo{}
+	mi := &file_actors_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayInfo) ProtoMessage() {}
+
+func (x *GatewayInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayInfo.ProtoReflect.Descriptor instead.
+func (*GatewayInfo) Descriptor() ([]byte, []int) {
+	return file_actors_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *GatewayInfo) GetConnections() uint32 {
+	if x != nil {
+		return x.Connections
+	}
+	return 0
+}
+
+func (x *GatewayInfo) GetCrashed() bool {
+	if x != nil {
+		return x.Crashed
+	}
+	return false
 }
 
 var File_actors_proto protoreflect.FileDescriptor
@@ -1902,9 +2630,10 @@ const file_actors_proto_rawDesc = "" +
 	"\aconn_id\x18\x03 \x01(\tR\x06connId\x12\x14\n" +
 	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\x12.\n" +
 	"\x06reason\x18\x05 \x01(\x0e2\x16.presence.v1.EndReasonR\x06reason\x12\"\n" +
-	"\rlast_alive_ms\x18\x06 \x01(\x03R\vlastAliveMs\"!\n" +
+	"\rlast_alive_ms\x18\x06 \x01(\x03R\vlastAliveMs\"E\n" +
 	"\vGatewayDown\x12\x12\n" +
-	"\x04node\x18\x01 \x01(\tR\x04node\"i\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\"\n" +
+	"\rlast_heard_ms\x18\x02 \x01(\x03R\vlastHeardMs\"i\n" +
 	"\bConnLost\x12\x17\n" +
 	"\aconn_id\x18\x01 \x01(\tR\x06connId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12.\n" +
@@ -1961,11 +2690,12 @@ const file_actors_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1a\n" +
 	"\bidentity\x18\x02 \x01(\tR\bidentity\x12.\n" +
 	"\amessage\x18\x03 \x01(\v2\x14.google.protobuf.AnyR\amessage\"\r\n" +
-	"\vCountsQuery\"\x98\x01\n" +
+	"\vCountsQuery\"\xb4\x01\n" +
 	"\n" +
 	"NodeCounts\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12;\n" +
-	"\x06counts\x18\x02 \x03(\v2#.presence.v1.NodeCounts.CountsEntryR\x06counts\x1a9\n" +
+	"\x06counts\x18\x02 \x03(\v2#.presence.v1.NodeCounts.CountsEntryR\x06counts\x12\x1a\n" +
+	"\brenewals\x18\x03 \x01(\x04R\brenewals\x1a9\n" +
 	"\vCountsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x1f\n" +
@@ -2001,9 +2731,71 @@ const file_actors_proto_rawDesc = "" +
 	"\agateway\x18\n" +
 	" \x01(\tR\agateway\":\n" +
 	"\x0fEventsSubscribe\x12'\n" +
-	"\x04sink\x18\x01 \x01(\v2\x13.presence.v1.PidRefR\x04sink\"<\n" +
+	"\x04sink\x18\x01 \x01(\v2\x13.presence.v1.PidRefR\x04sink\"\x12\n" +
+	"\x10EventsSubscribed\"<\n" +
 	"\x11EventsUnsubscribe\x12'\n" +
-	"\x04sink\x18\x01 \x01(\v2\x13.presence.v1.PidRefR\x04sink*y\n" +
+	"\x04sink\x18\x01 \x01(\v2\x13.presence.v1.PidRefR\x04sink\"e\n" +
+	"\vActorsQuery\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x16\n" +
+	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12\x14\n" +
+	"\x05after\x18\x03 \x01(\tR\x05after\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\"\x8f\x01\n" +
+	"\n" +
+	"ActorsPage\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12/\n" +
+	"\x06actors\x18\x03 \x03(\v2\x17.presence.v1.ActorStateR\x06actors\x12\x12\n" +
+	"\x04next\x18\x04 \x01(\tR\x04next\x12\x14\n" +
+	"\x05total\x18\x05 \x01(\rR\x05total\"\x11\n" +
+	"\x0fActorStateQuery\"\xa5\x02\n" +
+	"\n" +
+	"ActorState\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
+	"\x03pid\x18\x02 \x01(\tR\x03pid\x12\x1e\n" +
+	"\n" +
+	"unanswered\x18\x03 \x01(\bR\n" +
+	"unanswered\x12.\n" +
+	"\x05lease\x18\x04 \x01(\v2\x16.presence.v1.LeaseInfoH\x00R\x05lease\x12+\n" +
+	"\x04view\x18\x05 \x01(\v2\x15.presence.v1.ViewInfoH\x00R\x04view\x127\n" +
+	"\n" +
+	"connection\x18\x06 \x01(\v2\x15.presence.v1.ConnInfoH\x00R\n" +
+	"connection\x124\n" +
+	"\agateway\x18\a \x01(\v2\x18.presence.v1.GatewayInfoH\x00R\agatewayB\a\n" +
+	"\x05state\"\xc6\x01\n" +
+	"\tLeaseInfo\x12+\n" +
+	"\x06holder\x18\x01 \x01(\v2\x13.presence.v1.HolderR\x06holder\x12\x14\n" +
+	"\x05floor\x18\x02 \x01(\x04R\x05floor\x12\"\n" +
+	"\rexpires_in_ms\x18\x03 \x01(\x03R\vexpiresInMs\x12$\n" +
+	"\x0erenewed_ago_ms\x18\x04 \x01(\x03R\frenewedAgoMs\x12,\n" +
+	"\x05ended\x18\x05 \x01(\x0e2\x16.presence.v1.EndReasonR\x05ended\"\x8b\x03\n" +
+	"\bViewInfo\x12\x16\n" +
+	"\x06status\x18\x01 \x01(\tR\x06status\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x18\n" +
+	"\adevices\x18\x03 \x01(\rR\adevices\x12%\n" +
+	"\x04show\x18\x04 \x01(\x0e2\x11.presence.v1.ShowR\x04show\x12H\n" +
+	"\vsubscribers\x18\x05 \x03(\v2&.presence.v1.ViewInfo.SubscribersEntryR\vsubscribers\x12$\n" +
+	"\x0edebounce_in_ms\x18\x06 \x01(\x03R\fdebounceInMs\x12\x18\n" +
+	"\asettled\x18\a \x01(\bR\asettled\x12 \n" +
+	"\fsettle_in_ms\x18\b \x01(\x03R\n" +
+	"settleInMs\x12 \n" +
+	"\flast_seen_ms\x18\t \x01(\x03R\n" +
+	"lastSeenMs\x1a>\n" +
+	"\x10SubscribersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\x83\x02\n" +
+	"\bConnInfo\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x16\n" +
+	"\x06device\x18\x02 \x01(\tR\x06device\x12\x17\n" +
+	"\aconn_id\x18\x03 \x01(\tR\x06connId\x12\x14\n" +
+	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\x12\x18\n" +
+	"\agateway\x18\x05 \x01(\tR\agateway\x12)\n" +
+	"\x11last_alive_ago_ms\x18\x06 \x01(\x03R\x0elastAliveAgoMs\x12\x19\n" +
+	"\bsince_ms\x18\a \x01(\x03R\asinceMs\x12\x16\n" +
+	"\x06active\x18\b \x01(\bR\x06active\x12$\n" +
+	"\rsubscriptions\x18\t \x01(\rR\rsubscriptions\"I\n" +
+	"\vGatewayInfo\x12 \n" +
+	"\vconnections\x18\x01 \x01(\rR\vconnections\x12\x18\n" +
+	"\acrashed\x18\x02 \x01(\bR\acrashed*y\n" +
 	"\tEndReason\x12\x1a\n" +
 	"\x16end_reason_unspecified\x10\x00\x12\t\n" +
 	"\x05close\x10\x01\x12\x10\n" +
@@ -2026,7 +2818,7 @@ func file_actors_proto_rawDescGZIP() []byte {
 }
 
 var file_actors_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_actors_proto_goTypes = []any{
 	(EndReason)(0),            // 0: presence.v1.EndReason
 	(*PidRef)(nil),            // 1: presence.v1.PidRef
@@ -2056,11 +2848,21 @@ var file_actors_proto_goTypes = []any{
 	(*ViewState)(nil),         // 25: presence.v1.ViewState
 	(*ObsEvent)(nil),          // 26: presence.v1.ObsEvent
 	(*EventsSubscribe)(nil),   // 27: presence.v1.EventsSubscribe
-	(*EventsUnsubscribe)(nil), // 28: presence.v1.EventsUnsubscribe
-	nil,                       // 29: presence.v1.NodeCounts.CountsEntry
-	(Show)(0),                 // 30: presence.v1.Show
-	(*Presence)(nil),          // 31: presence.v1.Presence
-	(*anypb.Any)(nil),         // 32: google.protobuf.Any
+	(*EventsSubscribed)(nil),  // 28: presence.v1.EventsSubscribed
+	(*EventsUnsubscribe)(nil), // 29: presence.v1.EventsUnsubscribe
+	(*ActorsQuery)(nil),       // 30: presence.v1.ActorsQuery
+	(*ActorsPage)(nil),        // 31: presence.v1.ActorsPage
+	(*ActorStateQuery)(nil),   // 32: presence.v1.ActorStateQuery
+	(*ActorState)(nil),        // 33: presence.v1.ActorState
+	(*LeaseInfo)(nil),         // 34: presence.v1.LeaseInfo
+	(*ViewInfo)(nil),          // 35: presence.v1.ViewInfo
+	(*ConnInfo)(nil),          // 36: presence.v1.ConnInfo
+	(*GatewayInfo)(nil),       // 37: presence.v1.GatewayInfo
+	nil,                       // 38: presence.v1.NodeCounts.CountsEntry
+	nil,                       // 39: presence.v1.ViewInfo.SubscribersEntry
+	(Show)(0),                 // 40: presence.v1.Show
+	(*Presence)(nil),          // 41: presence.v1.Presence
+	(*anypb.Any)(nil),         // 42: google.protobuf.Any
 }
 var file_actors_proto_depIdxs = []int32{
 	1,  // 0: presence.v1.Holder.gateway:type_name -> presence.v1.PidRef
@@ -2070,24 +2872,33 @@ var file_actors_proto_depIdxs = []int32{
 	0,  // 4: presence.v1.ConnLost.reason:type_name -> presence.v1.EndReason
 	2,  // 5: presence.v1.DeviceUp.holder:type_name -> presence.v1.Holder
 	0,  // 6: presence.v1.DeviceDown.reason:type_name -> presence.v1.EndReason
-	30, // 7: presence.v1.DeviceShow.show:type_name -> presence.v1.Show
+	40, // 7: presence.v1.DeviceShow.show:type_name -> presence.v1.Show
 	1,  // 8: presence.v1.ViewSubscribe.sink:type_name -> presence.v1.PidRef
-	31, // 9: presence.v1.ViewSubscribe.last:type_name -> presence.v1.Presence
+	41, // 9: presence.v1.ViewSubscribe.last:type_name -> presence.v1.Presence
 	1,  // 10: presence.v1.ViewUnsubscribe.sink:type_name -> presence.v1.PidRef
-	31, // 11: presence.v1.SnapshotPart.presence:type_name -> presence.v1.Presence
-	31, // 12: presence.v1.PresenceEvent.presence:type_name -> presence.v1.Presence
-	31, // 13: presence.v1.PresenceFanout.presence:type_name -> presence.v1.Presence
-	32, // 14: presence.v1.DirectoryDeliver.message:type_name -> google.protobuf.Any
-	29, // 15: presence.v1.NodeCounts.counts:type_name -> presence.v1.NodeCounts.CountsEntry
+	41, // 11: presence.v1.SnapshotPart.presence:type_name -> presence.v1.Presence
+	41, // 12: presence.v1.PresenceEvent.presence:type_name -> presence.v1.Presence
+	41, // 13: presence.v1.PresenceFanout.presence:type_name -> presence.v1.Presence
+	42, // 14: presence.v1.DirectoryDeliver.message:type_name -> google.protobuf.Any
+	38, // 15: presence.v1.NodeCounts.counts:type_name -> presence.v1.NodeCounts.CountsEntry
 	24, // 16: presence.v1.ViewState.devices:type_name -> presence.v1.DeviceState
-	30, // 17: presence.v1.ViewState.show:type_name -> presence.v1.Show
+	40, // 17: presence.v1.ViewState.show:type_name -> presence.v1.Show
 	1,  // 18: presence.v1.EventsSubscribe.sink:type_name -> presence.v1.PidRef
 	1,  // 19: presence.v1.EventsUnsubscribe.sink:type_name -> presence.v1.PidRef
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	33, // 20: presence.v1.ActorsPage.actors:type_name -> presence.v1.ActorState
+	34, // 21: presence.v1.ActorState.lease:type_name -> presence.v1.LeaseInfo
+	35, // 22: presence.v1.ActorState.view:type_name -> presence.v1.ViewInfo
+	36, // 23: presence.v1.ActorState.connection:type_name -> presence.v1.ConnInfo
+	37, // 24: presence.v1.ActorState.gateway:type_name -> presence.v1.GatewayInfo
+	2,  // 25: presence.v1.LeaseInfo.holder:type_name -> presence.v1.Holder
+	0,  // 26: presence.v1.LeaseInfo.ended:type_name -> presence.v1.EndReason
+	40, // 27: presence.v1.ViewInfo.show:type_name -> presence.v1.Show
+	39, // 28: presence.v1.ViewInfo.subscribers:type_name -> presence.v1.ViewInfo.SubscribersEntry
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_actors_proto_init() }
@@ -2096,13 +2907,19 @@ func file_actors_proto_init() {
 		return
 	}
 	file_frames_proto_init()
+	file_actors_proto_msgTypes[32].OneofWrappers = []any{
+		(*ActorState_Lease)(nil),
+		(*ActorState_View)(nil),
+		(*ActorState_Connection)(nil),
+		(*ActorState_Gateway)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_actors_proto_rawDesc), len(file_actors_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   29,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

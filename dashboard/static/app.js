@@ -10,6 +10,15 @@ let bounds = {};
 const latencies = []; // {mode, ms, user} of published offlines
 const samples = []; // {at_ms, values{connections, actors, events}}
 const eventTimes = []; // at_ms of the events seen, for events per 5 s
+const renewalSamples = []; // {at_ms, values{renewals}}: lease renewals per second
+let lastRenewals = null; // {at, byNode}: the previous poll's counters
+const timelineState = {}; // each member's last state in the drawn timeline
+let timelineAsked = 0; // when the timeline was last asked again
+
+// agrees: a timeline state and a gossip state say the same
+function agrees(t, g) {
+  return t === g || (t === "rejoined" && g === "alive") || (t === "fenced" && g !== "alive") || (t === "drain" && g !== "alive");
+}
 const seenKeys = new Set(); // history and stream overlap: each event once
 let replaying = false; // loadHistory draws the timeline once, at the end
 
@@ -45,7 +54,17 @@ async function refreshCluster() {
     }
     document.querySelector("#unanswered").textContent =
       body.unanswered ? "no answer from " + body.unanswered.join(", ") : "";
+    // The gossip shows a member's new state a moment before its event
+    // reaches this node's history: a timeline that disagrees is asked again.
+    if (members.some((m) => m.id !== body.self && timelineState[m.id] !== undefined && !agrees(timelineState[m.id], m.state))) {
+      if (Date.now() - timelineAsked > 5000) {
+        timelineAsked = Date.now();
+        refreshTimeline();
+      }
+    }
     addSample(Date.now(), Object.values(body.actors || {}));
+    addRenewals(Date.now(), body.renewals || {});
+    setActorNodes(body.self, members);
   } catch (e) {
     document.querySelector("#unanswered").textContent = "cluster: " + e.message;
   }
@@ -65,27 +84,68 @@ function addSample(at, perNode) {
   drawSeries(document.querySelector("#series"), samples, ["connections", "actors", "events"], ["#2266aa", "#070", "#a60"]);
 }
 
+// renewalRate is the renewals per second between two readings of every
+// member's counter: members in both only, so a member that restarted
+// (its counter from zero) or left is no drop.
+function renewalRate(prev, cur, dtMs) {
+  let sum = 0;
+  for (const [n, v] of Object.entries(cur)) {
+    if (n in prev && v >= prev[n]) sum += v - prev[n];
+  }
+  return dtMs > 0 ? Math.round((sum * 1000) / dtMs) : 0;
+}
+
+function addRenewals(at, byNode) {
+  if (lastRenewals && at - lastRenewals.at >= 900) {
+    pushRenewals(at, renewalRate(lastRenewals.byNode, byNode, at - lastRenewals.at));
+  }
+  if (!lastRenewals || at - lastRenewals.at >= 900) lastRenewals = { at, byNode };
+}
+
+function pushRenewals(at, rate) {
+  renewalSamples.push({ at_ms: at, values: { renewals: rate } });
+  while (renewalSamples.length && renewalSamples[0].at_ms < at - window_ms) renewalSamples.shift();
+  drawSeries(document.querySelector("#renewals"), renewalSamples, ["renewals"], ["#7030a0"]);
+}
+
 // loadHistory shows what happened before the page opened: the events every
 // member sent this node, the membership timeline and the actors over time.
 async function loadHistory() {
-  const { status, body } = await getJSON("/api/history");
-  if (status !== 200) return;
-  replaying = true;
-  for (const ev of body.events || []) addEvent(ev);
-  replaying = false;
+  const body = await mergeHistory();
+  if (!body) return;
+  const hs = body.samples || [];
+  for (let i = 1; i < hs.length; i++) {
+    if (hs[i - 1].renewals && hs[i].renewals) {
+      pushRenewals(hs[i].at_ms, renewalRate(hs[i - 1].renewals, hs[i].renewals, hs[i].at_ms - hs[i - 1].at_ms));
+    }
+  }
   for (const s of body.samples || []) {
     const events = (body.events || []).filter((e) => e.at_ms > s.at_ms - 5000 && e.at_ms <= s.at_ms).length;
     let actors = 0;
     for (const v of Object.values(s.actors)) actors += v;
     samples.push({ at_ms: s.at_ms, values: { connections: s.actors.connection || 0, actors, events } });
   }
+}
+
+// mergeHistory adds the events of GET /api/history the page has not shown
+// and draws the timeline: at the start, and each time the stream (re)opens,
+// so nothing that happened while it was closed or opening is missing.
+async function mergeHistory() {
+  const { status, body } = await getJSON("/api/history");
+  if (status !== 200) return null;
+  replaying = true;
+  for (const ev of body.events || []) addEvent(ev);
+  replaying = false;
   drawTimeline(body.members || {});
+  return body;
 }
 
 function drawTimeline(members) {
   const tbody = document.querySelector("#timeline tbody");
   tbody.replaceChildren();
   for (const id of Object.keys(members).sort()) {
+    const tl = members[id];
+    if (tl.length) timelineState[id] = tl[tl.length - 1].state;
     const tr = el("tr");
     tr.dataset.member = id;
     const td = el("td");
@@ -131,7 +191,7 @@ function addEvent(ev) {
     if (latencies.length > 2000) latencies.shift();
     drawLatency(document.querySelector("#latency"), latencies, bounds);
   }
- if (!replaying && ev.user && ev.user === shownUser) showGraph(shownUser);
+  if (!replaying && ev.user && ev.user === shownUser) showGraph(shownUser);
   if (!replaying && (ev.kind === "member" || ev.kind === "fence" || ev.kind === "drain")) refreshTimeline();
   const tbody = document.querySelector("#events tbody");
   const tr = el("tr");
@@ -144,7 +204,10 @@ function addEvent(ev) {
     el("td", ev.device || ""),
     el("td", detail(ev), ev.status || ""),
   );
-  tbody.prepend(tr);
+  tr.dataset.at = ev.at_ms;
+  // newest first, an event of the history merged late in its place
+  const after = [...tbody.children].find((r) => +r.dataset.at < ev.at_ms);
+  tbody.insertBefore(tr, after || null);
   while (tbody.children.length > maxEvents) tbody.lastChild.remove();
   document.querySelector("#count").textContent = "(" + (++seen) + " seen)";
 }
@@ -154,10 +217,12 @@ async function refreshTimeline() {
   if (status === 200) drawTimeline(body.members || {});
 }
 
+// streamEvents opens the live stream (the server subscribes on every member
+// before it answers); each time it opens, the history is merged in.
 function streamEvents() {
   const src = new EventSource("/api/events" + (token ? "?token=" + encodeURIComponent(token) : ""));
   const conn = document.querySelector("#conn");
-  src.onopen = () => { conn.textContent = "live"; conn.className = "ok"; };
+  src.onopen = () => { conn.textContent = "live"; conn.className = "ok"; mergeHistory().catch(() => {}); };
   src.onerror = () => { conn.textContent = "reconnecting…"; conn.className = "bad"; };
   for (const kind of ["device_up", "device_down", "published", "member", "fence", "drain"]) {
     src.addEventListener(kind, (m) => addEvent(JSON.parse(m.data)));
@@ -165,8 +230,12 @@ function streamEvents() {
 }
 
 let shownUser = "";
+let graphTimer = 0;
 
+// showGraph draws the user's actors, again on each of its events and
+// every second (a lease's expiry, a pending offline count down).
 async function showGraph(user) {
+  clearTimeout(graphTimer);
   const { status, body } = await getJSON("/api/users/" + encodeURIComponent(user) + "/graph");
   const svg = document.querySelector("#graph");
   svg.dataset.user = user;
@@ -174,6 +243,7 @@ async function showGraph(user) {
     drawGraph(svg, body);
     svg.dataset.devices = body.devices.length;
   }
+  if (user === shownUser) graphTimer = setTimeout(() => showGraph(user), 1000);
 }
 
 document.querySelector("#lookup").addEventListener("submit", async (e) => {
@@ -196,12 +266,12 @@ async function main() {
   document.querySelector("#node").textContent = "served by " + (body.self || "?");
   await loadBounds();
   drawLatency(document.querySelector("#latency"), latencies, bounds);
-  await loadHistory();
+  streamEvents();
+  await loadHistory().catch(() => {});
   // Each poll after the last answer, never piling up behind a slow member.
   (async function poll() {
     await refreshCluster();
     setTimeout(poll, 1000);
   })();
-  streamEvents();
 }
 main();

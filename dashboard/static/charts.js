@@ -10,6 +10,16 @@ function svgEl(tag, attrs, text) {
   return e;
 }
 
+// ms writes a duration in milliseconds for people.
+function ms(v) {
+  return Math.abs(v) >= 1000 ? (v / 1000).toFixed(1) + " s" : v + " ms";
+}
+
+// expiry says when a held lease expires (overdue: its node stalled).
+function expiry(l) {
+  return l.expires_in_ms >= 0 ? "expires in " + ms(l.expires_in_ms) : "expiry overdue by " + ms(-l.expires_in_ms);
+}
+
 // The leave modes and the /api/bounds field of each one's bound.
 const modes = [
   ["close", "graceful_close_ms"],
@@ -70,10 +80,10 @@ function drawSeries(svg, samples, names, colors) {
 }
 
 // drawGraph: a user's actors across the nodes, left to right: each
-// device's connection (its node) -> its lease (node, epoch) -> the view
-// (node, status, version, subscribers).
+// device's connection (its node) -> its lease (node, epoch, expires in) ->
+// the view (node, status, version, subscribers by node, a pending offline).
 function drawGraph(svg, g) {
-  const rows = Math.max(1, g.devices.length), rowH = 54, boxW = 230, boxH = 42, gap = 60;
+  const rows = Math.max(1, g.devices.length), rowH = 62, boxW = 250, boxH = 54, gap = 50;
   svg.setAttribute("height", rows * rowH + 20);
   svg.replaceChildren();
   const box = (x, y, lines, cls) => {
@@ -81,17 +91,36 @@ function drawGraph(svg, g) {
     grp.append(svgEl("rect", { x, y, width: boxW, height: boxH, rx: 5, fill: "#f4f8fc", stroke: "#2266aa" }));
     lines.forEach((l, i) => grp.append(svgEl("text", { x: x + 8, y: y + 16 + i * 15 }, l)));
     svg.append(grp);
+    return grp;
   };
   const viewY = 10 + ((rows - 1) * rowH) / 2, vx = 10 + 2 * (boxW + gap);
-  box(vx, viewY, ["view on " + (g.view.node || "?") + ": " + g.view.status, "version " + g.view.version + ", " + g.view.subscribers + " subscriber(s)"], "view " + g.view.status);
+  box(vx, viewY, viewLines(g.view), "view " + g.view.status);
   g.devices.forEach((d, i) => {
     const y = 10 + i * rowH;
     box(10, y, ["connection " + d.device + " on " + d.conn_node, d.conn_id], "conn");
-    box(10 + boxW + gap, y, ["lease on " + (d.lease_node || "?"), "epoch " + d.epoch], "lease");
+    const l = d.lease;
+    const until = l ? (l.holder_conn ? expiry(l) : "no holder" + (l.ended ? ": " + l.ended : "")) : "its node did not answer";
+    const lease = box(10 + boxW + gap, y, ["lease on " + (d.lease_node || "?"), "epoch " + d.epoch, until], "lease");
+    lease.dataset.device = d.device;
+    if (l && l.holder_conn) lease.dataset.expiresInMs = l.expires_in_ms;
     svg.append(svgEl("line", { x1: 10 + boxW, y1: y + boxH / 2, x2: 10 + boxW + gap, y2: y + boxH / 2, stroke: "#888" }));
     svg.append(svgEl("line", { x1: 10 + 2 * boxW + gap, y1: y + boxH / 2, x2: vx, y2: viewY + boxH / 2, stroke: "#888" }));
   });
   if (g.devices.length === 0) {
     svg.append(svgEl("text", { x: 10, y: viewY + 26 }, "no device connected"));
   }
+}
+
+// viewLines: the view's box, with what the actor itself answered.
+function viewLines(v) {
+  const lines = ["view on " + (v.node || "?") + ": " + v.status, "version " + v.version + ", " + v.subscribers + " subscriber(s)"];
+  const st = v.state;
+  if (st) {
+    const subs = Object.entries(st.subscribers || {}).sort().map(([n, c]) => n + ":" + c).join(" ");
+    let third = subs ? "by node " + subs : "";
+    if (st.debounce_in_ms) third += (third ? ", " : "") + "offline in " + ms(st.debounce_in_ms);
+    if (!st.settled) third += (third ? ", " : "") + "settles in " + ms(st.settle_in_ms);
+    if (third) lines.push(third);
+  }
+  return lines;
 }

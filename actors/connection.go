@@ -46,6 +46,10 @@ type connActor struct {
 	renew  timer
 	rereg  timer
 	show   messages.Show // last set_status, told again after a re-register
+	// reregGen tags the re-register of the latest membership change (its
+	// timer and the lease's answer); reregTries counts its failures.
+	reregGen   uint64
+	reregTries int
 }
 
 func newConnActor(g *Gateway, r OpenRequest) *connActor {
@@ -79,7 +83,11 @@ func (a *connActor) Receive(ctx actor.Context) {
 	case reregister:
 		a.onReregister(ctx)
 	case reregisterDue:
-		a.reregisterNow(ctx)
+		if m.gen == a.reregGen {
+			a.reregisterNow(ctx)
+		}
+	case reregistered:
+		a.onReregistered(ctx, m)
 	case connClosed:
 		a.end(ctx, messages.EndReason_close, now, 0, "")
 	case *messages.ConnLost:
@@ -90,7 +98,7 @@ func (a *connActor) Receive(ctx actor.Context) {
 		a.unsubscribe(ctx, a.sink.Unsubscribe(m.targets))
 	case connShow:
 		a.show = m.show
-		a.n.dir.Send(KindView, a.user, &messages.DeviceShow{User: a.user, Device: a.device, Show: m.show})
+		a.n.post.send(KindView, a.user, &messages.DeviceShow{User: a.user, Device: a.device, Show: m.show})
 	case *messages.SnapshotPart:
 		a.sendAll(ctx, a.sink.SnapshotPart(m.GetRequestId(), m.GetTarget(), m.GetVisible(), m.GetPresence()))
 	case *messages.PresenceEvent:
@@ -125,7 +133,7 @@ func (a *connActor) onRenewDue(ctx actor.Context) {
 	if a.ended {
 		return
 	}
-	a.n.dir.Send(KindLease, leaseID(a.user, a.device), &messages.LeaseRenew{User: a.user, Device: a.device, Holder: a.holder()})
+	a.n.post.send(KindLease, leaseID(a.user, a.device), &messages.LeaseRenew{User: a.user, Device: a.device, Holder: a.holder()})
 	a.armRenew(ctx, false)
 }
 
@@ -135,10 +143,12 @@ func (a *connActor) armRenew(ctx actor.Context, first bool) {
 
 // onReregister waits until the change has reached every member (so all
 // route alike), spread over half a renewal so a topology change is not a
-// storm.
+// storm. A later change supersedes an earlier one's re-register.
 func (a *connActor) onReregister(ctx actor.Context) {
+	a.reregGen++
+	a.reregTries = 0
 	spread := time.Duration(a.rng.Float64() * float64(a.t.Renew/2))
-	a.rereg.arm(a.n.sched, a.n.propagation()+spread, ctx.Self(), reregisterDue{})
+	a.rereg.arm(a.n.sched, a.n.propagation()+spread, ctx.Self(), reregisterDue{a.reregGen})
 }
 
 // onLost closes a connection whose lease went to another one (or was
@@ -180,25 +190,47 @@ func (a *connActor) onStopping(ctx actor.Context, now time.Time) {
 
 func (a *connActor) unsubscribe(ctx actor.Context, targets []string) {
 	for _, target := range targets {
-		a.n.dir.Send(KindView, target, &messages.ViewUnsubscribe{Target: target, Sink: refOf(ctx.Self())})
+		a.n.post.send(KindView, target, &messages.ViewUnsubscribe{Target: target, Sink: refOf(ctx.Self())})
 	}
 }
 
 // reregisterNow tells the (possibly re-created) lease and views about this
 // live connection: the lease re-announces the device to its view, the views
-// take this sink back without a snapshot, and the show is set again.
+// take this sink back without a snapshot, and the show is set again. It
+// waits for nothing: the lease's answer comes back as reregistered.
 func (a *connActor) reregisterNow(ctx actor.Context) {
 	if !a.active || a.ended {
 		return
 	}
-	dir := a.n.dir
-	dir.Send(KindLease, leaseID(a.user, a.device), &messages.LeaseAcquire{User: a.user, Device: a.device, Holder: a.holder()})
+	self, gen := ctx.Self(), a.reregGen
+	acq := &messages.LeaseAcquire{User: a.user, Device: a.device, Holder: a.holder()}
+	a.n.post.request(KindLease, leaseID(a.user, a.device), acq, a.reregTimeout(), func(res any, err error) {
+		a.n.root.Send(self, reregistered{gen: gen, res: res, err: err})
+	})
 	for target, last := range a.sink.Targets() {
-		dir.Send(KindView, target, &messages.ViewSubscribe{Target: target, Viewer: a.user, Sink: refOf(ctx.Self()), Reattach: true, Last: last})
+		a.n.post.send(KindView, target, &messages.ViewSubscribe{Target: target, Viewer: a.user, Sink: refOf(self), Reattach: true, Last: last})
 	}
 	if a.show != messages.Show_show_unspecified {
-		dir.Send(KindView, a.user, &messages.DeviceShow{User: a.user, Device: a.device, Show: a.show})
+		a.n.post.send(KindView, a.user, &messages.DeviceShow{User: a.user, Device: a.device, Show: a.show})
 	}
+}
+
+// reregTimeout bounds the wait for the lease's answer to a re-register: a
+// renewal interval, at most 5 s.
+func (a *connActor) reregTimeout() time.Duration { return min(a.t.Renew, 5*time.Second) }
+
+// onReregistered tries a re-register that got no answer (its owner died,
+// or no member hosts the identity yet) again after a back-off, unless a
+// later change superseded it. A refusal is not retried: the lease went to
+// a newer connection, and the next renewal hears so (ConnLost).
+func (a *connActor) onReregistered(ctx actor.Context, m reregistered) {
+	if m.gen != a.reregGen || a.ended || m.err == nil {
+		return
+	}
+	a.reregTries++
+	wait := core.Backoff(a.rng, a.t.Check, a.t.Renew/2, a.reregTries)
+	a.n.log.Debug("connection: re-register failed, retrying", "conn", a.id, "tries", a.reregTries, "wait", wait, "err", m.err)
+	a.rereg.arm(a.n.sched, wait, ctx.Self(), reregisterDue{a.reregGen})
 }
 
 func (a *connActor) holder() *messages.Holder {
@@ -210,7 +242,7 @@ func (a *connActor) release(reason messages.EndReason, lastAlive time.Time) {
 	rel := &messages.LeaseRelease{
 		User: a.user, Device: a.device, ConnId: a.id, Epoch: a.epoch, Reason: reason, LastAliveMs: lastAlive.UnixMilli(),
 	}
-	a.n.dir.Send(KindLease, leaseID(a.user, a.device), rel)
+	a.n.post.send(KindLease, leaseID(a.user, a.device), rel)
 	if a.t.FailureDetection > 0 { // members can die: keep it for a replay
 		a.n.root.Send(a.g.pid, released{rel: rel, at: time.Now()})
 	}
@@ -267,6 +299,6 @@ func (a *connActor) subscribe(ctx actor.Context, m connSubscribe) {
 		return
 	}
 	for _, target := range targets {
-		a.n.dir.Send(KindView, target, &messages.ViewSubscribe{Target: target, Viewer: a.user, Sink: refOf(ctx.Self()), RequestId: m.requestID})
+		a.n.post.send(KindView, target, &messages.ViewSubscribe{Target: target, Viewer: a.user, Sink: refOf(ctx.Self()), RequestId: m.requestID})
 	}
 }

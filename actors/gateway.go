@@ -103,7 +103,7 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 	case replayReleases:
 		a.prune(time.Now())
 		for _, r := range a.recent {
-			a.n.dir.Send(KindLease, leaseID(r.rel.GetUser(), r.rel.GetDevice()), r.rel)
+			a.n.post.send(KindLease, leaseID(r.rel.GetUser(), r.rel.GetDevice()), r.rel)
 		}
 	case *actor.Terminated:
 		a.forget(ctx, m.GetWho())

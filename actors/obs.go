@@ -42,6 +42,7 @@ type stateMetrics struct {
 	DevicesOnline prometheus.Gauge
 	UsersOnline   prometheus.Gauge
 	Detection     *prometheus.HistogramVec // mode
+	Unmeasured    *prometheus.CounterVec   // mode: offlines Detection could not observe
 }
 
 // detectionBuckets span the fast preset's bounds (tens of milliseconds)
@@ -58,15 +59,17 @@ func newStateMetrics() stateMetrics {
 			Help:    "From a user's departure (last sign of life) to the published offline, by leave mode.",
 			Buckets: detectionBuckets,
 		}, []string{"mode"}),
+		Unmeasured: metric.CounterVec("presence_offline_unmeasured_total", "Offlines published with no departure known to measure them from (not in presence_offline_detection_seconds), by leave mode.", "mode"),
 	}
 	for _, mode := range LeaveModes {
 		m.Detection.WithLabelValues(mode) // a series from the start: rate() needs its zero
 	}
+	m.Unmeasured.WithLabelValues(ModeOwnerCrash) // the one mode that has them (core.ViewResult)
 	return m
 }
 
 func (m stateMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.LeasesHeld, m.DevicesOnline, m.UsersOnline, m.Detection}
+	return []prometheus.Collector{m.LeasesHeld, m.DevicesOnline, m.UsersOnline, m.Detection, m.Unmeasured}
 }
 
 // nodeCollector reads what a node holds when scraped: connections on every

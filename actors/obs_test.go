@@ -5,8 +5,11 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/core"
+	"github.com/presence-im/presence/messages"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
@@ -65,6 +68,63 @@ func TestStateGaugesAndDetectionByMode(t *testing.T) {
 		}
 		if g := gauges(e.n.metrics); g != [3]float64{0, 0, 0} {
 			t.Fatalf("after half-open: held, devices, users = %v, want 0 0 0", g)
+		}
+	})
+}
+
+// A gateway crash's offline is observed from when this member last heard
+// from the dead node, not from the failure detector's report: the figure is
+// the detection plus the debounce, as the chaos harness measures it from
+// the kill.
+func TestGatewayCrashDetectionFromLastHeard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Fast()
+		e, g2, _, d := aliceOnSecondGateway(t, timing)
+		time.Sleep(10 * time.Second)
+		heard := time.Now() // g2's last acked probe
+		time.Sleep(100 * time.Millisecond)
+		d.halt()
+		g2.Crash()
+		const detection = 800 * time.Millisecond // under the TTL: the gossip reclaims first
+		time.Sleep(detection)
+		e.n.onMember(cluster.Event{Kind: cluster.EventFailed, Member: cluster.Member{ID: "g2", State: cluster.Dead}, LastHeard: heard})
+		time.Sleep(time.Second)
+		synctest.Wait()
+		h := histogram(t, e.n.metrics.Detection.WithLabelValues(ModeGatewayCrash))
+		got := time.Duration(h.GetSampleSum() * float64(time.Second))
+		publishAfter := timing.Debounce - core.DeliveryBudget(timing.Debounce)
+		lo, hi := detection+publishAfter, 100*time.Millisecond+detection+publishAfter
+		if h.GetSampleCount() != 1 || got < lo || got > hi {
+			t.Fatalf("gateway_crash: %d observations, sum %v; want 1 within [%v, %v] (bound %v)", h.GetSampleCount(), got, lo, hi, timing.Bounds().GatewayCrash)
+		}
+		t.Logf("gateway_crash observed %v (detection %v + debounce, bound %v)", got, detection, timing.Bounds().GatewayCrash)
+	})
+}
+
+// A sink re-attaching with the user online to a view that knows no device
+// of hers (re-created after its node died with her gateway and lease) is
+// told offline, with no departure to measure it from: the offline is
+// counted in presence_offline_unmeasured_total, not lost, and not put in
+// the histogram with a made-up latency.
+func TestOfflineWithoutDepartureCountedUnmeasured(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, config.Fast())
+		e.policy("alice", core.Exact, "bob")
+		p := &probe{}
+		pid := e.n.System().Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))
+		t.Cleanup(func() { _ = e.n.System().Root.StopFuture(pid).Wait() })
+		online := &messages.Presence{User: "alice", Status: messages.Status_online, Show: messages.Show_available, Version: 7}
+		for range 2 { // the second re-attach is told the same offline: counted once
+			e.n.dir.Send(KindView, "alice", &messages.ViewSubscribe{Target: "alice", Viewer: "bob", Sink: refOf(pid), Reattach: true, Last: online})
+			time.Sleep(time.Second)
+			synctest.Wait()
+		}
+		if ev := p.all(); len(ev) != 1 || ev[0].p.GetStatus() != messages.Status_offline {
+			t.Fatalf("events = %v, want one offline", e.statuses(p))
+		}
+		h := histogram(t, e.n.metrics.Detection.WithLabelValues(ModeOwnerCrash))
+		if n := testutil.ToFloat64(e.n.metrics.Unmeasured.WithLabelValues(ModeOwnerCrash)); n != 1 || h.GetSampleCount() != 0 {
+			t.Fatalf("unmeasured %v, observed %d; want 1 and 0", n, h.GetSampleCount())
 		}
 	})
 }

@@ -41,5 +41,12 @@ type (
 	// jittered timer.
 	topologyChanged struct{}
 	reregister      struct{}
-	reregisterDue   struct{}
+	reregisterDue   struct{ gen uint64 }
+	// reregistered is the lease's answer to a re-register (or the error
+	// of the request), back at the connection that sent it.
+	reregistered struct {
+		gen uint64
+		res any
+		err error
+	}
 )

@@ -47,7 +47,7 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.onDeviceDown(ctx, m, now)
 	case *messages.GatewayDown:
 		a.mode = ModeGatewayCrash
-		a.apply(ctx, a.v.GatewayDown(m.GetNode(), now))
+		a.apply(ctx, a.v.GatewayDown(m.GetNode(), lastHeard(m), now))
 	case *messages.DeviceShow:
 		a.n.handled(KindView, a.received)
 		a.apply(ctx, a.v.SetShow(m.GetShow(), now))
@@ -269,6 +269,9 @@ func (a *viewActor) apply(ctx actor.Context, res core.ViewResult) {
 	if res.Published {
 		a.published(now)
 	}
+	if res.Unmeasured {
+		a.unmeasured()
+	}
 	if a.v.Idle() {
 		a.armIdle(ctx)
 	} else {
@@ -297,6 +300,27 @@ func (a *viewActor) published(now time.Time) {
 	}
 	a.n.emit(ev)
 	a.n.log.Debug("view: published", "user", a.user, "status", status, "devices", len(a.v.Devices), "unsettled", a.v.Unsettled)
+}
+
+// unmeasured records an offline this view told subscribers that saw the
+// user online with no departure to measure it from (core.ViewResult): a
+// view re-created after its node died with the device's gateway and lease.
+// It is counted apart so that, with presence_offline_detection_seconds'
+// count, every owner_crash offline is counted (docs/operations.md
+// "Metrics").
+func (a *viewActor) unmeasured() {
+	a.n.metrics.Unmeasured.WithLabelValues(ModeOwnerCrash).Inc()
+	a.n.emit(&messages.ObsEvent{Kind: "published", User: a.user, Status: "offline", Reason: ModeOwnerCrash + "_unmeasured"})
+	a.n.log.Debug("view: published offline without a departure", "user", a.user, "subscribers", len(a.v.Subs))
+}
+
+// lastHeard is when the node that sent m last heard from the member it
+// reports gone (zero: unknown).
+func lastHeard(m *messages.GatewayDown) time.Time {
+	if ms := m.GetLastHeardMs(); ms > 0 {
+		return time.UnixMilli(ms)
+	}
+	return time.Time{}
 }
 
 func (a *viewActor) armIdle(ctx actor.Context) {

@@ -362,9 +362,11 @@ func (n *Node) Wait(within time.Duration) (ended bool, err error) {
 	return true, n.run.exitErr()
 }
 
-// Log is what the node logged so far (process backend; a container's log
-// is collected when the cluster stops).
+// Log is what the node logged so far (a container's: docker logs).
 func (n *Node) Log() string {
+	if c, ok := n.run.(*container); ok {
+		return c.logs()
+	}
 	if n.logPath == "" {
 		return ""
 	}

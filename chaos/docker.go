@@ -23,6 +23,7 @@ type Docker struct {
 	network string
 	subnet  string // first three octets
 	names   []string
+	cut     []*Node // disconnected from the network
 }
 
 func docker(ctx context.Context, args ...string) (string, error) {
@@ -132,9 +133,42 @@ func (c *container) exitErr() error {
 }
 
 func (c *container) collect(dir, id string) {
-	cmd := exec.Command("docker", "logs", c.name)
-	out, _ := cmd.CombinedOutput()
-	_ = os.WriteFile(filepath.Join(dir, id+".log"), out, 0o644)
+	_ = os.WriteFile(filepath.Join(dir, id+".log"), []byte(c.logs()), 0o644)
+}
+
+// disconnect cuts nd's container off the run's network (docker network
+// disconnect): it reaches no other node, and the harness no longer reaches
+// it either (its devices hear nothing, as behind a cut cable).
+func (d *Docker) disconnect(nd *Node) error {
+	c, ok := nd.run.(*container)
+	if !ok {
+		return fmt.Errorf("chaos: %s is not a container", nd.ID)
+	}
+	_, err := docker(context.Background(), "network", "disconnect", d.network, c.name)
+	if err == nil {
+		d.cut = append(d.cut, nd)
+	}
+	return err
+}
+
+// reconnect connects every container disconnect cut off again, at its
+// own address.
+func (d *Docker) reconnect() error {
+	for len(d.cut) > 0 {
+		nd := d.cut[0]
+		ip, _, _ := strings.Cut(nd.Gossip, ":")
+		if _, err := docker(context.Background(), "network", "connect", "--ip", ip, d.network, nd.run.(*container).name); err != nil {
+			return err
+		}
+		d.cut = d.cut[1:]
+	}
+	return nil
+}
+
+// logs is what the container wrote so far (stdout and stderr).
+func (c *container) logs() string {
+	out, _ := exec.Command("docker", "logs", c.name).CombinedOutput()
+	return string(out)
 }
 
 // stop removes the run's containers and network.

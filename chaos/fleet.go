@@ -22,7 +22,8 @@ type Device struct {
 	silent    bool               // heartbeats stopped by Silence
 	mu        sync.Mutex
 	lastBeat  time.Time
-	closeCode int // how the server closed it (0: open)
+	closeCode int       // how the server closed it (0: open)
+	closedAt  time.Time // when the harness read that close
 	attempt   uint64
 	beatErr   error // why its heartbeats stopped, when a write failed
 }
@@ -127,7 +128,7 @@ func (f *Fleet) Connect(ctx context.Context, d *Device) error {
 			if _, err := c.Next(ctx); err != nil {
 				d.mu.Lock()
 				if d.conn == c {
-					d.closeCode = client.CloseCode(err)
+					d.closeCode, d.closedAt = client.CloseCode(err), time.Now()
 				}
 				d.mu.Unlock()
 				return
@@ -162,6 +163,13 @@ func (d *Device) CloseCode() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.closeCode
+}
+
+// ClosedAt is when the harness read the close of CloseCode.
+func (d *Device) ClosedAt() time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.closedAt
 }
 
 // Watch starts w: it subscribes to targets and records events.

@@ -26,7 +26,7 @@ func three(e *Env) (oldest, youngest, middle *Node, err error) {
 // killAndAwait kills victim and waits until the watchers on via's side
 // hear every one of its devices offline within its bound.
 func (e *Env) killAndAwait(ctx context.Context, r *Round, via, victim *Node, ws []*Watcher) ([]*Device, time.Time, error) {
-	owners, err := e.viewOwners(ctx, via)
+	owners, err := e.owners(ctx, via)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
@@ -159,7 +159,7 @@ func runKillTwoAtOnceLease(ctx context.Context, e *Env, r *Round) error {
 	if err != nil {
 		return err
 	}
-	owners, err := e.viewOwners(ctx, youngest)
+	owners, err := e.owners(ctx, youngest)
 	if err != nil {
 		return err
 	}
@@ -170,12 +170,7 @@ func runKillTwoAtOnceLease(ctx context.Context, e *Env, r *Round) error {
 	middle.Kill()
 	ws := []*Watcher{e.watcherOn(youngest)}
 	deadline := t0.Add(ms(max(e.Bounds["gateway_crash_ms"], e.Bounds["owner_crash_ms"])) + e.Slack)
-	e.awaitOffline(r, ws, gone, func(*Device) time.Time { return t0 }, func(d *Device) (string, float64) {
-		if owners[d.User] != youngest.ID {
-			return "owner_crash", e.Bounds["owner_crash_ms"]
-		}
-		return "gateway_crash", e.Bounds["gateway_crash_ms"]
-	}, deadline)
+	e.awaitOffline(r, ws, gone, func(*Device) time.Time { return t0 }, e.crashBound(owners, oldest, middle), deadline)
 	time.Sleep(time.Until(deadline))
 	e.checkSurvivor(ctx, r, youngest, ws, gone, t0)
 	return nil

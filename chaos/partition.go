@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -75,6 +76,29 @@ func (f *firewall) isolate(n *Node, others []*Node) error {
 	return nil
 }
 
+// split cuts the nodes into sides: every packet of a node's process to
+// the address of a node on another side is dropped. (An answer on a
+// connection the other side opened goes to 127.0.0.1, not to its address,
+// but that connection's own packets are dropped, so nothing passes.)
+func (f *firewall) split(sides [][]*Node) error {
+	for i, side := range sides {
+		for j, other := range sides {
+			if i == j {
+				continue
+			}
+			for _, n := range side {
+				for _, o := range other {
+					host, _, _ := net.SplitHostPort(o.Gossip)
+					if err := iptables("-A", f.chain, "-m", "owner", "--gid-owner", fmt.Sprint(n.gid), "-d", host, "-j", "DROP"); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // heal drops every rule: the partition ends.
 func (f *firewall) heal() error { f.marks.add("", "heal"); return iptables("-F", f.chain) }
 
@@ -85,14 +109,31 @@ func (f *firewall) remove() {
 	_ = iptables("-X", f.chain)
 }
 
+// isolate cuts n off from the others: the firewall on the process backend
+// (run as root), docker network disconnect on containers.
+func (c *Cluster) isolate(n *Node, others []*Node) error {
+	switch {
+	case c.Docker != nil:
+		return c.Docker.disconnect(n)
+	case c.fw != nil:
+		return c.fw.isolate(n, others)
+	}
+	return errors.New("chaos: a partition needs the process backend run as root (iptables) or the docker backend")
+}
+
+// heal ends the partition.
+func (c *Cluster) heal() error {
+	if c.Docker != nil {
+		return c.Docker.reconnect()
+	}
+	return c.fw.heal()
+}
+
 // runPartition: 2+1 (the round's victim alone). The majority serves on and
 // reports the victim's devices offline; the victim fences (its devices get
 // 1001) and they reconnect to the majority; after the heal the victim
 // rejoins, and every watcher, its own reconnected, holds the truth.
 func runPartition(ctx context.Context, e *Env, r *Round) error {
-	if e.Cluster.fw == nil {
-		return fmt.Errorf("chaos: partition needs the process backend run as root (iptables)")
-	}
 	victim := e.Cluster.Nodes[r.Index%len(e.Cluster.Nodes)]
 	var majority []*Node
 	for _, n := range e.Cluster.Nodes {
@@ -100,20 +141,22 @@ func runPartition(ctx context.Context, e *Env, r *Round) error {
 			majority = append(majority, n)
 		}
 	}
-	owners, err := e.viewOwners(ctx, majority[0])
+	owners, err := e.owners(ctx, majority[0])
 	if err != nil {
 		return err
 	}
 	ds := e.devicesOn(victim)
 	r.Victim, r.Fault = victim.ID, fmt.Sprintf("partition %s (%d devices) from the other %d", victim.ID, len(ds), len(majority))
 	t0 := time.Now()
-	if err := e.Cluster.fw.isolate(victim, majority); err != nil {
+	if err := e.Cluster.isolate(victim, majority); err != nil {
 		return err
 	}
 	ws := e.watchersBut(victim)
 	deadline := t0.Add(ms(max(e.Bounds["gateway_crash_ms"], e.Bounds["owner_crash_ms"])) + e.Slack)
 	e.awaitOffline(r, ws, ds, func(*Device) time.Time { return t0 }, e.crashBound(owners, victim), deadline)
-	e.awaitFence(r, victim, ds, t0)
+	if e.Cluster.Docker == nil { // a container cut off closes nothing the harness hears
+		e.awaitFence(r, victim, ds, t0)
+	}
 	for i, d := range ds { // what the SDK does: reconnect elsewhere
 		d.Node = majority[i%len(majority)]
 		if err := e.Fleet.Connect(ctx, d); err != nil {
@@ -122,22 +165,48 @@ func runPartition(ctx context.Context, e *Env, r *Round) error {
 	}
 	time.Sleep(time.Until(deadline))
 	e.checkStayed(r, ws, e.othersThan(ds), t0)
-	if err := e.Cluster.fw.heal(); err != nil {
+	if err := e.Cluster.heal(); err != nil {
 		return err
 	}
 	healed := time.Now()
 	if !e.awaitRejoin(ctx, r, victim) {
 		return nil
 	}
+	if e.Cluster.Docker != nil {
+		e.fencedByLog(r, victim, t0)
+	}
 	r.Notes = append(r.Notes, fmt.Sprintf("%s rejoined %.1f s after the heal", victim.ID, time.Since(healed).Seconds()))
 	time.Sleep(ms(e.Timing["settle_ms"]))
 	return e.afterRejoin(ctx, r, victim)
 }
 
+// fencedByLog records when victim fenced after t0, by the time of its
+// log line (the harness could not reach it meanwhile), against the failure
+// detection.
+func (e *Env) fencedByLog(r *Round, victim *Node, t0 time.Time) {
+	for _, line := range strings.Split(victim.Log(), "\n") {
+		if !strings.Contains(line, `msg="fenced: closing devices`) {
+			continue
+		}
+		stamp, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+		at, err := time.Parse(time.RFC3339Nano, stamp)
+		if err == nil && at.After(t0) {
+			r.Latencies = append(r.Latencies, Latency{Device: victim.ID, Bound: "fence", Ms: float64(at.Sub(t0).Microseconds()) / 1000,
+				BoundMs: e.Timing["failure_detection_ms"]})
+			return
+		}
+	}
+	r.find("not_fenced", "", "", victim.ID+" logged no fence after the partition")
+}
+
 // awaitFence records how long after t0 each of ds was closed with 1001 by
 // the fencing victim, against the failure detection.
 func (e *Env) awaitFence(r *Round, victim *Node, ds []*Device, t0 time.Time) {
-	bound := e.Timing["failure_detection_ms"]
+	e.awaitFenceWithin(r, victim, ds, t0, e.Timing["failure_detection_ms"])
+}
+
+// awaitFenceWithin is awaitFence against bound (ms).
+func (e *Env) awaitFenceWithin(r *Round, victim *Node, ds []*Device, t0 time.Time, bound float64) {
 	deadline := t0.Add(ms(bound) + e.Slack)
 	for _, d := range ds {
 		for time.Now().Before(deadline) && d.CloseCode() == 0 {
@@ -147,7 +216,7 @@ func (e *Env) awaitFence(r *Round, victim *Node, ds []*Device, t0 time.Time) {
 			r.find("not_fenced", d.User, "", fmt.Sprintf("connection to %s: close %d, want 1001", victim.ID, code))
 			continue
 		}
-		r.Latencies = append(r.Latencies, Latency{Device: d.User, Bound: "fence", Ms: float64(time.Since(t0).Microseconds()) / 1000, BoundMs: bound})
+		r.Latencies = append(r.Latencies, Latency{Device: d.User, Bound: "fence", Ms: float64(d.ClosedAt().Sub(t0).Microseconds()) / 1000, BoundMs: bound})
 	}
 }
 

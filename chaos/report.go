@@ -120,6 +120,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if !ok {
 		return nil, fmt.Errorf("chaos: no scenario %q (chaos list)", o.Scenario)
 	}
+	if sc.Nodes > 0 {
+		o.Nodes = sc.Nodes
+	}
 	if o.Nodes < 3 || o.Devices < o.Nodes || o.Rounds < 1 {
 		return nil, fmt.Errorf("chaos: want --nodes >= 3 (a majority must survive one node), --devices >= nodes and --rounds >= 1")
 	}

@@ -17,23 +17,28 @@ type Scenario struct {
 	Name  string
 	About string
 	run   func(ctx context.Context, e *Env, r *Round) error
+	// Nodes is the cluster size it needs (it runs with that many whatever
+	// --nodes says); 0: --nodes.
+	Nodes int
 }
 
 // Scenarios lists what `chaos list` names.
 var Scenarios = []Scenario{
-	{"close", "the devices of one node close their connections", runClose},
-	{"half-open", "the devices of one node go silent without closing (a tunnel, a dead NAT)", runHalfOpen},
-	{"gateway-crash", "kill -9 one node: its devices, and the leases and views it hosted, are lost with it", runCrash},
-	{"pause", "SIGSTOP one node until the others declare it dead, then SIGCONT: it must fence and rejoin", runPause},
-	{"join", "a node joins while subscribers watch: identities move to it", runJoin},
-	{"partition", "cut one node off the others with iptables (2+1): the majority serves, the minority fences; after the heal one cluster", runPartition},
-	{"rolling", "SIGTERM and restart each node in turn under the same name, devices on the Go SDK: no offline, no fence", runRolling},
-	{"restart-storm", "kill -9 a node with a third of the SDK devices: each reconnects elsewhere within 1 s, no false offline", runStorm},
-	{"soak", "random kills, pauses, partitions and restarts for --duration, SDK devices, checked after each", runSoak},
-	{"kill-two", "kill -9 the youngest node, a stable period, then the next: the oldest serves on alone", runKillTwo},
-	{"kill-two-at-once", "kill -9 the two youngest nodes together: the survivor fences and waits (majority rule)", runKillTwoAtOnce},
-	{"churn", "devices of --users distinct users connect in waves, subscribe to contacts and leave: live actors and memory follow the devices online and return to the baseline", runChurn},
-	{"kill-two-at-once-lease", "--split-brain lease: kill -9 the two oldest nodes together: the youngest takes the lease and serves on", runKillTwoAtOnceLease},
+	{"close", "the devices of one node close their connections", runClose, 0},
+	{"half-open", "the devices of one node go silent without closing (a tunnel, a dead NAT)", runHalfOpen, 0},
+	{"gateway-crash", "kill -9 one node: its devices, and the leases and views it hosted, are lost with it", runCrash, 0},
+	{"pause", "SIGSTOP one node until the others declare it dead, then SIGCONT: it must fence and rejoin", runPause, 0},
+	{"join", "a node joins while subscribers watch: identities move to it", runJoin, 0},
+	{"partition", "cut one node off the others with iptables (2+1): the majority serves, the minority fences; after the heal one cluster", runPartition, 0},
+	{"partition-2-2-1", "5 nodes cut 2+2+1 with iptables: no side has a majority, every side fences (majority rule); after the heal one cluster", runSplit, 5},
+	{"partition-2-2-1-lease", "--split-brain lease, 5 nodes cut 2+2+1: the side that takes the lease serves, the others fence; after the heal one cluster", runSplit, 5},
+	{"rolling", "SIGTERM and restart each node in turn under the same name, devices on the Go SDK: no offline, no fence", runRolling, 0},
+	{"restart-storm", "kill -9 a node with a third of the SDK devices: each reconnects elsewhere within 1 s, no false offline", runStorm, 0},
+	{"soak", "random kills, pauses, partitions and restarts for --duration, SDK devices, checked after each", runSoak, 0},
+	{"kill-two", "kill -9 the youngest node, a stable period, then the next: the oldest serves on alone", runKillTwo, 0},
+	{"kill-two-at-once", "kill -9 the two youngest nodes together: the survivor fences and waits (majority rule)", runKillTwoAtOnce, 0},
+	{"churn", "devices of --users distinct users connect in waves, subscribe to contacts and leave: live actors and memory follow the devices online and return to the baseline", runChurn, 0},
+	{"kill-two-at-once-lease", "--split-brain lease: kill -9 the two oldest nodes together: the youngest takes the lease and serves on", runKillTwoAtOnceLease, 0},
 }
 
 // Find returns the scenario called name.
@@ -82,14 +87,31 @@ func (e *Env) watchersBut(n *Node) []*Watcher {
 	return out
 }
 
-// viewOwners maps each device's user to the node id hosting its view, by
-// proto.actor's rendezvous hashing over the members' actor addresses.
-func (e *Env) viewOwners(ctx context.Context, from *Node) (map[string]string, error) {
-	var users []string
+// owners maps each device's user to the node ids hosting its view and its
+// lease, by proto.actor's rendezvous hashing over the members' actor
+// addresses as a node sees them.
+type owners struct{ view, lease map[string]string }
+
+func (e *Env) owners(ctx context.Context, from *Node) (owners, error) {
+	var users, leases []string
 	for _, d := range e.Fleet.Devices {
-		users = append(users, d.User)
+		users, leases = append(users, d.User), append(leases, d.User+"/phone")
 	}
-	return ownersOf(ctx, from, "view", users)
+	view, err := ownersOf(ctx, from, "view", users)
+	if err != nil {
+		return owners{}, err
+	}
+	byLease, err := ownersOf(ctx, from, "lease", leases)
+	lease := map[string]string{}
+	for id, n := range byLease {
+		lease[strings.TrimSuffix(id, "/phone")] = n
+	}
+	return owners{view, lease}, err
+}
+
+// lost reports whether d's view or lease lived on one of victims.
+func (o owners) lost(d *Device, victims ...*Node) bool {
+	return slices.ContainsFunc(victims, func(n *Node) bool { return o.view[d.User] == n.ID || o.lease[d.User] == n.ID })
 }
 
 // ownersOf maps each identity of kind to the node id hosting it, as from
@@ -251,11 +273,12 @@ func runHalfOpen(ctx context.Context, e *Env, r *Round) error {
 	return nil
 }
 
-// crashBound: a device whose view lived on the dead node has the owner
-// crash bound; any other the gateway crash bound.
-func (e *Env) crashBound(owners map[string]string, victim *Node) func(*Device) (string, float64) {
+// crashBound: a device whose view or lease lived on a dead node has the
+// owner crash bound (a crash that also takes the device's lease or view,
+// docs/bounds.md); any other the gateway crash bound.
+func (e *Env) crashBound(o owners, victims ...*Node) func(*Device) (string, float64) {
 	return func(d *Device) (string, float64) {
-		if owners[d.User] == victim.ID {
+		if o.lost(d, victims...) {
 			return "owner_crash", e.Bounds["owner_crash_ms"]
 		}
 		return "gateway_crash", e.Bounds["gateway_crash_ms"]
@@ -273,7 +296,7 @@ func (e *Env) survivor(victim *Node) *Node {
 
 func runCrash(ctx context.Context, e *Env, r *Round) error {
 	victim := e.Cluster.Nodes[r.Index%len(e.Cluster.Nodes)]
-	owners, err := e.viewOwners(ctx, e.survivor(victim))
+	owners, err := e.owners(ctx, e.survivor(victim))
 	if err != nil {
 		return err
 	}
@@ -294,7 +317,7 @@ func runCrash(ctx context.Context, e *Env, r *Round) error {
 func runPause(ctx context.Context, e *Env, r *Round) error {
 	victim := e.Cluster.Nodes[r.Index%len(e.Cluster.Nodes)]
 	via := e.survivor(victim)
-	owners, err := e.viewOwners(ctx, via)
+	owners, err := e.owners(ctx, via)
 	if err != nil {
 		return err
 	}
@@ -410,7 +433,7 @@ func setup(ctx context.Context, o Options, dir string) (*Env, error) {
 		return nil, err
 	}
 	nodes, devices := o.Nodes, o.Devices
-	c := &Cluster{Bin: o.Bin, Dir: dir, Secret: "chaos", Isolate: o.Scenario == "partition" || o.Scenario == "soak" && os.Geteuid() == 0}
+	c := &Cluster{Bin: o.Bin, Dir: dir, Secret: "chaos", Isolate: strings.HasPrefix(o.Scenario, "partition") || o.Scenario == "soak" && os.Geteuid() == 0}
 	if o.Backend == "docker" {
 		c.Docker = &Docker{Image: o.Image}
 	}

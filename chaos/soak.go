@@ -51,7 +51,7 @@ var soakFaults = []fault{
 			return err
 		}
 		time.Sleep(ms(e.Timing["failure_detection_ms"]) + time.Second)
-		if err := e.Cluster.fw.heal(); err != nil {
+		if err := e.Cluster.heal(); err != nil {
 			return err
 		}
 		return n.WaitReady(ctx, 30*time.Second)

@@ -53,6 +53,11 @@ type Event struct {
 	Member Member
 	Meta   Meta
 	At     time.Time
+	// LastHeard, on a failed or left member, is when this member last
+	// heard from it: its last acked probe, its join or metadata update
+	// (zero: never). The crash happened after it, so a latency measured
+	// from it is never less than the real one (see docs/operations.md).
+	LastHeard time.Time
 }
 
 // GossipConfig configures a Gossip membership.
@@ -98,6 +103,7 @@ type Gossip struct {
 	members map[string]Member
 	metas   map[string]Meta
 	gone    map[string]time.Time // actor addresses of members declared dead or left (Gone)
+	heard   map[string]time.Time // members' last sign of life here (Event.LastHeard)
 	subs    []func(Event)
 	queue   []Event
 	wake    chan struct{}
@@ -169,7 +175,7 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: gossip port %q: %w", port, err)
 	}
-	g := &Gossip{self: cfg.Meta, meta: meta, log: cfg.Logger, start: start, members: map[string]Member{}, metas: map[string]Meta{}, gone: map[string]time.Time{},
+	g := &Gossip{self: cfg.Meta, meta: meta, log: cfg.Logger, start: start, members: map[string]Member{}, metas: map[string]Meta{}, gone: map[string]time.Time{}, heard: map[string]time.Time{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
 	if g.log == nil {
 		g.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -181,7 +187,7 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 			return nil, err
 		}
 	}
-	c.Delegate, c.Events = g, g
+	c.Delegate, c.Events, c.Ping = g, g, g
 	c.SecretKey = cfg.Key
 	c.Logger = log.New(&memberlistLog{l: g.log}, "", 0)
 	g.conf = c
@@ -394,12 +400,31 @@ func (g *Gossip) NotifyJoin(n *memberlist.Node)   { g.enqueue(EventJoined, n) }
 func (g *Gossip) NotifyUpdate(n *memberlist.Node) { g.enqueue(EventUpdated, n) }
 func (g *Gossip) NotifyLeave(n *memberlist.Node)  { g.enqueue(EventFailed, n) }
 
+// memberlist.PingDelegate: an acked probe is the member's latest sign of
+// life here. Memberlist probes one member per ProbeInterval in turn, so a
+// live member's stamp is at most a probe round ((n-1) x ProbeInterval)
+// old.
+func (g *Gossip) AckPayload() []byte { return nil }
+func (g *Gossip) NotifyPingComplete(n *memberlist.Node, _ time.Duration, _ []byte) {
+	now := time.Now()
+	g.mu.Lock()
+	g.heard[n.Name] = now
+	g.mu.Unlock()
+}
+
 func (g *Gossip) enqueue(kind EventKind, n *memberlist.Node) {
 	var meta Meta
 	_ = json.Unmarshal(n.Meta, &meta)
 	state := map[EventKind]State{EventJoined: Alive, EventUpdated: Alive, EventLeft: Left, EventFailed: Dead}[kind]
-	ev := Event{Kind: kind, Meta: meta, At: time.Now(), Member: Member{ID: n.Name, Addresses: []string{n.Address(), meta.Actor}, State: state, Since: time.Now()}}
+	now := time.Now()
+	ev := Event{Kind: kind, Meta: meta, At: now, Member: Member{ID: n.Name, Addresses: []string{n.Address(), meta.Actor}, State: state, Since: now}}
 	g.mu.Lock()
+	if kind == EventFailed { // memory follows live members
+		ev.LastHeard = g.heard[n.Name]
+		delete(g.heard, n.Name)
+	} else {
+		g.heard[n.Name] = now
+	}
 	g.queue = append(g.queue, ev)
 	g.mu.Unlock()
 	select {

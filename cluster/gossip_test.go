@@ -77,12 +77,21 @@ func TestGossipJoinFailLeave(t *testing.T) {
 		t.Fatalf("n3 sees n2's meta %+v", m)
 	}
 
+	killed := time.Now()
 	b.Shutdown() // a crash: no leave message
 	bound := FailureDetection("fast", 3)
 	took := waitUntil(t, bound+time.Second, "n2 failed at n1", func() bool { _, ok := ra.find(EventFailed, "n2"); return ok })
 	t.Logf("crash detected after %v (bound %v)", took, bound)
 	if took > bound {
 		t.Fatalf("crash detected after %v, bound %v", took, bound)
+	}
+	// The last sign of life is before the crash, and at most a couple of
+	// probe rounds (2 members x 200 ms) before it, not the detection.
+	ev, _ := ra.find(EventFailed, "n2")
+	if gap := killed.Sub(ev.LastHeard); ev.LastHeard.IsZero() || gap < 0 || gap > 4*200*time.Millisecond {
+		t.Fatalf("n2 last heard %v before its crash (zero: %v), want 0..800ms", gap, ev.LastHeard.IsZero())
+	} else {
+		t.Logf("n2 last heard %v before its crash", gap)
 	}
 	if _, ok := rc.find(EventLeft, "n2"); ok {
 		t.Fatal("a crash was reported as a graceful leave")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/remote"
 )
 
 // Provider is a proto.actor ClusterProvider over Gossip: every membership
@@ -71,6 +72,7 @@ func (p *Provider) StartMember(c *pcluster.Cluster) error {
 	subs := p.subs
 	p.mu.Unlock()
 	g.Subscribe(func(ev Event) {
+		resetEndpoint(c, ev)
 		p.publish()
 		for _, f := range subs {
 			f(ev)
@@ -78,6 +80,24 @@ func (p *Provider) StartMember(c *pcluster.Cluster) error {
 	})
 	p.publish()
 	return nil
+}
+
+// resetEndpoint drops proto.actor's connection to the actor address of a
+// member that joined, failed or left, before the topology names it. Its
+// endpoint writer keys on the address alone, and one whose member stopped
+// answering keeps its mailbox blocked retrying the connection (5 tries, 2 s
+// apart); a new incarnation at the same address (a fenced node re-executed
+// with a fixed --remote-port, as in containers) then gets nothing for up
+// to 10 s, and what was queued for it is dropped when that writer finally
+// gives up: views moved to it settled without their devices (found by the
+// docker backend's partition scenario). Without the endpoint, the next
+// message opens a new one; a writer still retrying stops when it reads the
+// event, and what it held was for the dead incarnation.
+func resetEndpoint(c *pcluster.Cluster, ev Event) {
+	if ev.Meta.Actor == "" || (ev.Kind != EventJoined && ev.Kind != EventFailed && ev.Kind != EventLeft) {
+		return
+	}
+	c.ActorSystem.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: ev.Meta.Actor})
 }
 
 func (p *Provider) StartClient(*pcluster.Cluster) error {

@@ -112,10 +112,10 @@ func TestViewGatewayDown(t *testing.T) {
 	v.Subscribe("s-bob", "bob", now)
 	v.DeviceUp("phone", &messages.Holder{Node: "n2", ConnId: "c1", Epoch: 1}, now)
 	v.DeviceUp("laptop", &messages.Holder{Node: "n3", ConnId: "c2", Epoch: 1}, now)
-	if res := v.GatewayDown("n2", now); res.Debounce != nil || len(v.Devices) != 1 {
+	if res := v.GatewayDown("n2", time.Time{}, now); res.Debounce != nil || len(v.Devices) != 1 {
 		t.Fatalf("n2 down with the laptop on n3: %+v, devices %v", res, v.Devices)
 	}
-	res := v.GatewayDown("n3", now.Add(time.Second))
+	res := v.GatewayDown("n3", time.Time{}, now.Add(time.Second))
 	if res.Debounce == nil {
 		t.Fatalf("last device's node down: %+v", res)
 	}
@@ -224,4 +224,124 @@ func unsettledDown(now time.Time) (*core.View, core.ViewResult) {
 	v.Unsettled = true
 	v.Reattach("s-bob", "bob", nil, now)
 	return v, v.DeviceDown("phone", 3, now, now)
+}
+
+// A gateway crash's offline is measured from the devices' last sign of life
+// the view knows of (when its member last heard from the dead node, or the
+// device's coming up if later), not from the moment the failure detector
+// reported it: the latency covers the detection and the debounce, as the
+// chaos harness measures it from the kill.
+func TestGatewayCrashDepartsAtLastHeard(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	crash := t0.Add(10 * time.Second)
+	detected := crash.Add(1200 * time.Millisecond) // failure detection
+	const debounce = 200 * time.Millisecond
+	publishAfter := debounce - core.DeliveryBudget(debounce)
+	for _, tc := range []struct {
+		name      string
+		up        time.Time // the device came up
+		lastHeard time.Time
+		want      time.Time // the departure: the published last seen
+	}{
+		{"last heard before the crash", t0, crash.Add(-50 * time.Millisecond), crash.Add(-50 * time.Millisecond)},
+		{"device up after the last probe", crash.Add(-10 * time.Millisecond), crash.Add(-300 * time.Millisecond), crash.Add(-10 * time.Millisecond)},
+		{"never heard: the detection", t0, time.Time{}, detected},
+		{"another member's clock ahead: at most now", t0, detected.Add(time.Second), detected},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := core.NewView("alice", debounce, nil, time.Time{})
+			v.DeviceUp("phone", &messages.Holder{Node: "n2", ConnId: "c1", Epoch: 1}, tc.up)
+			res := v.GatewayDown("n2", tc.lastHeard, detected)
+			if res.Debounce == nil || !res.Debounce.At.Equal(detected.Add(publishAfter)) {
+				t.Fatalf("debounce %+v, want at detection + %v", res.Debounce, publishAfter)
+			}
+			if res = v.DebounceFired(res.Debounce.Gen, res.Debounce.At); !res.Published || v.Online {
+				t.Fatalf("not published offline: %+v", res)
+			}
+			if !v.LastSeen.Equal(tc.want) {
+				t.Fatalf("departure %v after the crash, want %v", v.LastSeen.Sub(crash), tc.want.Sub(crash))
+			}
+			t.Logf("latency %v (detection %v + debounce %v after the crash)", detected.Add(publishAfter).Sub(v.LastSeen), detected.Sub(crash), publishAfter)
+		})
+	}
+}
+
+// A lease reclaimed for a dead node ends at the later of its last renewal
+// and the moment its member last heard from that node.
+func TestLeaseGatewayDownLastAlive(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := &messages.Holder{Node: "n2", ConnId: "c1", Epoch: 1}
+	for _, tc := range []struct {
+		name      string
+		lastHeard time.Time
+		want      time.Time
+	}{
+		{"heard after the renewal", t0.Add(400 * time.Millisecond), t0.Add(400 * time.Millisecond)},
+		{"heard before the renewal", t0.Add(-time.Second), t0},
+		{"never heard", time.Time{}, t0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var l core.Lease
+			if res := l.Acquire(h, true, t0, 1500*time.Millisecond); res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			res := l.GatewayDown("n2", tc.lastHeard)
+			if !res.Down || !res.LastAlive.Equal(tc.want) {
+				t.Fatalf("down %v last alive %v, want %v", res.Down, res.LastAlive, tc.want)
+			}
+		})
+	}
+}
+
+// A view re-created after its node died with the device's gateway and
+// lease learns nothing of the device: the offline it publishes at Settle to
+// sinks that saw the user online has no departure to measure from, and is
+// reported Unmeasured, once per offline; an offline with a departure, or one
+// nobody saw the user online before, is not.
+func TestSettledOfflineWithoutDepartureIsUnmeasured(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	settle := now.Add(2 * time.Second)
+	pol := &core.Policy{Granularity: core.Exact, Contacts: map[string]bool{"bob": true, "carol": true}}
+	online := &messages.Presence{User: "alice", Status: messages.Status_online, Show: messages.Show_available, Version: 7}
+	offline := &messages.Presence{User: "alice", Status: messages.Status_offline, Version: 7}
+	phone := &messages.Holder{Node: "g1", ConnId: "c1", Epoch: 3}
+	cases := []struct {
+		name string
+		last *messages.Presence // what the re-attached sink last passed on
+		run  func(v *core.View) core.ViewResult
+		want bool
+	}{
+		{"no device re-registered", online, func(v *core.View) core.ViewResult { return v.Settle(settle) }, true},
+		{"the device re-registered", online, func(v *core.View) core.ViewResult {
+			v.DeviceUp("phone", phone, now)
+			return v.Settle(settle)
+		}, false},
+		{"the sink saw the user offline", offline, func(v *core.View) core.ViewResult { return v.Settle(settle) }, false},
+		{"the sink saw nothing", nil, func(v *core.View) core.ViewResult { return v.Settle(settle) }, false},
+		{"a down with its departure", online, func(v *core.View) core.ViewResult {
+			v.DeviceDown("phone", 3, now, now)
+			return v.Settle(now.Add(time.Minute)) // the debounce ran out: measured
+		}, false},
+		{"a second sink re-attaching late", online, func(v *core.View) core.ViewResult {
+			v.Settle(settle)
+			return v.Reattach("s-carol", "carol", online, settle.Add(time.Second))
+		}, false},
+	}
+	for _, c := range cases {
+		v := core.NewView("alice", 20*time.Second, pol, now.Add(-time.Hour))
+		v.Unsettled = true
+		v.Reattach("s-bob", "bob", c.last, now)
+		if res := c.run(v); res.Unmeasured != c.want {
+			t.Errorf("%s: Unmeasured %v, want %v (%+v)", c.name, res.Unmeasured, c.want, res.Deliveries)
+		}
+	}
+	// A view that never knew it moved (no membership change heard in time)
+	// tells a late re-attached sink the same.
+	v := core.NewView("alice", 20*time.Second, pol, now.Add(-time.Hour))
+	if res := v.Reattach("s-bob", "bob", online, now); !res.Unmeasured || len(res.Deliveries) != 1 {
+		t.Errorf("settled view, sink saw online: %+v, want one offline, Unmeasured", res)
+	}
+	if res := v.Reattach("s-carol", "carol", online, now); res.Unmeasured {
+		t.Errorf("the same offline reported twice: %+v", res)
+	}
 }

@@ -21,7 +21,8 @@ type refLease struct {
 	timer      core.Timer // the last armed expiry timer
 	timerValid bool       // it has not been cancelled by the lease ending
 	dead       map[uint64]bool
-	ended      bool // the last holder's lease ended (core's Lease.Ended)
+	ended      bool    // the last holder's lease ended (core's Lease.Ended)
+	expired    *uint64 // the epoch whose lease expired last, while no other took it
 	rejected   uint64
 }
 
@@ -50,13 +51,16 @@ func (r *refLease) take(h *messages.Holder, now time.Time, ttl time.Duration) ex
 	}
 	r.holder, r.floor = h, max(r.floor, h.GetEpoch())
 	r.renewedAt, r.ttl = now, ttl
-	r.ended = false
+	r.ended, r.expired = false, nil
 	return e
 }
 
 func (r *refLease) end(reason messages.EndReason, lastAlive time.Time) expect {
+	r.expired = nil
 	if reason != messages.EndReason_lease_expired {
 		r.dead[r.holder.GetEpoch()] = true
+	} else {
+		r.expired = ptr(r.holder.GetEpoch())
 	}
 	r.holder, r.timerValid = nil, false
 	r.ended = true
@@ -187,11 +191,20 @@ func FuzzLease(f *testing.F) {
 					want = ref.end(reason, lastAlive)
 				} else if ref.holder == nil && !ref.ended && e > 0 && e >= ref.floor {
 					// a lease re-created empty still takes its newest release
+					ref.expired = nil
 					if reason != messages.EndReason_lease_expired {
 						ref.dead[e] = true
+					} else {
+						ref.expired = ptr(e)
 					}
 					ref.floor, ref.ended = max(ref.floor, e), true
 					want = expect{down: true, reason: reason, lastAlive: lastAlive}
+				} else if ref.holder == nil && ref.ended && ref.expired != nil && e == *ref.expired {
+					// its own release after the expiry: the epoch is over for
+					// good, nothing to publish
+					if reason != messages.EndReason_lease_expired {
+						ref.dead[e], ref.expired = true, nil
+					}
 				} else {
 					want = ref.refuse(core.ErrStaleEpoch)
 				}
@@ -213,10 +226,15 @@ func FuzzLease(f *testing.F) {
 				}
 			case 5:
 				node := fuzzNodes[a&1]
-				trace = append(trace, func() string { return fmt.Sprintf("GatewayDown(%s)", node) })
-				res = l.GatewayDown(node)
+				heard := now.Add(-time.Duration(b) * 100 * time.Millisecond) // the node last heard from
+				trace = append(trace, func() string { return fmt.Sprintf("GatewayDown(%s, %v)", node, heard) })
+				res = l.GatewayDown(node, heard)
 				if ref.holder != nil && ref.holder.GetNode() == node {
-					want = ref.end(messages.EndReason_gateway_down, ref.renewedAt)
+					last := ref.renewedAt
+					if heard.After(last) {
+						last = heard
+					}
+					want = ref.end(messages.EndReason_gateway_down, last)
 				}
 			case 6:
 				now = now.Add(time.Duration(b) * time.Second)

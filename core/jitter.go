@@ -32,3 +32,14 @@ func HeartbeatDelay(r *rand.Rand, interval time.Duration, jitter float64) time.D
 func Rand(seed int64, name string) *rand.Rand {
 	return rand.New(rand.NewPCG(uint64(seed), uint64(crc32.ChecksumIEEE([]byte(name)))))
 }
+
+// Backoff is the wait before try n+1 of something that failed n times
+// (n >= 1): base doubled per failure up to limit, each drawn from
+// [1/2, 1] of that so that many retrying together spread out.
+func Backoff(r *rand.Rand, base, limit time.Duration, n int) time.Duration {
+	d := min(base, limit)
+	for i := 1; i < n && d < limit; i++ {
+		d = min(2*d, limit)
+	}
+	return time.Duration(float64(d) * (0.5 + 0.5*r.Float64()))
+}

@@ -171,3 +171,19 @@ func TestRand(t *testing.T) {
 		t.Fatalf("RenewDelay %v then %v from the same seed and name", d1, d2)
 	}
 }
+
+func TestBackoff(t *testing.T) {
+	r := core.Rand(1, "backoff")
+	for _, c := range []struct {
+		n        int
+		low, top time.Duration
+	}{{1, 25 * time.Millisecond, 50 * time.Millisecond}, {2, 50 * time.Millisecond, 100 * time.Millisecond},
+		{3, 100 * time.Millisecond, 200 * time.Millisecond}, {4, 150 * time.Millisecond, 300 * time.Millisecond},
+		{100, 150 * time.Millisecond, 300 * time.Millisecond}} {
+		for range draws {
+			if d := core.Backoff(r, 50*time.Millisecond, 300*time.Millisecond, c.n); !within(d, c.low, c.top) {
+				t.Fatalf("Backoff(50ms, 300ms, %d) = %v, want in [%v, %v]", c.n, d, c.low, c.top)
+			}
+		}
+	}
+}

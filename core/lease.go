@@ -146,6 +146,14 @@ func (l *Lease) Release(connID string, epoch uint64, reason messages.EndReason, 
 		l.Gen++
 		return LeaseResult{Down: true, Reason: reason, LastAlive: lastAlive}
 	}
+	if l.Holder == nil && l.Ended && l.EndedEpoch == epoch && l.EndedReason == messages.EndReason_lease_expired {
+		// Its own release after the lease expired (the device was reported
+		// gone then): nothing to publish, but the epoch is now over for good,
+		// so a renewal of it still on its way cannot revive the lease (the
+		// connection's messages to its lease may arrive out of order).
+		l.EndedReason = reason
+		return LeaseResult{}
+	}
 	stale := l.Holder == nil || l.Holder.GetEpoch() != epoch || l.Holder.GetConnId() != connID
 	if stale && !(l.Unfenced && l.Holder != nil) {
 		l.RejectedStale++
@@ -164,12 +172,19 @@ func (l *Lease) Expire(gen uint64, now time.Time) LeaseResult {
 	return l.end(messages.EndReason_lease_expired, l.RenewedAt)
 }
 
-// GatewayDown reclaims the lease if its holder is on the dead node.
-func (l *Lease) GatewayDown(node string) LeaseResult {
+// GatewayDown reclaims the lease if its holder is on the dead node. The
+// device was last alive at the later of its last renewal and lastHeard,
+// when this member last heard from that node (zero: unknown): both are
+// signs of life before the crash.
+func (l *Lease) GatewayDown(node string, lastHeard time.Time) LeaseResult {
 	if l.Holder == nil || l.Holder.GetNode() != node {
 		return LeaseResult{}
 	}
-	return l.end(messages.EndReason_gateway_down, l.RenewedAt)
+	last := l.RenewedAt
+	if lastHeard.After(last) {
+		last = lastHeard
+	}
+	return l.end(messages.EndReason_gateway_down, last)
 }
 
 func (l *Lease) end(reason messages.EndReason, lastAlive time.Time) LeaseResult {

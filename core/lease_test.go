@@ -221,7 +221,7 @@ func TestLeaseOperations(t *testing.T) {
 			name: "renew from a reclaimed (gateway_down) epoch is refused",
 			prep: func(t *testing.T) *core.Lease {
 				l := leaseWith(t, h1)
-				l.GatewayDown("g1")
+				l.GatewayDown("g1", time.Time{})
 				return l
 			},
 			op:      renew(h1),
@@ -451,7 +451,7 @@ func release(conn string, epoch uint64, r messages.EndReason, lastAlive time.Tim
 
 // gatewayDown is Lease.GatewayDown as an operation for the tables.
 func gatewayDown(node string) func(*core.Lease) core.LeaseResult {
-	return func(l *core.Lease) core.LeaseResult { return l.GatewayDown(node) }
+	return func(l *core.Lease) core.LeaseResult { return l.GatewayDown(node, time.Time{}) }
 }
 
 // Expire after the lease ended some other way does nothing even with the
@@ -582,6 +582,36 @@ func TestLeaseReleaseWithUnspecifiedReasonIsFinal(t *testing.T) {
 	}
 	if res := l.Renew(h, at(time.Second), seedTTL); !errors.Is(res.Err, core.ErrStaleEpoch) {
 		t.Fatalf("renew from a released epoch: %+v, want ErrStaleEpoch", res)
+	}
+}
+
+// A connection's messages to its lease may arrive out of order (the
+// connection sends them off its mailbox). After the lease expired, its own
+// release, and only then a renewal or re-register it sent before: the
+// release publishes nothing (the expiry already did) but ends the epoch for
+// good, so the late renewal cannot bring a closed connection back. (A
+// renewal that arrives before the release still revives it: a slow gateway
+// is not a dead one, and the release then ends it as usual.)
+func TestLeaseRenewalOvertakenByItsReleaseAfterExpiry(t *testing.T) {
+	h := hold("g1", "c1", 1)
+	for _, late := range []struct {
+		name string
+		op   func(l *core.Lease) core.LeaseResult
+	}{
+		{"renew", func(l *core.Lease) core.LeaseResult { return l.Renew(h, at(seedTTL+2*time.Second), seedTTL) }},
+		{"re-register", func(l *core.Lease) core.LeaseResult { return l.Acquire(h, false, at(seedTTL+2*time.Second), seedTTL) }},
+	} {
+		l := leaseWith(t, h)
+		if res := l.Expire(l.Gen, at(seedTTL)); !res.Down {
+			t.Fatalf("expire: %+v", res)
+		}
+		res := l.Release("c1", 1, messages.EndReason_close, at(seedTTL+time.Second))
+		if res.Err != nil || res.Down || res.Up {
+			t.Fatalf("release after expiry: %+v, want nothing to publish", res)
+		}
+		if res := late.op(l); !errors.Is(res.Err, core.ErrStaleEpoch) || res.Up || l.Live() {
+			t.Fatalf("%s after its release: %+v (live %v), want ErrStaleEpoch", late.name, res, l.Live())
+		}
 	}
 }
 

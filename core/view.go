@@ -32,6 +32,10 @@ type View struct {
 
 	Subs map[string]*Sub // by sink id
 
+	// goneCounted: an offline published with no departure to measure it
+	// from (ViewResult.Unmeasured) was already reported.
+	goneCounted bool
+
 	// Unsettled is set on a view that may replace one lost with a member,
 	// until Settle: it takes a device-down for a device it never saw as a
 	// departure (the lease is the authority for its epoch).
@@ -65,6 +69,10 @@ type ViewResult struct {
 	Age        *time.Time // re-trim at this time (coarse recently -> long_ago)
 	Stale      bool       // the change was from an older connection and ignored
 	Published  bool       // the user-level online/offline state changed
+	// Unmeasured is set by a Settle that told subscribers who saw the user
+	// online that it is offline, with no departure known to measure the
+	// latency from (see Settle).
+	Unmeasured bool
 }
 
 // NewView makes an empty view; lastSeen comes from the history store.
@@ -143,13 +151,30 @@ func DeliveryBudget(debounce time.Duration) time.Duration {
 
 // GatewayDown removes the devices connected through a dead node (its leases
 // may have died with it, so nobody else will report them) and starts the
-// offline if none is left.
-func (v *View) GatewayDown(node string, now time.Time) ViewResult {
+// offline if none is left. Each device departs at its last sign of life
+// the view knows of: lastHeard, when this member last heard from the node
+// (an acked probe; zero: unknown), or the device's coming up if later. The
+// crash came after both, so the latency measured from it
+// (presence_offline_detection_seconds) includes the failure detection and
+// may overstate it by up to a probe round, never understate it. Unknown, it
+// is now: only the debounce is counted.
+func (v *View) GatewayDown(node string, lastHeard, now time.Time) ViewResult {
 	var res ViewResult
 	for device, h := range v.Devices {
-		if h.GetNode() == node {
-			res = v.DeviceDown(device, h.GetEpoch(), now, now)
+		if h.GetNode() != node {
+			continue
 		}
+		last := now
+		if !lastHeard.IsZero() {
+			last = lastHeard
+			if since := v.Since[device]; since.After(last) {
+				last = since
+			}
+			if last.After(now) { // clocks of two members may differ
+				last = now
+			}
+		}
+		res = v.DeviceDown(device, h.GetEpoch(), last, now)
 	}
 	return res
 }
@@ -177,6 +202,7 @@ func (v *View) goOffline(now time.Time) ViewResult {
 // flip publishes a user-level online/offline change.
 func (v *View) flip(now time.Time) ViewResult {
 	v.PublishedFlips++
+	v.goneCounted = !v.Online // an offline flip is measured from its departure
 	res := v.publish(now)
 	res.Published = true
 	return res
@@ -241,7 +267,7 @@ func (v *View) Reattach(sink, viewer string, last *messages.Presence, now time.T
 	if v.Unsettled {
 		return ViewResult{}
 	}
-	return v.publish(now) // only sinks whose last presence differs get one
+	return v.publishGone(now) // only sinks whose last presence differs get one
 }
 
 // Settle publishes the current state to every sink that is owed one. A view
@@ -256,7 +282,39 @@ func (v *View) Settle(now time.Time) ViewResult {
 	if v.pending {
 		return ViewResult{} // the debounce timer will publish
 	}
-	return v.publish(now)
+	return v.publishGone(now)
+}
+
+// publishGone publishes, and marks the result Unmeasured if it tells a
+// sink last sent the user online that it no longer is: the user's offline,
+// once per offline (a sink re-attaching later is told the same one).
+func (v *View) publishGone(now time.Time) ViewResult {
+	wasOnline := v.sinksOnline()
+	res := v.publish(now)
+	for _, d := range res.Deliveries {
+		if wasOnline[d.Sink] && !v.Online && !v.goneCounted && d.Presence.GetStatus() != messages.Status_online {
+			res.Unmeasured, v.goneCounted = true, true
+		}
+	}
+	return res
+}
+
+// sinksOnline are the sinks last sent the user online. One that Settle
+// tells offline saw the user leave, but a view re-created after its node
+// died with the device's gateway and lease learns nothing of the device: no
+// down, no last sign of life, so no departure to measure the latency from.
+// A stand-in (the dead node's last gossip ack, the version of the last
+// online) may fall after the real departure (a device that left inside the
+// old view's debounce) and understate it: the offline is counted apart
+// (docs/operations.md "Metrics").
+func (v *View) sinksOnline() map[string]bool {
+	on := map[string]bool{}
+	for sink, s := range v.Subs {
+		if s.Last.GetStatus() == messages.Status_online {
+			on[sink] = true
+		}
+	}
+	return on
 }
 
 // Unsubscribe is idempotent.

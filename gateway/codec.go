@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"sync/atomic"
+
 	"github.com/lesismal/nbio/nbhttp/websocket"
 	"github.com/presence-im/presence/messages"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -17,11 +19,12 @@ const (
 type codec struct {
 	name string
 	kind websocket.MessageType
+	last *lastPresence
 }
 
 var (
-	jsonCodec   = codec{ProtoJSON, websocket.TextMessage}
-	binaryCodec = codec{ProtoBinary, websocket.BinaryMessage}
+	jsonCodec   = codec{ProtoJSON, websocket.TextMessage, &lastPresence{}}
+	binaryCodec = codec{ProtoBinary, websocket.BinaryMessage, &lastPresence{}}
 
 	jsonOut = protojson.MarshalOptions{UseProtoNames: true}
 	jsonIn  = protojson.UnmarshalOptions{DiscardUnknown: true}
@@ -32,6 +35,39 @@ func (c codec) marshal(f *messages.Frame) ([]byte, error) {
 		return jsonOut.Marshal(f)
 	}
 	return proto.Marshal(f)
+}
+
+// lastPresence is the last presence event a subprotocol encoded. A view
+// sends one read-only Presence to all of a node's subscribers it trims
+// alike (docs/architecture.md, the message flows), so the first of their sockets
+// encodes the frame and the others reuse the bytes: one encoding per event,
+// trim and subprotocol instead of one per subscriber. The entry holds its
+// Presence, so the pointer cannot be reused for another while it is kept;
+// nbio copies what it writes, so the bytes are shared read-only.
+type lastPresence struct {
+	p atomic.Pointer[encodedPresence]
+}
+
+type encodedPresence struct {
+	presence *messages.Presence
+	b        []byte
+}
+
+// encode is marshal, reusing the last presence frame's bytes when f carries
+// the same Presence.
+func (c codec) encode(f *messages.Frame) ([]byte, error) {
+	p := f.GetPresence()
+	if p == nil {
+		return c.marshal(f)
+	}
+	if e := c.last.p.Load(); e != nil && e.presence == p {
+		return e.b, nil
+	}
+	b, err := c.marshal(f)
+	if err == nil {
+		c.last.p.Store(&encodedPresence{p, b})
+	}
+	return b, err
 }
 
 func (c codec) unmarshal(b []byte, f *messages.Frame) error {

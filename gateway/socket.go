@@ -71,7 +71,7 @@ func wireSize(n, maxPayload int) uint64 {
 
 // Send queues a frame. It returns false when the outbox is full.
 func (s *socket) Send(f *messages.Frame) bool {
-	b, err := s.codec.marshal(f)
+	b, err := s.codec.encode(f)
 	if err != nil {
 		s.s.log.Error("gateway: encoding frame", "err", err)
 		return true

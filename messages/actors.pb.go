@@ -496,10 +496,13 @@ func (x *LeaseRelease) GetLastAliveMs() int64 {
 }
 
 // GatewayDown reclaims every lease held through the named node; a view
-// drops the devices connected through it.
+// drops the devices connected through it. last_heard_ms is when the
+// sending member last heard from that node (unix ms; 0: unknown): the
+// departure of its devices is measured from it (docs/operations.md).
 type GatewayDown struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	LastHeardMs   int64                  `protobuf:"varint,2,opt,name=last_heard_ms,json=lastHeardMs,proto3" json:"last_heard_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -539,6 +542,13 @@ func (x *GatewayDown) GetNode() string {
 		return x.Node
 	}
 	return ""
+}
+
+func (x *GatewayDown) GetLastHeardMs() int64 {
+	if x != nil {
+		return x.LastHeardMs
+	}
+	return 0
 }
 
 // ConnLost tells a gateway that one of its connections no longer holds its
@@ -2620,9 +2630,10 @@ const file_actors_proto_rawDesc = "" +
 	"\aconn_id\x18\x03 \x01(\tR\x06connId\x12\x14\n" +
 	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\x12.\n" +
 	"\x06reason\x18\x05 \x01(\x0e2\x16.presence.v1.EndReasonR\x06reason\x12\"\n" +
-	"\rlast_alive_ms\x18\x06 \x01(\x03R\vlastAliveMs\"!\n" +
+	"\rlast_alive_ms\x18\x06 \x01(\x03R\vlastAliveMs\"E\n" +
 	"\vGatewayDown\x12\x12\n" +
-	"\x04node\x18\x01 \x01(\tR\x04node\"i\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\"\n" +
+	"\rlast_heard_ms\x18\x02 \x01(\x03R\vlastHeardMs\"i\n" +
 	"\bConnLost\x12\x17\n" +
 	"\aconn_id\x18\x01 \x01(\tR\x06connId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12.\n" +

@@ -98,7 +98,7 @@ func run(args []string) int {
 	defer closeStore()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	rejoin, fencedAPI, err := prepareRejoin(cfg, log)
+	rejoin, fencedAPI, err := prepareRejoin(ctx, cfg, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced:", err)
 		return 1

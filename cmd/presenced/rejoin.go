@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/presence-im/presence/cluster"
@@ -103,9 +104,10 @@ type fenceCause struct {
 }
 
 // prepareRejoin, in a fenced node's new incarnation, reads what the fenced
-// one left and opens the fenced admin API until the node serves (stop it
-// then; a nil one stops as nothing).
-func prepareRejoin(cfg config.Config, log *slog.Logger) (*cluster.Rejoin, *fencedAdmin, error) {
+// one left, opens the fenced admin API until the node serves (stop it
+// then; a nil one stops as nothing) and waits until it can bind its gossip
+// address (awaitAddress).
+func prepareRejoin(ctx context.Context, cfg config.Config, log *slog.Logger) (*cluster.Rejoin, *fencedAdmin, error) {
 	r, err := rejoinState()
 	if r == nil || err != nil {
 		return nil, nil, err
@@ -114,7 +116,43 @@ func prepareRejoin(cfg config.Config, log *slog.Logger) (*cluster.Rejoin, *fence
 	if err != nil {
 		return nil, nil, fmt.Errorf("admin: %w", err)
 	}
+	host, _, _ := net.SplitHostPort(cfg.Gossip)
+	if err := awaitAddress(ctx, host, addressWait, log); err != nil {
+		f.stop()
+		return nil, nil, err
+	}
 	return r, f, nil
+}
+
+// addressWait bounds the back-off of awaitAddress.
+const addressWait = 15 * time.Second
+
+// awaitAddress waits until host is an address of this machine: a node
+// fenced because its network went away (an interface down, a container
+// disconnected from its network) cannot bind its gossip and actor address
+// until it comes back, and a process that exited instead would lose what
+// its fenced incarnation knew (a supervisor's restart starts a node
+// afresh, which must not serve on its own side of a partition). One line
+// per try, back-off from 1 s doubling up to most; it gives up only when
+// ctx ends. Any other bind error is left for the start to report.
+func awaitAddress(ctx context.Context, host string, most time.Duration, log *slog.Logger) error {
+	wait := min(time.Second, most)
+	for try := 1; ; try++ {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err == nil {
+			return ln.Close()
+		}
+		if !errors.Is(err, syscall.EADDRNOTAVAIL) {
+			return nil
+		}
+		log.Warn("fenced: this node's address is not up; waiting for it", "host", host, "try", try, "next_in", wait, "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for address %s: %w", host, context.Cause(ctx))
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, most)
+	}
 }
 
 // fenceGauge is presence_last_fence_timestamp_seconds: when this process's

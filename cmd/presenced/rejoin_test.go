@@ -1,10 +1,16 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/presence-im/presence/cluster"
@@ -63,4 +69,35 @@ func TestFencedAdminServeAlone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A fenced node's new incarnation whose address is gone (its container
+// disconnected from its network) waits for it with a growing back-off, one
+// line a try, instead of exiting: a supervisor's restart would start it
+// afresh, without what the fenced one knew. An address of this machine
+// passes at once. (Virtual time: the tries do not wait.)
+func TestAwaitAddress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs bytes.Buffer
+		log := slog.New(slog.NewTextHandler(&logs, nil))
+		if err := awaitAddress(t.Context(), "127.0.0.1", addressWait, log); err != nil || logs.Len() > 0 {
+			t.Fatalf("loopback: %v, logged %q", err, logs.String())
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		start := time.Now()
+		err := awaitAddress(ctx, "192.0.2.1", 4*time.Second, log) // TEST-NET-1: on no machine
+		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != 10*time.Second {
+			t.Fatalf("an address that never comes: %v after %v, want the deadline after 10s", err, time.Since(start))
+		}
+		var waits []string
+		for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+			_, next, _ := strings.Cut(line, "next_in=")
+			next, _, _ = strings.Cut(next, " ")
+			waits = append(waits, next)
+		}
+		if want := []string{"1s", "2s", "4s", "4s"}; !slices.Equal(waits, want) {
+			t.Fatalf("waits %v, want %v (doubling up to the most; tries at 0, 1, 3, 7 s)", waits, want)
+		}
+	})
 }

@@ -1,0 +1,199 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// A partition of five nodes into 2+2+1 (process backend, root: the
+// firewall of partition.go). No side reaches more than half of the five,
+// and five is odd, so no side ties (docs/operations.md, "Split brain"):
+//
+//   - majority (the default): every side fences within the failure
+//     detection (cluster.Decide: 2 or 1 of 5) and takes no device while
+//     the partition lasts. After the heal the fenced nodes' new
+//     incarnations reach each other, the resolver lets them serve once a
+//     majority of the five is alive again (cluster.Rejoin), and they form
+//     one cluster;
+//   - lease (--split-brain lease): the side whose node takes the store's
+//     lease first serves on; the two others find it held by a member they
+//     do not reach, renewed since, and fence; their devices reconnect to
+//     the serving side.
+//
+// Either way, after the heal: one cluster of five, and every watcher,
+// reconnected where its node fenced, holds the truth.
+
+// sides splits five nodes 2+2+1, rotated by the round so that each round
+// puts other nodes alone.
+func sides(nodes []*Node, round int) [][]*Node {
+	k := round % len(nodes)
+	o := append(slices.Clone(nodes[k:]), nodes[:k]...)
+	return [][]*Node{o[0:2], o[2:4], o[4:5]}
+}
+
+func runSplit(ctx context.Context, e *Env, r *Round) error {
+	if e.Cluster.fw == nil {
+		return fmt.Errorf("chaos: a partition needs the process backend run as root (iptables)")
+	}
+	if len(e.Cluster.Nodes) != 5 {
+		return fmt.Errorf("chaos: a 2+2+1 partition needs --nodes 5, not %d", len(e.Cluster.Nodes))
+	}
+	ss := sides(e.Cluster.Nodes, r.Index)
+	r.Victim, r.Fault = "all", "partition "+sideNames(ss)
+	lease := slices.Contains(e.Cluster.Args, "lease")
+	t0 := time.Now()
+	if err := e.Cluster.fw.split(ss); err != nil {
+		return err
+	}
+	serving := e.awaitSides(ctx, r, ss, lease, t0)
+	if serving != nil {
+		r.Notes = append(r.Notes, fmt.Sprintf("%s serve%s on", sideNames([][]*Node{serving}), map[bool]string{true: "s", false: ""}[len(serving) == 1]))
+		e.moveTo(ctx, r, serving, t0)
+	}
+	if err := e.Cluster.heal(); err != nil {
+		return err
+	}
+	healed := time.Now()
+	if err := e.rejoinAll(ctx, r); err != nil {
+		return err
+	}
+	r.Notes = append(r.Notes, fmt.Sprintf("one cluster of 5 again %.1f s after the heal", time.Since(healed).Seconds()))
+	return e.afterHeal(ctx, r, serving)
+}
+
+func sideNames(ss [][]*Node) string {
+	var out []string
+	for _, s := range ss {
+		var ids []string
+		for _, n := range s {
+			ids = append(ids, n.ID)
+		}
+		out = append(out, "{"+strings.Join(ids, ",")+"}")
+	}
+	return strings.Join(out, " ")
+}
+
+// awaitSides waits out the fence bound and answers the side still
+// serving (nil: none). With the majority rule every side must fence; with
+// the lease exactly one side serves. The devices of every fenced node
+// must be closed with 1001 within the bound: the failure detection, or
+// with the lease, for the sides that lose it, three times that (members
+// unreachable, then the lease held by one of them and renewed since; it
+// fences at the latest twice the lease's TTL, the failure detection, after
+// first finding it theirs: cluster.DecideLease).
+func (e *Env) awaitSides(ctx context.Context, r *Round, ss [][]*Node, lease bool, t0 time.Time) []*Node {
+	fd := e.Timing["failure_detection_ms"]
+	bound := fd
+	if lease {
+		bound = 3 * fd
+	}
+	time.Sleep(time.Until(t0.Add(ms(fd) + e.Slack)))
+	serving := e.servingSides(ctx, ss)
+	want := map[bool]int{false: 0, true: 1}[lease]
+	if len(serving) > want && lease { // the losers may still be deciding
+		time.Sleep(time.Until(t0.Add(ms(bound) + e.Slack)))
+		serving = e.servingSides(ctx, ss)
+	}
+	if len(serving) != want {
+		r.find("split_brain", "", "", fmt.Sprintf("%d sides serve (%s), want %d", len(serving), sideNames(serving), want))
+	}
+	var out []*Node
+	if len(serving) == 1 {
+		out = serving[0]
+	}
+	for _, n := range e.Cluster.Nodes {
+		if !slices.Contains(out, n) {
+			e.awaitFenceWithin(r, n, e.devicesOn(n), t0, bound)
+		}
+	}
+	return out
+}
+
+// servingSides are the sides of ss whose nodes are all ready.
+func (e *Env) servingSides(ctx context.Context, ss [][]*Node) [][]*Node {
+	var out [][]*Node
+	for _, s := range ss {
+		if !slices.ContainsFunc(s, func(n *Node) bool { code, _ := n.get(ctx, "/readyz", nil); return code != 200 }) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// moveTo reconnects the devices of the fenced nodes to the serving side,
+// as the SDK would, and checks that the serving side's watchers saw none
+// of its own devices go offline.
+func (e *Env) moveTo(ctx context.Context, r *Round, serving []*Node, t0 time.Time) {
+	var moved []*Device
+	for _, d := range e.Fleet.Devices {
+		if !slices.Contains(serving, d.Node) {
+			moved = append(moved, d)
+		}
+	}
+	for i, d := range moved {
+		d.Node = serving[i%len(serving)]
+		if err := e.Fleet.Connect(ctx, d); err != nil {
+			r.find("no_reconnect", d.User, "", err.Error())
+		}
+	}
+	var ws []*Watcher
+	for _, n := range serving {
+		ws = append(ws, e.watcherOn(n))
+	}
+	e.checkStayed(r, ws, e.othersThan(moved), t0)
+}
+
+// rejoinAll waits until every node is ready in one cluster of all.
+func (e *Env) rejoinAll(ctx context.Context, r *Round) error {
+	for _, n := range e.Cluster.Nodes {
+		if err := n.WaitReady(ctx, 40*time.Second); err != nil {
+			r.find("no_rejoin", "", "", err.Error())
+			return nil
+		}
+	}
+	if err := e.Cluster.Converged(ctx, e.Cluster.Nodes...); err != nil {
+		r.find("no_rejoin", "", "", err.Error())
+	}
+	return nil
+}
+
+// afterHeal reconnects every device and watcher whose node fenced (all
+// but those of serving), lets the views settle, and checks that every
+// watcher holds the truth (all online) and hears a departure on each node
+// within the graceful bound.
+func (e *Env) afterHeal(ctx context.Context, r *Round, serving []*Node) error {
+	for _, d := range e.Fleet.Devices {
+		if d.CloseCode() != 0 {
+			if err := e.Fleet.Connect(ctx, d); err != nil {
+				r.find("no_reconnect", d.User, "", err.Error())
+			}
+		}
+	}
+	var targets []string
+	for _, d := range e.Fleet.Devices {
+		targets = append(targets, d.User)
+	}
+	for i, w := range e.Fleet.Watchers {
+		if slices.Contains(serving, w.Node) {
+			continue
+		}
+		nw := &Watcher{User: w.User, Node: w.Node}
+		if err := e.Fleet.Watch(ctx, nw, targets); err != nil {
+			r.find("no_rejoin", "", w.User, err.Error())
+			continue
+		}
+		e.Fleet.Watchers[i] = nw
+	}
+	time.Sleep(ms(e.Timing["settle_ms"]))
+	if err := e.awaitOnline(time.Now().Add(10 * time.Second)); err != nil {
+		r.find("wrong_final", "", "", err.Error())
+	}
+	e.checkFinal(r, e.Fleet.Watchers, nil, e.Fleet.Devices)
+	gone := e.closeOnePerNode(r, e.Fleet.Watchers)
+	e.checkFinal(r, e.Fleet.Watchers, gone, e.othersThan(gone))
+	e.checkRoutes(ctx, r, e.Cluster.Nodes[0], gone, e.othersThan(gone))
+	return nil
+}

@@ -51,7 +51,7 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 	case *messages.ActorStateQuery: // from the inspector, not the directory
 		ctx.Respond(a.info(now))
 	case *messages.GatewayDown: // from the node, not through the directory: not counted
-		a.apply(ctx, a.l.GatewayDown(m.GetNode(), lastHeard(m)), "gateway_down", now)
+		a.apply(ctx, a.l.GatewayDownBefore(m.GetNode(), openedBefore(m), lastHeard(m)), "gateway_down", now)
 	case leaseExpire:
 		// A stale generation: a renewal re-armed it (the cancel raced the
 		// firing). The gate stops a leftover of an earlier topology: the

@@ -47,7 +47,7 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.onDeviceDown(ctx, m, now)
 	case *messages.GatewayDown:
 		a.mode = ModeGatewayCrash
-		a.apply(ctx, a.v.GatewayDown(m.GetNode(), lastHeard(m), now))
+		a.apply(ctx, a.v.GatewayDownBefore(m.GetNode(), openedBefore(m), lastHeard(m), now))
 	case *messages.DeviceShow:
 		a.n.handled(KindView, a.received)
 		a.apply(ctx, a.v.SetShow(m.GetShow(), now))
@@ -318,6 +318,15 @@ func (a *viewActor) unmeasured() {
 // reports gone (zero: unknown).
 func lastHeard(m *messages.GatewayDown) time.Time {
 	if ms := m.GetLastHeardMs(); ms > 0 {
+		return time.UnixMilli(ms)
+	}
+	return time.Time{}
+}
+
+// openedBefore is the new incarnation's start of a node m reports back
+// under the same name (zero: m reports a failure or leave, all go).
+func openedBefore(m *messages.GatewayDown) time.Time {
+	if ms := m.GetOpenedBeforeMs(); ms > 0 {
 		return time.UnixMilli(ms)
 	}
 	return time.Time{}

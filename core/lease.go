@@ -177,7 +177,13 @@ func (l *Lease) Expire(gen uint64, now time.Time) LeaseResult {
 // when this member last heard from that node (zero: unknown): both are
 // signs of life before the crash.
 func (l *Lease) GatewayDown(node string, lastHeard time.Time) LeaseResult {
-	if l.Holder == nil || l.Holder.GetNode() != node {
+	return l.GatewayDownBefore(node, time.Time{}, lastHeard)
+}
+
+// GatewayDownBefore is GatewayDown for a holder whose connection the node
+// opened before `before` only (zero: any; see View.GatewayDownBefore).
+func (l *Lease) GatewayDownBefore(node string, before, lastHeard time.Time) LeaseResult {
+	if l.Holder == nil || l.Holder.GetNode() != node || !OpenedBefore(l.Holder, before) {
 		return LeaseResult{}
 	}
 	last := l.RenewedAt
@@ -196,3 +202,11 @@ func (l *Lease) end(reason messages.EndReason, lastAlive time.Time) LeaseResult 
 
 // Live reports whether a connection holds the lease.
 func (l *Lease) Live() bool { return l.Holder != nil }
+
+// OpenedBefore reports whether h's connection opened before `before` (zero:
+// always), both on the holder node's own clock; a holder with no opening
+// time counts as opened before.
+func OpenedBefore(h *messages.Holder, before time.Time) bool {
+	ms := h.GetSinceMs()
+	return before.IsZero() || ms == 0 || ms < before.UnixMilli()
+}

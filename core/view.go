@@ -159,9 +159,16 @@ func DeliveryBudget(debounce time.Duration) time.Duration {
 // may overstate it by up to a probe round, never understate it. Unknown, it
 // is now: only the debounce is counted.
 func (v *View) GatewayDown(node string, lastHeard, now time.Time) ViewResult {
+	return v.GatewayDownBefore(node, time.Time{}, lastHeard, now)
+}
+
+// GatewayDownBefore is GatewayDown for the connections the node opened
+// before `before` only (zero: all of them): a node back under the same name
+// as a new incarnation, started at `before`, keeps its new connections.
+func (v *View) GatewayDownBefore(node string, before, lastHeard, now time.Time) ViewResult {
 	var res ViewResult
 	for device, h := range v.Devices {
-		if h.GetNode() != node {
+		if h.GetNode() != node || !OpenedBefore(h, before) {
 			continue
 		}
 		last := now

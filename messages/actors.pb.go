@@ -499,12 +499,16 @@ func (x *LeaseRelease) GetLastAliveMs() int64 {
 // drops the devices connected through it. last_heard_ms is when the
 // sending member last heard from that node (unix ms; 0: unknown): the
 // departure of its devices is measured from it (docs/operations.md).
+// opened_before_ms, when set, limits it to connections opened before then
+// (unix ms, the node's own clock): the node came back as a new incarnation
+// under the same name, started then, and its new connections stay.
 type GatewayDown struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
-	LastHeardMs   int64                  `protobuf:"varint,2,opt,name=last_heard_ms,json=lastHeardMs,proto3" json:"last_heard_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Node           string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	LastHeardMs    int64                  `protobuf:"varint,2,opt,name=last_heard_ms,json=lastHeardMs,proto3" json:"last_heard_ms,omitempty"`
+	OpenedBeforeMs int64                  `protobuf:"varint,3,opt,name=opened_before_ms,json=openedBeforeMs,proto3" json:"opened_before_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GatewayDown) Reset() {
@@ -547,6 +551,13 @@ func (x *GatewayDown) GetNode() string {
 func (x *GatewayDown) GetLastHeardMs() int64 {
 	if x != nil {
 		return x.LastHeardMs
+	}
+	return 0
+}
+
+func (x *GatewayDown) GetOpenedBeforeMs() int64 {
+	if x != nil {
+		return x.OpenedBeforeMs
 	}
 	return 0
 }
@@ -2630,10 +2641,11 @@ const file_actors_proto_rawDesc = "" +
 	"\aconn_id\x18\x03 \x01(\tR\x06connId\x12\x14\n" +
 	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\x12.\n" +
 	"\x06reason\x18\x05 \x01(\x0e2\x16.presence.v1.EndReasonR\x06reason\x12\"\n" +
-	"\rlast_alive_ms\x18\x06 \x01(\x03R\vlastAliveMs\"E\n" +
+	"\rlast_alive_ms\x18\x06 \x01(\x03R\vlastAliveMs\"o\n" +
 	"\vGatewayDown\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\"\n" +
-	"\rlast_heard_ms\x18\x02 \x01(\x03R\vlastHeardMs\"i\n" +
+	"\rlast_heard_ms\x18\x02 \x01(\x03R\vlastHeardMs\x12(\n" +
+	"\x10opened_before_ms\x18\x03 \x01(\x03R\x0eopenedBeforeMs\"i\n" +
 	"\bConnLost\x12\x17\n" +
 	"\aconn_id\x18\x01 \x01(\tR\x06connId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12.\n" +

@@ -1,0 +1,98 @@
+package actors
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/presence-im/presence/cluster"
+	"github.com/presence-im/presence/config"
+)
+
+// A member that fences and comes back as a new incarnation under the same
+// name before anyone declared it dead (its leave lost or late) is reported
+// by the gossip only as an update with a new actor system id: its old
+// incarnation's devices must go as after a failure (issue 13's ghosts:
+// views listed them online for ever, their leases gone with the process).
+func TestRestartedMemberLeavesNoGhost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Fast()
+		e, g2, p, d := aliceOnSecondGateway(t, timing)
+		e.n.onMember(cluster.Event{Kind: cluster.EventJoined, Member: cluster.Member{ID: "g2", State: cluster.Alive}, Meta: cluster.Meta{ID: "old"}})
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		// The old incarnation's process ends with the device's lease in it.
+		d.halt()
+		g2.Crash()
+		e.n.local[kindIndex(KindLease)].Range(func(_, v any) bool {
+			_ = e.n.root.StopFuture(v.(*actor.PID)).Wait()
+			return true
+		})
+		// The same name is back, never reported failed or left.
+		e.n.onMember(cluster.Event{Kind: cluster.EventUpdated, Member: cluster.Member{ID: "g2", State: cluster.Alive}, Meta: cluster.Meta{ID: "new", Up: time.Now().UnixMilli()}})
+		time.Sleep(timing.TTL + timing.Debounce + time.Second)
+		synctest.Wait()
+		st, err := e.n.Query(context.Background(), "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Online || len(st.Devices) != 0 {
+			t.Fatalf("ghost: view online=%v devices=%v after its member restarted and its lease went with it", st.Online, st.Devices)
+		}
+		e.expectOfflineSecond(p, time.Minute)
+	})
+}
+
+// A plain metadata update of the same incarnation (same actor system id)
+// is no departure: its devices stay.
+func TestMemberUpdateKeepsDevices(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, _, _, d := aliceOnSecondGateway(t, config.Fast())
+		ev := cluster.Event{Kind: cluster.EventJoined, Member: cluster.Member{ID: "g2", State: cluster.Alive}, Meta: cluster.Meta{ID: "same"}}
+		e.n.onMember(ev)
+		ev.Kind = cluster.EventUpdated
+		e.n.onMember(ev)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		st, _ := e.n.Query(context.Background(), "alice")
+		if !st.Online || len(st.Devices) != 1 {
+			t.Fatalf("view online=%v devices=%v after a mere update, want the phone", st.Online, st.Devices)
+		}
+		d.close()
+	})
+}
+
+// A device that connected to the new incarnation before this node heard
+// of the restart stays: only the old incarnation's connections (opened
+// before the new one started, cluster.Meta.Up) go, on the view and lease.
+func TestRestartedMemberKeepsItsNewConnections(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Fast()
+		e, g2, p, d := aliceOnSecondGateway(t, timing)
+		e.n.onMember(cluster.Event{Kind: cluster.EventJoined, Member: cluster.Member{ID: "g2", State: cluster.Alive}, Meta: cluster.Meta{ID: "old"}})
+		time.Sleep(10 * time.Second)
+		d.halt()
+		g2.Crash()
+		up := time.Now()
+		time.Sleep(100 * time.Millisecond)
+		g2new, err := e.n.StartGateway("g2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tablet := e.connect(g2new, "alice", "tablet", 1)
+		e.n.onMember(cluster.Event{Kind: cluster.EventUpdated, Member: cluster.Member{ID: "g2", State: cluster.Alive}, Meta: cluster.Meta{ID: "new", Up: up.UnixMilli()}})
+		time.Sleep(timing.TTL + time.Second)
+		synctest.Wait()
+		st, _ := e.n.Query(context.Background(), "alice")
+		if !st.Online || len(st.Devices) != 1 || st.Devices[0].Device != "tablet" {
+			t.Fatalf("view online=%v devices=%v, want the tablet of the new incarnation only", st.Online, st.Devices)
+		}
+		if c := tablet.sock.closeCode(); c != 0 {
+			t.Fatalf("the new incarnation's connection was closed (%v): its lease was reclaimed", c)
+		}
+		e.expectStatuses(p, time.Second, "0s online")
+		tablet.close()
+	})
+}

@@ -20,7 +20,6 @@ func TestRestartedMemberLeavesNoGhost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		timing := config.Fast()
 		e, g2, p, d := aliceOnSecondGateway(t, timing)
-		e.n.onMember(cluster.Event{Kind: cluster.EventJoined, Member: cluster.Member{ID: "g2", State: cluster.Alive}, Meta: cluster.Meta{ID: "old"}})
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 		// The old incarnation's process ends with the device's lease in it.
@@ -31,7 +30,7 @@ func TestRestartedMemberLeavesNoGhost(t *testing.T) {
 			return true
 		})
 		// The same name is back, never reported failed or left.
-		e.n.onMember(cluster.Event{Kind: cluster.EventUpdated, Member: cluster.Member{ID: "g2", State: cluster.Alive}, Meta: cluster.Meta{ID: "new", Up: time.Now().UnixMilli()}})
+		e.n.onMember(cluster.Event{Kind: cluster.EventUpdated, Member: cluster.Member{ID: "g2", State: cluster.Alive}, Meta: cluster.Meta{ID: "new", Up: time.Now().UnixMilli()}, Restarted: true})
 		time.Sleep(timing.TTL + timing.Debounce + time.Second)
 		synctest.Wait()
 		st, err := e.n.Query(context.Background(), "alice")
@@ -45,15 +44,12 @@ func TestRestartedMemberLeavesNoGhost(t *testing.T) {
 	})
 }
 
-// A plain metadata update of the same incarnation (same actor system id)
-// is no departure: its devices stay.
+// A plain metadata update of the same incarnation (not
+// cluster.Event.Restarted) is no departure: its devices stay.
 func TestMemberUpdateKeepsDevices(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, _, _, d := aliceOnSecondGateway(t, config.Fast())
-		ev := cluster.Event{Kind: cluster.EventJoined, Member: cluster.Member{ID: "g2", State: cluster.Alive}, Meta: cluster.Meta{ID: "same"}}
-		e.n.onMember(ev)
-		ev.Kind = cluster.EventUpdated
-		e.n.onMember(ev)
+		e.n.onMember(cluster.Event{Kind: cluster.EventUpdated, Member: cluster.Member{ID: "g2", State: cluster.Alive}, Meta: cluster.Meta{ID: "same", Up: time.Now().UnixMilli()}})
 		time.Sleep(time.Second)
 		synctest.Wait()
 		st, _ := e.n.Query(context.Background(), "alice")
@@ -71,7 +67,6 @@ func TestRestartedMemberKeepsItsNewConnections(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		timing := config.Fast()
 		e, g2, p, d := aliceOnSecondGateway(t, timing)
-		e.n.onMember(cluster.Event{Kind: cluster.EventJoined, Member: cluster.Member{ID: "g2", State: cluster.Alive}, Meta: cluster.Meta{ID: "old"}})
 		time.Sleep(10 * time.Second)
 		d.halt()
 		g2.Crash()
@@ -82,7 +77,7 @@ func TestRestartedMemberKeepsItsNewConnections(t *testing.T) {
 			t.Fatal(err)
 		}
 		tablet := e.connect(g2new, "alice", "tablet", 1)
-		e.n.onMember(cluster.Event{Kind: cluster.EventUpdated, Member: cluster.Member{ID: "g2", State: cluster.Alive}, Meta: cluster.Meta{ID: "new", Up: up.UnixMilli()}})
+		e.n.onMember(cluster.Event{Kind: cluster.EventUpdated, Member: cluster.Member{ID: "g2", State: cluster.Alive}, Meta: cluster.Meta{ID: "new", Up: up.UnixMilli()}, Restarted: true})
 		time.Sleep(timing.TTL + time.Second)
 		synctest.Wait()
 		st, _ := e.n.Query(context.Background(), "alice")

@@ -100,9 +100,6 @@ type Node struct {
 	// changedAt is the last membership change (join, failure, leave), in
 	// unix nanoseconds.
 	changedAt atomic.Int64
-	// incarnations are the alive members' proto.actor actor system ids
-	// (cluster.Meta.ID) as last heard here, by member name (restarted).
-	incarnations sync.Map
 }
 
 // Fence makes the node give no more verdicts by time (lease expiry, stale
@@ -367,7 +364,11 @@ func (n *Node) onMember(ev cluster.Event) {
 	if ev.Member.ID == n.deps.NodeID {
 		return
 	}
-	restarted := n.restarted(ev)
+	// A member back as a new incarnation that nobody here saw fail or
+	// leave (cluster.Event.Restarted): its old incarnation's leases went
+	// with that process, so its devices go as after a failure; else views
+	// list them online for ever (ghosts).
+	restarted := ev.Kind == cluster.EventUpdated && ev.Restarted
 	if ev.Kind == cluster.EventFailed || ev.Kind == cluster.EventLeft || restarted {
 		n.log.Debug("member gone: reclaiming its leases", "member", ev.Member.ID, "how", string(ev.Kind), "restarted", restarted)
 		down := &messages.GatewayDown{Node: ev.Member.ID}
@@ -399,24 +400,6 @@ func (n *Node) onMember(ev cluster.Event) {
 	for _, g := range gws {
 		n.root.Send(g.pid, topologyChanged{})
 	}
-}
-
-// restarted reports whether ev shows a member back under the same name
-// as a new incarnation (another actor system id) that nobody here saw fail
-// or leave: a fenced node re-executes itself under its name, and when its
-// leave was lost or late the gossip reports only an update (or a join).
-// Its old incarnation's leases went with that process, so its devices go
-// as after a failure; else views list them online for ever (ghosts).
-func (n *Node) restarted(ev cluster.Event) bool {
-	if ev.Kind == cluster.EventFailed || ev.Kind == cluster.EventLeft {
-		n.incarnations.Delete(ev.Member.ID) // memory follows live members
-		return false
-	}
-	if ev.Meta.ID == "" {
-		return false
-	}
-	old, ok := n.incarnations.Swap(ev.Member.ID, ev.Meta.ID)
-	return ok && old.(string) != ev.Meta.ID
 }
 
 // props are the props of one activation: its count of handled directory

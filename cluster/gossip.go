@@ -58,6 +58,11 @@ type Event struct {
 	// (zero: never). The crash happened after it, so a latency measured
 	// from it is never less than the real one (see docs/operations.md).
 	LastHeard time.Time
+	// Restarted, on an update, says the member is a new incarnation under
+	// the same name (another actor system id, Meta.ID) that nobody here
+	// saw fail or leave: a fenced node re-executed itself and its leave
+	// was lost or late. Its old incarnation is gone as after a failure.
+	Restarted bool
 }
 
 // GossipConfig configures a Gossip membership.
@@ -454,6 +459,9 @@ func (g *Gossip) deliver() {
 				if old, ok := g.members[ev.Member.ID]; ok {
 					ev.Member.Since = old.Since
 				}
+				was := g.metas[ev.Member.ID].ID
+				ev.Restarted = was != "" && ev.Meta.ID != "" && was != ev.Meta.ID
+				q[i] = ev
 			}
 			g.members[ev.Member.ID] = ev.Member
 			g.metas[ev.Member.ID] = ev.Meta

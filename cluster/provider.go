@@ -83,7 +83,8 @@ func (p *Provider) StartMember(c *pcluster.Cluster) error {
 }
 
 // resetEndpoint drops proto.actor's connection to the actor address of a
-// member that joined, failed or left, before the topology names it. Its
+// member that joined, failed, left or restarted (Event.Restarted: a new
+// incarnation seen only as an update), before the topology names it. Its
 // endpoint writer keys on the address alone, and one whose member stopped
 // answering keeps its mailbox blocked retrying the connection (5 tries, 2 s
 // apart); a new incarnation at the same address (a fenced node re-executed
@@ -92,9 +93,12 @@ func (p *Provider) StartMember(c *pcluster.Cluster) error {
 // gives up: views moved to it settled without their devices (found by the
 // docker backend's partition scenario). Without the endpoint, the next
 // message opens a new one; a writer still retrying stops when it reads the
-// event, and what it held was for the dead incarnation.
+// event, and what it held was for the dead incarnation. A restart seen
+// only as an update left that writer retrying, its mailbox growing with
+// what was sent meanwhile (the churn scenario's heap in proto.actor's
+// endpoint writers after fences, issue 13).
 func resetEndpoint(c *pcluster.Cluster, ev Event) {
-	if ev.Meta.Actor == "" || (ev.Kind != EventJoined && ev.Kind != EventFailed && ev.Kind != EventLeft) {
+	if ev.Meta.Actor == "" || (ev.Kind == EventUpdated && !ev.Restarted) {
 		return
 	}
 	c.ActorSystem.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: ev.Meta.Actor})

@@ -3,14 +3,18 @@ package cluster
 import (
 	"testing"
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/remote"
 )
 
 // A member that stops without its leave reaching anyone (a fenced node
 // whose leave was lost or late) and comes back at once under the same
 // name and address, as a new incarnation (another actor system id), is
 // reported to the others as an update, never as failed or left: whoever
-// follows membership must tell departures by the changed Meta.ID (the
-// actors' Node does: issue 13's ghosts).
+// follows membership must tell the departure by the changed Meta.ID (the
+// gossip marks it Event.Restarted: issue 13's ghosts).
 func TestRestartUnderSameNameIsAnUpdate(t *testing.T) {
 	a, ra := startGossipMeta(t, "n1", "127.0.0.1:0", Meta{ID: "a1"})
 	b, _ := startGossipMeta(t, "n2", "127.0.0.1:0", Meta{ID: "b1"}, a.Addr())
@@ -30,8 +34,9 @@ func TestRestartUnderSameNameIsAnUpdate(t *testing.T) {
 	if _, ok := ra.find(EventLeft, "n2"); ok {
 		t.Fatal("n2 reported left; it never left")
 	}
-	if _, ok := ra.find(EventUpdated, "n2"); !ok {
-		t.Fatalf("n2's new incarnation not reported as an update: %+v", ra.events)
+	ev, ok := ra.find(EventUpdated, "n2")
+	if !ok || !ev.Restarted {
+		t.Fatalf("n2's new incarnation not reported as a restart (update %v, restarted %v): %+v", ok, ev.Restarted, ra.events)
 	}
 }
 
@@ -45,4 +50,26 @@ func startGossipMeta(t *testing.T, name, bind string, meta Meta, join ...string)
 	}
 	g.Subscribe(r.add)
 	return g, r
+}
+
+// A restart seen only as an update drops proto.actor's endpoint to the
+// member's actor address, as a join or failure does: the writer to the
+// old incarnation would go on retrying with its mailbox growing. A plain
+// update leaves it.
+func TestResetEndpointOnRestart(t *testing.T) {
+	sys := actor.NewActorSystem()
+	defer sys.Shutdown()
+	c := &pcluster.Cluster{ActorSystem: sys}
+	var got []string
+	sub := sys.EventStream.Subscribe(func(ev any) {
+		if e, ok := ev.(*remote.EndpointTerminatedEvent); ok {
+			got = append(got, e.Address)
+		}
+	})
+	defer sys.EventStream.Unsubscribe(sub)
+	resetEndpoint(c, Event{Kind: EventUpdated, Meta: Meta{ID: "b1", Actor: "127.0.0.1:1"}})
+	resetEndpoint(c, Event{Kind: EventUpdated, Meta: Meta{ID: "b2", Actor: "127.0.0.1:2"}, Restarted: true})
+	if len(got) != 1 || got[0] != "127.0.0.1:2" {
+		t.Fatalf("endpoints reset %v, want only the restarted member's 127.0.0.1:2", got)
+	}
 }

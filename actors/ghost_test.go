@@ -91,3 +91,32 @@ func TestRestartedMemberKeepsItsNewConnections(t *testing.T) {
 		tablet.close()
 	})
 }
+
+// A restart is a leave and a join: what lived in the old process (here,
+// the user's view) is gone, so this node's connections re-register and
+// their devices are announced to the views again.
+func TestRestartedMemberMakesConnectionsReregister(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Fast()
+		e := newEnv(t, timing)
+		laptop := e.connect(e.n.Gateway(), "bob", "laptop", 1)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		e.n.local[kindIndex(KindView)].Range(func(_, v any) bool {
+			e.n.dir.Forget(KindView, "bob", v.(*actor.PID))
+			_ = e.n.root.StopFuture(v.(*actor.PID)).Wait()
+			return true
+		})
+		e.n.onMember(cluster.Event{Kind: cluster.EventUpdated, Member: cluster.Member{ID: "g2", State: cluster.Alive}, Meta: cluster.Meta{ID: "new", Up: time.Now().UnixMilli()}, Restarted: true})
+		time.Sleep(timing.Renew)
+		synctest.Wait()
+		st, err := e.n.Query(context.Background(), "bob")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Online || len(st.Devices) != 1 {
+			t.Fatalf("view online=%v devices=%v after a member restarted, want the laptop re-registered", st.Online, st.Devices)
+		}
+		laptop.close()
+	})
+}

@@ -387,7 +387,11 @@ func (n *Node) onMember(ev cluster.Event) {
 	}
 	if ev.Kind == cluster.EventUpdated {
 		n.subscribeEvents(ev.Meta) // a new actor address (a restart); idempotent
-		return
+		if !restarted {
+			return
+		}
+		// A restart is a leave and a join: what lived in the old process
+		// is gone, so connections re-register below.
 	}
 	n.changedAt.Store(time.Now().UnixNano())
 	n.emit(&messages.ObsEvent{Kind: "member", Member: ev.Member.ID, Reason: string(ev.Member.State)})

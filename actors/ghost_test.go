@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/config"
+	"github.com/presence-im/presence/messages"
 )
 
 // A member that fences and comes back as a new incarnation under the same
@@ -118,5 +119,39 @@ func TestRestartedMemberMakesConnectionsReregister(t *testing.T) {
 			t.Fatalf("view online=%v devices=%v after a member restarted, want the laptop re-registered", st.Online, st.Devices)
 		}
 		laptop.close()
+	})
+}
+
+// A device up from a lease of the old incarnation's connection that
+// arrives after its departure reached the view (it was on its way when the
+// node fenced) is ignored once the member of that name is a newer
+// incarnation: else it stands for ever, its lease gone with the process.
+func TestLateDeviceUpFromEarlierIncarnationIgnored(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Fast()
+		opened := time.Now()
+		e, g2, p, d := aliceOnSecondGateway(t, timing)
+		old := &messages.Holder{Node: "g2", ConnId: "g2-alice-phone-1", Epoch: 1, SinceMs: opened.UnixMilli()}
+		time.Sleep(10 * time.Second)
+		d.halt()
+		g2.Crash()
+		up := time.Now()
+		e.n.started = func(member string) int64 {
+			if member == "g2" {
+				return up.UnixMilli()
+			}
+			return 0
+		}
+		e.n.onMember(cluster.Event{Kind: cluster.EventUpdated, Member: cluster.Member{ID: "g2", State: cluster.Alive}, Meta: cluster.Meta{ID: "new", Up: up.UnixMilli()}, Restarted: true})
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		e.n.dir.Send(KindView, "alice", &messages.DeviceUp{User: "alice", Device: "phone", Holder: old, SinceMs: old.GetSinceMs()})
+		time.Sleep(timing.TTL + time.Second)
+		synctest.Wait()
+		st, _ := e.n.Query(context.Background(), "alice")
+		if st.Online || len(st.Devices) != 0 {
+			t.Fatalf("ghost: view online=%v devices=%v after a late device up of the old incarnation", st.Online, st.Devices)
+		}
+		e.expectOfflineSecond(p, time.Minute)
 	})
 }

@@ -91,8 +91,11 @@ type Node struct {
 	cluster  *pcluster.Cluster // nil alone
 	provider *cluster.Provider
 	// gone overrides the membership's Gone (tests of a node alone).
-	gone  func(addr string) bool
-	stall *stallClock
+	gone func(addr string) bool
+	// started overrides the membership's start of a member's current
+	// incarnation (cluster.Meta.Up, unix ms) in tests of a node alone.
+	started func(member string) int64
+	stall   *stallClock
 	// events is this node's events actor; eventSinks the local ends of
 	// Events streams (guarded by mu), to subscribe to members that join.
 	events     atomic.Pointer[actor.PID]
@@ -180,6 +183,25 @@ func (n *Node) stale(sender *actor.PID) bool {
 	}
 	g := n.Membership()
 	return g != nil && g.Gone(sender.GetAddress())
+}
+
+// earlier reports whether h is a connection of an earlier incarnation of
+// its node: opened before the member of that name now alive started
+// (cluster.Meta.Up; both on that member's clock). What such a connection's
+// lease sent may arrive after the departure of that incarnation reached
+// the views, and would stand there for ever, its lease gone with the
+// process (issue 13's ghosts).
+func (n *Node) earlier(h *messages.Holder) bool {
+	var up int64
+	if n.started != nil {
+		up = n.started(h.GetNode())
+	} else if g := n.Membership(); g != nil {
+		if m, ok := g.Meta(h.GetNode()); ok {
+			up = m.Up
+		}
+	}
+	since := h.GetSinceMs()
+	return up > 0 && since > 0 && since < up
 }
 
 // Address is the actor system's address (the remote's advertised

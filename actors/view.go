@@ -41,6 +41,10 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.onStopping(ctx)
 	case *messages.DeviceUp:
 		a.n.handled(KindView, a.received)
+		if a.n.earlier(m.GetHolder()) {
+			a.n.log.Debug("view: device up from an earlier incarnation of its node ignored", "user", a.user, "device", m.GetDevice(), "node", m.GetHolder().GetNode())
+			return
+		}
 		a.apply(ctx, a.v.DeviceUp(m.GetDevice(), m.GetHolder(), now))
 	case *messages.DeviceDown:
 		a.n.handled(KindView, a.received)

@@ -41,11 +41,7 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.onStopping(ctx)
 	case *messages.DeviceUp:
 		a.n.handled(KindView, a.received)
-		if a.n.earlier(m.GetHolder()) {
-			a.n.log.Debug("view: device up from an earlier incarnation of its node ignored", "user", a.user, "device", m.GetDevice(), "node", m.GetHolder().GetNode())
-			return
-		}
-		a.apply(ctx, a.v.DeviceUp(m.GetDevice(), m.GetHolder(), now))
+		a.onDeviceUp(ctx, m, now)
 	case *messages.DeviceDown:
 		a.n.handled(KindView, a.received)
 		a.onDeviceDown(ctx, m, now)
@@ -116,6 +112,16 @@ func (a *viewActor) onStopping(ctx actor.Context) {
 	a.debounce.stop()
 	a.age.stop()
 	a.idle.stop()
+}
+
+// onDeviceUp ignores a device up for a connection of an earlier
+// incarnation of its node (Node.earlier).
+func (a *viewActor) onDeviceUp(ctx actor.Context, m *messages.DeviceUp, now time.Time) {
+	if a.n.earlier(m.GetHolder()) {
+		a.n.log.Debug("view: device up from an earlier incarnation of its node ignored", "user", a.user, "device", m.GetDevice(), "node", m.GetHolder().GetNode())
+		return
+	}
+	a.apply(ctx, a.v.DeviceUp(m.GetDevice(), m.GetHolder(), now))
 }
 
 func (a *viewActor) onDeviceDown(ctx actor.Context, m *messages.DeviceDown, now time.Time) {

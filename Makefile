@@ -6,7 +6,7 @@ TIMING  ?= fast
 FUZZTIME ?= 8s
 BIN     := bin
 
-.PHONY: all build run test test-unit fuzz sim bench bench-micro bench-churn chaos proto tools lint verify docker docker-postgres compose-up compose-down clean
+.PHONY: all build run test test-unit fuzz sim bench bench-cluster bench-store bench-micro bench-churn chaos proto tools lint verify docker docker-postgres compose-up compose-down clean
 
 all: build
 
@@ -73,6 +73,17 @@ HOLD ?= 5m
 bench: tools
 	$(GO) build -o $(BIN)/ ./cmd/presenced ./cmd/bench
 	$(BIN)/bench run --n $(N) --runs $(RUNS) --hold $(HOLD) --bin $(BIN) | tee bench.out
+
+## bench-cluster: one offline to SUBS subscribers spread over 3 presenced
+## nodes (beside it 3 peer processes on one redis-server), CN devices,
+## CRUNS runs of CROUNDS offlines each (BENCHMARKS.md, "Over three nodes")
+CN      ?= 10000
+SUBS    ?= 10000
+CRUNS   ?= 3
+CROUNDS ?= 3
+bench-cluster: tools
+	$(GO) build -o $(BIN)/ ./cmd/presenced ./cmd/bench
+	$(BIN)/bench run --nodes 3 --n $(CN) --subs $(SUBS) --runs $(CRUNS) --rounds $(CROUNDS) --idle 30s --bin $(BIN) | tee bench-cluster.out
 
 ## bench-micro: the Go micro-benchmarks, for benchstat
 bench-micro:
@@ -143,4 +154,4 @@ compose-down:
 	$(COMPOSE) -p $(COMPOSE_PROJECT) -f deploy/compose.yaml down -v --remove-orphans
 
 clean:
-	rm -rf $(BIN) bench.out bench-micro.out
+	rm -rf $(BIN) bench.out bench-cluster.out bench-store.out bench-micro.out

@@ -25,7 +25,7 @@ import (
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
 const usage = `usage:
-  bench run [--n 19000] [--runs 3] [--idle 60s] [--hold 0] [--bin bin] [--systems presence,redis-ttl] [--binary]
+  bench run [--n 19000] [--nodes 1] [--runs 3] [--idle 60s] [--hold 0] [--bin bin] [--systems presence,redis-ttl] [--binary]
   bench peer --listen ADDR --http ADDR --redis ADDR --secret S [--heartbeat 5s] [--ttl 15s]
   bench worker --url WS --src IP --first I --count N [--concurrency C] [--interval 5s] [--binary]
 `
@@ -54,6 +54,8 @@ func runCmd(ctx context.Context, args []string, out, errOut io.Writer) int {
 	fs.SetOutput(errOut)
 	var o loadbench.Options
 	fs.IntVar(&o.N, "n", 19000, "device connections per system")
+	fs.IntVar(&o.Nodes, "nodes", 1, "presenced nodes in one cluster (the peer: peer processes on one redis-server)")
+	fs.DurationVar(&o.Renew, "renew", 0, "presenced --renew (--ttl 2.5 x it; 0: the seed's 60s)")
 	fs.IntVar(&o.Runs, "runs", 3, "runs of each system (min / median / max)")
 	fs.DurationVar(&o.Idle, "idle", 60*time.Second, "heartbeats only, before the idle RSS and over which CPU and lookups are measured")
 	fs.DurationVar(&o.Hold, "hold", 0, "presence's first run holds its devices this long (> idle) counting closes nobody asked for")

@@ -26,6 +26,10 @@ func fanout(o Options, sys system, ws []*workerProc, res *RunResult) error {
 	}); err != nil {
 		return err
 	}
+	if c, ok := sys.(interface{ Settled() time.Time }); ok && time.Until(c.Settled()) > 0 {
+		o.progressf("\r\033[K%s: waiting %v for the cluster's views to settle", sys.Name(), time.Until(c.Settled()).Round(time.Second))
+		time.Sleep(time.Until(c.Settled()))
+	}
 	t := ws[0]
 	for round := range o.Rounds {
 		o.progressf("\r\033[K%s fan-out round %d/%d", sys.Name(), round+1, o.Rounds)

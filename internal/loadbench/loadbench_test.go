@@ -83,3 +83,35 @@ func checkResult(t *testing.T, o Options, r RunResult) {
 		t.Errorf("presence held its devices %v, want %v", r.Held, o.Hold)
 	}
 }
+
+// TestBenchClusterSmoke is `make bench-cluster` in small: three presenced
+// nodes (three peer processes on one Redis), 600 devices spread over them,
+// every one subscribed to the user that goes offline: each must hear it.
+func TestBenchClusterSmoke(t *testing.T) {
+	redis, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatal("no redis-server: `make tools` installs Debian's redis-server")
+	}
+	dir := t.TempDir()
+	buildBinaries(t, dir)
+	o := Options{
+		N: 600, Nodes: 3, Renew: 2 * time.Second, PerWorker: 200, Runs: 1, Idle: 2 * time.Second, Interval: 2 * time.Second,
+		Debounce: 300 * time.Millisecond, Concurrency: 30, Subs: 600, Rounds: 1, LookupRate: 20,
+		Bin: dir, Self: filepath.Join(dir, "bench"), RedisServer: redis, Dir: dir,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	results, err := Run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range results {
+		checkResult(t, o, r)
+	}
+	var b bytes.Buffer
+	Report(&b, o, Machine(), results)
+	t.Log("\n" + b.String())
+	if !strings.Contains(b.String(), "| one offline to 600 subscribers over 3 nodes, p99 |") {
+		t.Error("the table has no row for the fan-out over 3 nodes")
+	}
+}

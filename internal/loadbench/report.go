@@ -28,6 +28,11 @@ func rows(o Options) []row {
 	fan := func(q float64) func(RunResult) float64 {
 		return func(r RunResult) float64 { return float64(quantile(r.Fanout, q)) / 1e6 }
 	}
+	fanName, fanTarget := fmt.Sprintf("one offline to %d subscribers", o.Subs), 50.0
+	if o.Nodes > 1 {
+		// issue 9: spread over 3 nodes, the target is 100 ms
+		fanName, fanTarget = fmt.Sprintf("one offline to %d subscribers over %d nodes", o.Subs, o.Nodes), 100
+	}
 	return []row{
 		{"RSS per device after connect", "KiB", true, kib(func(r RunResult) float64 { return r.RSSConnect }), 0, ""},
 		{fmt.Sprintf("RSS per device after %v idle", o.Idle), "KiB", true, kib(func(r RunResult) float64 { return r.RSSIdle }), 8, "<="},
@@ -36,9 +41,9 @@ func rows(o Options) []row {
 		{"lookup p99 while heartbeats flow", "ms", true, ms(func(r RunResult) time.Duration { return r.LookupP99 }), 5, "<="},
 		{"lookup max while heartbeats flow", "ms", true, ms(func(r RunResult) time.Duration { return r.LookupMax }), 0, ""},
 		{fmt.Sprintf("connect rate, %d dials in flight, cold", o.Concurrency), "/s", false, func(r RunResult) float64 { return r.ConnectRate }, 5000, ">="},
-		{fmt.Sprintf("one offline to %d subscribers, p50", o.Subs), "ms", true, fan(0.5), 0, ""},
-		{fmt.Sprintf("one offline to %d subscribers, p99", o.Subs), "ms", true, fan(0.99), 50, "<="},
-		{fmt.Sprintf("one offline to %d subscribers, max", o.Subs), "ms", true, fan(1), 0, ""},
+		{fanName + ", p50", "ms", true, fan(0.5), 0, ""},
+		{fanName + ", p99", "ms", true, fan(0.99), fanTarget, "<="},
+		{fanName + ", max", "ms", true, fan(1), 0, ""},
 		{"connections ended nobody asked for", "", true, func(r RunResult) float64 { return float64(r.Unexpected) }, 0, "=0"},
 	}
 }
@@ -69,6 +74,9 @@ func num(v float64) string {
 func Report(w io.Writer, o Options, machine string, results []RunResult) {
 	o.Defaults()
 	fmt.Fprintf(w, "machine: %s\n", machine)
+	if o.Nodes > 1 {
+		fmt.Fprintf(w, "cluster: %d presenced nodes sharing one SQLite store; the peer: %d peer processes on one redis-server; load processes spread evenly\n", o.Nodes, o.Nodes)
+	}
 	fmt.Fprintf(w, "workload: %d devices per system, heartbeats every %v, %d runs each (min / median / max), lookups at %d/s, %d offline rounds, %s\n\n",
 		o.N, o.Interval, o.Runs, o.LookupRate, o.Rounds, map[bool]string{true: "presence.v1.proto", false: "presence.v1.json"}[o.Binary])
 	fmt.Fprintf(w, "| per device | %s | ratio | target (presence) |\n|---|%s---|---|\n",

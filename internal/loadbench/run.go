@@ -18,6 +18,8 @@ import (
 // Options of a comparison run (cmd/bench run).
 type Options struct {
 	N           int           // device connections per system
+	Nodes       int           // presenced nodes in one cluster (the peer: peer processes on one Redis); 0: 1
+	Renew       time.Duration // presenced's --renew (--ttl 2.5 x it); 0: the seed's
 	Runs        int           // repetitions: min / median / max over them
 	Idle        time.Duration // heartbeats only, before the idle RSS
 	Hold        time.Duration // presence's first run keeps its devices this long (>= Idle) and counts closes nobody asked for
@@ -200,7 +202,7 @@ func codesString(m map[string]int64) string {
 // of its devices, drawing a progress bar; the rate is all devices over the
 // time from the first dial to the last answer.
 func connect(o Options, sys system, dir string, res *RunResult) ([]*workerProc, error) {
-	ws, err := spawnWorkers(o, sys.URL(), dir)
+	ws, err := spawnWorkers(o, sys.URLs(), dir)
 	if err != nil {
 		return nil, err
 	}

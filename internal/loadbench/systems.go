@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,8 +21,8 @@ import (
 // system is one side of the comparison: started fresh for every run.
 type system interface {
 	Name() string
-	URL() string // device WebSocket
-	Pids() []int // every process whose CPU and memory count
+	URLs() []string // device WebSockets, one per node (load process w dials the w-th, round)
+	Pids() []int    // every process whose CPU and memory count
 	Heap() (float64, error)
 	Lookup(c *http.Client, user string) error
 	// Allow lets subs see target (presence: a policy; the peer has none).
@@ -86,75 +87,130 @@ func waitHTTP(url string, within time.Duration) error {
 	}
 }
 
-// presenceSys is one presenced node with its default store (SQLite in the
-// run's directory), the seed timings scaled to the heartbeat interval.
+// presenceSys is Options.Nodes presenced nodes in one cluster sharing
+// their default store (one SQLite file in the run's directory), the seed
+// timings scaled to the heartbeat interval.
 type presenceSys struct {
-	p            *proc
-	ws, admin    string
+	nodes        []*proc
+	ws, admin    []string
 	token        string
 	debounce     time.Duration
+	settled      time.Time // a cluster's views have settled (docs/bounds.md)
 	closesBefore string
 }
 
 const benchSecret = "loadbench-secret-not-for-production"
 
 func startPresence(o Options, dir string) (system, error) {
-	ports := make([]int, 3)
-	for i := range ports {
-		var err error
-		if ports[i], err = freePort(); err != nil {
+	s := &presenceSys{token: "loadbench-admin", debounce: o.Debounce}
+	var join string
+	for i := range max(o.Nodes, 1) {
+		ports := make([]int, 3)
+		for k := range ports {
+			var err error
+			if ports[k], err = freePort(); err != nil {
+				s.Stop()
+				return nil, err
+			}
+		}
+		ws, adm, gossip := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1]), fmt.Sprintf("127.0.0.1:%d", ports[2])
+		args := append(presenceArgs(o, dir, s.token), "--node-id", fmt.Sprintf("bench%d", i+1), "--listen", ws, "--admin", adm, "--gossip", gossip)
+		if join != "" {
+			args = append(args, "--join", join)
+		}
+		p, err := startProc(dir, fmt.Sprintf("presenced%d", i+1), filepath.Join(o.Bin, "presenced"), args...)
+		if err != nil {
+			s.Stop()
+			return nil, err
+		}
+		s.nodes, s.ws, s.admin, join = append(s.nodes, p), append(s.ws, ws), append(s.admin, adm), gossip
+		if err := waitHTTP("http://"+adm+"/readyz", 30*time.Second); err != nil {
+			s.Stop()
 			return nil, err
 		}
 	}
-	s := &presenceSys{ws: fmt.Sprintf("127.0.0.1:%d", ports[0]), admin: fmt.Sprintf("127.0.0.1:%d", ports[1]),
-		token: "loadbench-admin", debounce: o.Debounce}
-	p, err := startProc(dir, "presenced", filepath.Join(o.Bin, "presenced"),
-		"--node-id", "bench", "--listen", s.ws, "--admin", s.admin, "--gossip", fmt.Sprintf("127.0.0.1:%d", ports[2]),
-		"--policy-dsn", "sqlite:"+filepath.Join(dir, "presence.db"), "--admin-token", s.token, "--secret", benchSecret,
-		"--heartbeat", o.Interval.String(), "--stale", (o.Interval * 5 / 2).String(), "--check", (o.Interval / 5).String(),
-		"--debounce", o.Debounce.String(), "--admit-rate", "1000000", "--admit-burst", "1000000")
-	if err != nil {
-		return nil, err
-	}
-	s.p = p
-	if err := waitHTTP("http://"+s.admin+"/readyz", 30*time.Second); err != nil {
-		p.stop()
+	if err := s.converge(); err != nil {
+		s.Stop()
 		return nil, err
 	}
 	return s, nil
 }
 
-func (s *presenceSys) Name() string { return "presence" }
-func (s *presenceSys) URL() string  { return "ws://" + s.ws + "/ws" }
-func (s *presenceSys) Pids() []int  { return []int{s.p.cmd.Process.Pid} }
+// presenceArgs are every node's flags but its id and addresses.
+func presenceArgs(o Options, dir, token string) []string {
+	args := []string{"--policy-dsn", "sqlite:" + filepath.Join(dir, "presence.db"), "--admin-token", token, "--secret", benchSecret,
+		"--heartbeat", o.Interval.String(), "--stale", (o.Interval * 5 / 2).String(), "--check", (o.Interval / 5).String(),
+		"--debounce", o.Debounce.String(), "--admit-rate", "1000000", "--admit-burst", "1000000"}
+	if o.Renew > 0 {
+		args = append(args, "--renew", o.Renew.String(), "--ttl", (o.Renew * 5 / 2).String())
+	}
+	if o.Nodes > 1 {
+		args = append(args, "--cluster-key", "loadbench-cluster-key-0123456789")
+	}
+	return args
+}
+
+func (s *presenceSys) Name() string   { return "presence" }
+func (s *presenceSys) URLs() []string { return prefixed("ws://", s.ws, "/ws") }
+func (s *presenceSys) Pids() []int {
+	var pids []int
+	for _, p := range s.nodes {
+		pids = append(pids, p.cmd.Process.Pid)
+	}
+	return pids
+}
+
+func prefixed(pre string, addrs []string, post string) []string {
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		out[i] = pre + a + post
+	}
+	return out
+}
 
 // Debounce is what the view waits on purpose after a departure reaches it:
 // the debounce less the delivery budget it keeps for the hops (core.DeliveryBudget).
 func (s *presenceSys) Debounce() time.Duration { return s.debounce - core.DeliveryBudget(s.debounce) }
-func (s *presenceSys) Stop()                   { s.p.stop() }
+func (s *presenceSys) Stop() {
+	for _, p := range s.nodes {
+		p.stop()
+	}
+}
 
 func (s *presenceSys) get(c *http.Client, path string) (*http.Response, error) {
-	req, _ := http.NewRequest(http.MethodGet, "http://"+s.admin+path, nil)
+	return s.getFrom(c, 0, path)
+}
+
+// getFrom asks node i.
+func (s *presenceSys) getFrom(c *http.Client, i int, path string) (*http.Response, error) {
+	req, _ := http.NewRequest(http.MethodGet, "http://"+s.admin[i]+path, nil)
 	req.Header.Set("Authorization", "Bearer "+s.token)
 	return c.Do(req)
 }
 
-// metrics reads the samples of /metrics whose name starts with prefix.
+// metrics reads the samples of /metrics whose name starts with prefix,
+// summed over the nodes.
 func (s *presenceSys) metrics(prefix string) (map[string]float64, error) {
-	res, err := s.get(http.DefaultClient, "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
 	m := map[string]float64{}
-	sc := bufio.NewScanner(res.Body)
-	for sc.Scan() {
-		if l := sc.Text(); strings.HasPrefix(l, prefix) {
-			i := strings.LastIndexByte(l, ' ')
-			m[l[:i]], _ = strconv.ParseFloat(l[i+1:], 64)
+	for i := range s.admin {
+		res, err := s.getFrom(http.DefaultClient, i, "/metrics")
+		if err != nil {
+			return nil, err
+		}
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			if l := sc.Text(); strings.HasPrefix(l, prefix) {
+				k := strings.LastIndexByte(l, ' ')
+				v, _ := strconv.ParseFloat(l[k+1:], 64)
+				m[l[:k]] += v
+			}
+		}
+		res.Body.Close()
+		if err := sc.Err(); err != nil {
+			return nil, err
 		}
 	}
-	return m, sc.Err()
+	return m, nil
 }
 
 func (s *presenceSys) Heap() (float64, error) {
@@ -177,8 +233,60 @@ func (s *presenceSys) ServerCloses() string {
 	if len(parts) == 0 {
 		return "none"
 	}
+	slices.Sort(parts)
 	return strings.Join(parts, ",")
 }
+
+// converge waits until the first node sees every node alive, and notes
+// when the cluster's views settle: a view activated within settle of a
+// membership change that moved it holds a departure until then
+// (docs/bounds.md), so the fan-out waits for it.
+func (s *presenceSys) converge() error {
+	if len(s.nodes) < 2 {
+		return nil
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var c struct {
+			Members []struct{ State string } `json:"members"`
+		}
+		alive := 0
+		if res, err := s.get(http.DefaultClient, "/api/cluster"); err == nil {
+			_ = json.NewDecoder(res.Body).Decode(&c)
+			res.Body.Close()
+		}
+		for _, m := range c.Members {
+			if m.State == "alive" {
+				alive++
+			}
+		}
+		if alive == len(s.nodes) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("loadbench: the first node sees %d of %d members alive", alive, len(s.nodes))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var b struct {
+		Timing struct {
+			SettleMs int64 `json:"settle_ms"`
+		} `json:"timing"`
+	}
+	res, err := s.get(http.DefaultClient, "/api/bounds")
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if err := json.NewDecoder(res.Body).Decode(&b); err != nil {
+		return err
+	}
+	s.settled = time.Now().Add(time.Duration(b.Timing.SettleMs) * time.Millisecond)
+	return nil
+}
+
+// Settled is when the fan-out may start.
+func (s *presenceSys) Settled() time.Time { return s.settled }
 
 func (s *presenceSys) Lookup(c *http.Client, user string) error {
 	res, err := s.get(c, "/api/presence/"+user)
@@ -195,7 +303,7 @@ func (s *presenceSys) Lookup(c *http.Client, user string) error {
 
 func (s *presenceSys) Allow(target string, subs []string) error {
 	b, _ := json.Marshal(map[string]any{"granularity": "exact", "contacts": subs})
-	req, _ := http.NewRequest(http.MethodPut, "http://"+s.admin+"/api/users/"+target+"/policy", strings.NewReader(string(b)))
+	req, _ := http.NewRequest(http.MethodPut, "http://"+s.admin[0]+"/api/users/"+target+"/policy", strings.NewReader(string(b)))
 	req.Header.Set("Authorization", "Bearer "+s.token)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -210,63 +318,91 @@ func (s *presenceSys) Allow(target string, subs []string) error {
 }
 
 // peerSys is redis-server (no persistence, as presence keeps leases in
-// memory) and the peer process in front of it.
+// memory) and Options.Nodes peer processes in front of it.
 type peerSys struct {
-	redis, peer *proc
-	ws, api     string
+	redis   *proc
+	peers   []*proc
+	ws, api []string
 }
 
 func startPeer(o Options, dir string) (system, error) {
-	var ports [3]int
-	for i := range ports {
-		var err error
-		if ports[i], err = freePort(); err != nil {
-			return nil, err
-		}
+	rport, err := freePort()
+	if err != nil {
+		return nil, err
 	}
-	rd, err := startProc(dir, "redis", o.RedisServer, "--port", strconv.Itoa(ports[0]), "--bind", "127.0.0.1",
+	rd, err := startProc(dir, "redis", o.RedisServer, "--port", strconv.Itoa(rport), "--bind", "127.0.0.1",
 		"--dir", dir, "--save", "", "--appendonly", "no", "--daemonize", "no", "--maxclients", "1000")
 	if err != nil {
 		return nil, err
 	}
-	s := &peerSys{redis: rd, ws: fmt.Sprintf("127.0.0.1:%d", ports[1]), api: fmt.Sprintf("127.0.0.1:%d", ports[2])}
-	s.peer, err = startProc(dir, "peer", o.Self, "peer", "--listen", s.ws, "--http", s.api,
-		"--redis", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--secret", benchSecret,
-		"--heartbeat", o.Interval.String(), "--ttl", (o.Interval * 3).String())
-	if err != nil {
-		rd.stop()
-		return nil, err
-	}
-	if err := waitHTTP("http://"+s.api+"/stats", 30*time.Second); err != nil {
-		s.Stop()
-		return nil, err
+	s := &peerSys{redis: rd}
+	for i := range max(o.Nodes, 1) {
+		var ports [2]int
+		for k := range ports {
+			if ports[k], err = freePort(); err != nil {
+				s.Stop()
+				return nil, err
+			}
+		}
+		ws, api := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
+		p, err := startProc(dir, fmt.Sprintf("peer%d", i+1), o.Self, "peer", "--listen", ws, "--http", api,
+			"--redis", fmt.Sprintf("127.0.0.1:%d", rport), "--secret", benchSecret,
+			"--heartbeat", o.Interval.String(), "--ttl", (o.Interval * 3).String())
+		if err != nil {
+			s.Stop()
+			return nil, err
+		}
+		s.peers, s.ws, s.api = append(s.peers, p), append(s.ws, ws), append(s.api, api)
+		if err := waitHTTP("http://"+api+"/stats", 30*time.Second); err != nil {
+			s.Stop()
+			return nil, err
+		}
 	}
 	return s, nil
 }
 
 func (s *peerSys) Name() string                 { return "redis-ttl" }
-func (s *peerSys) URL() string                  { return "ws://" + s.ws + "/ws" }
-func (s *peerSys) Pids() []int                  { return []int{s.peer.cmd.Process.Pid, s.redis.cmd.Process.Pid} }
+func (s *peerSys) URLs() []string               { return prefixed("ws://", s.ws, "/ws") }
 func (s *peerSys) Debounce() time.Duration      { return 0 }
 func (s *peerSys) Allow(string, []string) error { return nil }
 func (s *peerSys) ServerCloses() string         { return "n/a" }
-func (s *peerSys) Stop()                        { s.peer.stop(); s.redis.stop() }
+func (s *peerSys) Pids() []int {
+	pids := []int{s.redis.cmd.Process.Pid}
+	for _, p := range s.peers {
+		pids = append(pids, p.cmd.Process.Pid)
+	}
+	return pids
+}
+func (s *peerSys) Stop() {
+	for _, p := range s.peers {
+		p.stop()
+	}
+	s.redis.stop()
+}
 func (s *peerSys) Lookup(c *http.Client, u string) error {
-	return getOK(c, "http://"+s.api+"/presence/"+u)
+	return getOK(c, "http://"+s.api[0]+"/presence/"+u)
 }
 
-// Heap is the peer's Go heap plus Redis's used_memory.
+// Heap is the peers' Go heap plus Redis's used_memory.
 func (s *peerSys) Heap() (float64, error) {
-	res, err := http.Get("http://" + s.api + "/stats")
-	if err != nil {
-		return 0, err
+	var total float64
+	for i, api := range s.api {
+		res, err := http.Get("http://" + api + "/stats")
+		if err != nil {
+			return 0, err
+		}
+		var st PeerStats
+		err = json.NewDecoder(res.Body).Decode(&st)
+		res.Body.Close()
+		if err != nil {
+			return 0, err
+		}
+		total += float64(st.HeapInuse)
+		if i == 0 {
+			total += float64(st.RedisMemory)
+		}
 	}
-	defer res.Body.Close()
-	var st PeerStats
-	if err := json.NewDecoder(res.Body).Decode(&st); err != nil {
-		return 0, err
-	}
-	return float64(st.HeapInuse + st.RedisMemory), nil
+	return total, nil
 }
 
 func getOK(c *http.Client, url string) error {

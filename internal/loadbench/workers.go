@@ -31,15 +31,22 @@ type workerProc struct {
 }
 
 // spawnWorkers starts the load processes for n devices, each from its own
-// source address 127.0.0.2, .3, ...; concurrency dials are spread over them.
-func spawnWorkers(o Options, url, dir string) ([]*workerProc, error) {
+// source address 127.0.0.2, .3, ..., and dialing urls[w % len(urls)]: on
+// more than one node, as many processes on each (devices spread evenly);
+// concurrency dials are spread over them.
+func spawnWorkers(o Options, urls []string, dir string) ([]*workerProc, error) {
 	nw := (o.N + o.PerWorker - 1) / o.PerWorker
+	if k := len(urls); k > 1 {
+		nw = (nw + k - 1) / k * k
+	}
 	var ws []*workerProc
 	for w := range nw {
-		first := w * o.PerWorker
-		count := min(o.PerWorker, o.N-first)
+		first, count := w*o.PerWorker, min(o.PerWorker, o.N-w*o.PerWorker)
+		if len(urls) > 1 {
+			first, count = w*o.N/nw, (w+1)*o.N/nw-w*o.N/nw
+		}
 		conc := max(1, o.Concurrency/nw)
-		args := []string{"worker", "--url", url, "--src", fmt.Sprintf("127.0.0.%d", 2+w), "--secret", benchSecret,
+		args := []string{"worker", "--url", urls[w%len(urls)], "--src", fmt.Sprintf("127.0.0.%d", 2+w), "--secret", benchSecret,
 			"--prefix", "bench", "--first", strconv.Itoa(first), "--count", strconv.Itoa(count),
 			"--concurrency", strconv.Itoa(conc), "--interval", o.Interval.String()}
 		if o.Binary {

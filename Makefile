@@ -85,6 +85,16 @@ bench-cluster: tools
 	$(GO) build -o $(BIN)/ ./cmd/presenced ./cmd/bench
 	$(BIN)/bench run --nodes 3 --n $(CN) --subs $(SUBS) --runs $(CRUNS) --rounds $(CROUNDS) --idle 30s --bin $(BIN) | tee bench-cluster.out
 
+## bench-store: issue 9's store under load: SN devices connect to one node,
+## heartbeat, then drop at once, on SQLite and on PostgreSQL (a server from
+## the host's binaries, default settings); every write counted and looked
+## up, RSS against the steady state (BENCHMARKS.md, "The store under mass
+## connects and disconnects")
+SN ?= 19000
+bench-store: tools
+	$(GO) build -o $(BIN)/ ./cmd/presenced ./cmd/bench
+	$(BIN)/bench store --n $(SN) --runs $(RUNS) --bin $(BIN) | tee bench-store.out
+
 ## bench-micro: the Go micro-benchmarks, for benchstat
 bench-micro:
 	$(GO) test -run '^$$' -bench . -benchmem -count 10 ./... | tee bench-micro.out

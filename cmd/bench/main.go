@@ -26,6 +26,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
 const usage = `usage:
   bench run [--n 19000] [--nodes 1] [--runs 3] [--idle 60s] [--hold 0] [--bin bin] [--systems presence,redis-ttl] [--binary]
+  bench store [--n 19000] [--runs 3] [--stores sqlite,postgres] [--steady 20s]
   bench peer --listen ADDR --http ADDR --redis ADDR --secret S [--heartbeat 5s] [--ttl 15s]
   bench worker --url WS --src IP --first I --count N [--concurrency C] [--interval 5s] [--binary]
 `
@@ -40,6 +41,8 @@ func run(args []string, in io.Reader, out, errOut io.Writer) int {
 	switch args[0] {
 	case "run":
 		return runCmd(ctx, args[1:], out, errOut)
+	case "store":
+		return storeCmd(ctx, args[1:], out, errOut)
 	case "peer":
 		return peerCmd(ctx, args[1:], errOut)
 	case "worker":
@@ -92,6 +95,41 @@ func runCmd(ctx context.Context, args []string, out, errOut io.Writer) int {
 		return 1
 	}
 	loadbench.Report(out, o, before+" at the start; "+loadbench.Machine()+" at the end", results)
+	_ = os.RemoveAll(o.Dir) // kept when a run fails: its logs say why
+	return 0
+}
+
+func storeCmd(ctx context.Context, args []string, out, errOut io.Writer) int {
+	fs := flag.NewFlagSet("store", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	var o loadbench.StoreOptions
+	fs.IntVar(&o.N, "n", 19000, "devices that connect, then drop at once")
+	fs.IntVar(&o.Runs, "runs", 3, "runs of each store (min / median / max)")
+	fs.DurationVar(&o.Interval, "interval", 5*time.Second, "heartbeat period")
+	fs.DurationVar(&o.Steady, "steady", 20*time.Second, "heartbeats only, over which the steady RSS is read")
+	fs.IntVar(&o.Concurrency, "concurrency", 100, "dials in flight over all load processes")
+	stores := fs.String("stores", "sqlite,postgres", "stores, comma-separated (postgres: a server started from the host's binaries, its default settings)")
+	fs.StringVar(&o.Bin, "bin", "bin", "directory holding presenced")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	o.Stores = strings.Split(*stores, ",")
+	var err error
+	if o.Self, err = os.Executable(); err == nil {
+		o.Dir, err = os.MkdirTemp("", "presence-bench-store-")
+	}
+	if err != nil {
+		fmt.Fprintln(errOut, "bench:", err)
+		return 1
+	}
+	o.Progress = errOut
+	before := loadbench.Machine()
+	results, err := loadbench.RunStore(ctx, o)
+	if err != nil {
+		fmt.Fprintln(errOut, "bench:", err)
+		return 1
+	}
+	loadbench.ReportStore(out, o, before+" at the start; "+loadbench.Machine()+" at the end", results)
 	_ = os.RemoveAll(o.Dir) // kept when a run fails: its logs say why
 	return 0
 }

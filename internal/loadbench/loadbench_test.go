@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/presence-im/presence/store/sqlite"
 )
 
 // buildBinaries builds presenced and cmd/bench (whose peer and worker
@@ -113,5 +115,61 @@ func TestBenchClusterSmoke(t *testing.T) {
 	t.Log("\n" + b.String())
 	if !strings.Contains(b.String(), "| one offline to 600 subscribers over 3 nodes, p99 |") {
 		t.Error("the table has no row for the fan-out over 3 nodes")
+	}
+}
+
+// TestBenchStoreSmoke is `make bench-store` in small, on SQLite and
+// PostgreSQL: 600 devices connect and drop at once; the node counts every
+// floor and last seen written, none failed, and every one is in the
+// database afterwards.
+func TestBenchStoreSmoke(t *testing.T) {
+	dir := t.TempDir()
+	buildBinaries(t, dir)
+	so := StoreOptions{N: 600, Runs: 1, PerWorker: 300, Concurrency: 30, Interval: 2 * time.Second, Steady: time.Second, Tail: time.Second,
+		Stores: []string{"sqlite", "postgres"}, Bin: dir, Self: filepath.Join(dir, "bench"), Dir: dir}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	results, err := RunStore(ctx, so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 2 {
+		t.Fatalf("%d results, want one per store", len(results))
+	}
+	for _, r := range results {
+		if r.Floors != 600 || r.LastSeens != 600 || r.Lost != 0 || r.FailedOrRefused != 0 || r.Unexpected != 0 {
+			t.Errorf("%s: %s, %.0f failed or refused, %d cut: want 600 of each written, none lost, failed or cut", r.Store, r.brief(so.N), r.FailedOrRefused, r.Unexpected)
+		}
+		if r.Commits < 1 || r.SteadyRSS <= 0 || r.PeakRSS <= 0 {
+			t.Errorf("%s: %v commits, RSS %v steady, %v peak: want figures", r.Store, r.Commits, r.SteadyRSS, r.PeakRSS)
+		}
+	}
+	var b bytes.Buffer
+	ReportStore(&b, so, Machine(), results)
+	t.Log("\n" + b.String())
+}
+
+// TestLostWritesCounted: the database check finds a device whose last
+// seen never reached the store.
+func TestLostWritesCounted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "presence.db")
+	s, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i, u := range users(0, 3) {
+		if err := s.RaiseFloor(ctx, u, "d", 7); err != nil {
+			t.Fatal(err)
+		}
+		if i != 1 {
+			if err := s.SetLastSeen(ctx, u, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s.Close()
+	if lost, err := lostWrites(ctx, "sqlite:"+path, 3); lost != 1 || err != nil {
+		t.Fatalf("lostWrites = %d, %v; want 1 (bench000001 has no last seen)", lost, err)
 	}
 }

@@ -138,7 +138,11 @@ func startPresence(o Options, dir string) (system, error) {
 
 // presenceArgs are every node's flags but its id and addresses.
 func presenceArgs(o Options, dir, token string) []string {
-	args := []string{"--policy-dsn", "sqlite:" + filepath.Join(dir, "presence.db"), "--admin-token", token, "--secret", benchSecret,
+	dsn := o.DSN
+	if dsn == "" {
+		dsn = "sqlite:" + filepath.Join(dir, "presence.db")
+	}
+	args := []string{"--policy-dsn", dsn, "--admin-token", token, "--secret", benchSecret,
 		"--heartbeat", o.Interval.String(), "--stale", (o.Interval * 5 / 2).String(), "--check", (o.Interval / 5).String(),
 		"--debounce", o.Debounce.String(), "--admit-rate", "1000000", "--admit-burst", "1000000"}
 	if o.Renew > 0 {

@@ -243,6 +243,7 @@ func (w *worker) read(ctx context.Context, wc *wconn) {
 //	close      closes T's connection cleanly -> "closed UNIX_NS"
 //	lat        -> "lat N t1,t2,..." receive times of T's offline events since the last lat
 //	stats      -> "stats ACKS SENT UNEXPECTED LIVE code:n,..."
+//	drop       closes every connection at once, without a close frame -> "dropped UNIX_NS"
 //	quit       ends
 func (w *worker) runCommand(ctx context.Context, cmd []string) bool {
 	if len(cmd) == 0 {
@@ -275,6 +276,10 @@ func (w *worker) runCommand(ctx context.Context, cmd []string) bool {
 		w.say("lat %s", w.takeLatencies())
 	case "stats":
 		w.say("stats %s", w.statsLine())
+	case "drop":
+		t0 := time.Now()
+		w.closeAll()
+		w.say("dropped %d", t0.UnixNano())
 	case "quit":
 		return false
 	}

@@ -35,6 +35,11 @@ type Options struct {
 	Idle     time.Duration
 	Waves    int
 	Progress io.Writer // a line per round and phase, and devices up every 5 s; nil: quiet
+	// Load is background devices per node from load processes (cmd/bench
+	// worker), heartbeating under LoadTiming, while the watched devices
+	// measure the bounds; 0: none. LoadBin is cmd/bench, built when empty.
+	Load    int
+	LoadBin string
 }
 
 // Report is what a run measured and found.
@@ -43,6 +48,7 @@ type Report struct {
 	About    string             `json:"about"`
 	Nodes    int                `json:"nodes"`
 	Devices  int                `json:"devices"`
+	Load     int                `json:"load_per_node,omitempty"` // background devices per node (--load)
 	Backend  string             `json:"backend,omitempty"`
 	Bounds   map[string]float64 `json:"bounds_ms"`
 	Timing   map[string]float64 `json:"timing_ms"`
@@ -130,7 +136,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	o.churnDefaults()
-	rep := &Report{Scenario: sc.Name, About: sc.About, Nodes: o.Nodes, Devices: o.Devices, Machine: machine(), Started: time.Now(), Findings: map[string]int{}}
+	rep := &Report{Scenario: sc.Name, About: sc.About, Nodes: o.Nodes, Devices: o.Devices, Load: o.Load, Machine: machine(), Started: time.Now(), Findings: map[string]int{}}
 	switch o.Backend {
 	case "", "process":
 	case "docker":
@@ -141,6 +147,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("chaos: backend %q: process or docker", o.Backend)
 	}
 	rep.Backend = o.Backend
+	if err := o.checkLoad(ctx); err != nil {
+		return nil, err
+	}
 	if o.Backend != "docker" && o.Bin == "" {
 		bin, err := Build(ctx, o.Report)
 		if err != nil {
@@ -180,10 +189,17 @@ func runRound(ctx context.Context, o Options, sc Scenario, rep *Report, r *Round
 	}
 	defer e.Cluster.Stop()
 	rep.Bounds, rep.Timing = e.Bounds, e.Timing
+	if e.load != nil {
+		defer e.load.Stop()
+	}
+	load := e.loadBefore()
 	r.FaultAt = time.Now()
 	o.progress("round %d/%d: %s, %d/%d devices up", r.Index+1, o.Rounds, sc.Name, e.Fleet.Up(), len(e.Fleet.Devices))
 	go o.watchProgress(ctx, r.Index, e)
 	err = sc.run(ctx, e, r)
+	if e.load != nil {
+		e.checkLoad(r, load, sc.Name != "close")
+	}
 	r.Faults = e.Cluster.Marks(r.FaultAt)
 	checkVersions(e, r)
 	return err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/presence-im/presence/cluster"
+	"github.com/presence-im/presence/internal/loadbench"
 	"github.com/presence-im/presence/messages"
 )
 
@@ -61,8 +62,9 @@ type Env struct {
 	// Duration is how long soak goes on.
 	Duration time.Duration
 
-	churn *churnPlan           // the churn scenario's schedule
-	say   func(string, ...any) // a progress line
+	churn *churnPlan            // the churn scenario's schedule
+	load  *loadbench.Background // --load's devices
+	say   func(string, ...any)  // a progress line
 }
 
 // devicesOn is the devices connected to n.
@@ -444,7 +446,14 @@ func setup(ctx context.Context, o Options, dir string) (*Env, error) {
 	if o.Scenario == "churn" {
 		return e, e.setupChurn(ctx, o)
 	}
+	if o.Load > 0 {
+		c.Args = append(c.Args, LoadTiming...)
+	}
 	if err := c.Start(ctx, nodes); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	if err := e.withLoad(ctx, o, dir); err != nil {
 		c.Stop()
 		return nil, err
 	}

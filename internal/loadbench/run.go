@@ -21,6 +21,7 @@ type Options struct {
 	Nodes       int           // presenced nodes in one cluster (the peer: peer processes on one Redis); 0: 1
 	Renew       time.Duration // presenced's --renew (--ttl 2.5 x it); 0: the seed's
 	DSN         string        // presenced's --policy-dsn; "": SQLite in the run's directory
+	Secret      string        // device-token key of the load processes; "": the bench's own
 	Runs        int           // repetitions: min / median / max over them
 	Idle        time.Duration // heartbeats only, before the idle RSS
 	Hold        time.Duration // presence's first run keeps its devices this long (>= Idle) and counts closes nobody asked for

@@ -2,6 +2,7 @@ package loadbench
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -46,7 +47,7 @@ func spawnWorkers(o Options, urls []string, dir string) ([]*workerProc, error) {
 			first, count = w*o.N/nw, (w+1)*o.N/nw-w*o.N/nw
 		}
 		conc := max(1, o.Concurrency/nw)
-		args := []string{"worker", "--url", urls[w%len(urls)], "--src", fmt.Sprintf("127.0.0.%d", 2+w), "--secret", benchSecret,
+		args := []string{"worker", "--url", urls[w%len(urls)], "--src", fmt.Sprintf("127.0.0.%d", 2+w), "--secret", cmp.Or(o.Secret, benchSecret),
 			"--prefix", "bench", "--first", strconv.Itoa(first), "--count", strconv.Itoa(count),
 			"--concurrency", strconv.Itoa(conc), "--interval", o.Interval.String()}
 		if o.Binary {

@@ -1,0 +1,126 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/presence-im/presence/internal/loadbench"
+)
+
+// LoadTiming is what a node runs with under --load, on top of the fast
+// preset: the fast heartbeat (300 ms) and renewal (600 ms) of 19,000
+// devices per node would be 190,000 heartbeats and 95,000 renewals a
+// second on three nodes, past what two cores do, so those two move to a
+// 5 s heartbeat (stale 2.5 x, check 1 s, as make bench) and a 30 s
+// renewal (TTL 2.5 x); gossip, debounce and the rest stay fast. The
+// bounds checked are the nodes' own (GET /api/bounds) for this timing.
+var LoadTiming = []string{"--heartbeat", "5s", "--stale", "12.5s", "--check", "1s", "--renew", "30s", "--ttl", "75s",
+	"--admit-rate", "1000000", "--admit-burst", "1000000"}
+
+// loadScenarios are those --load runs with: a fault on one node of three
+// whose devices and load the harness can tell apart.
+var loadScenarios = []string{"close", "gateway-crash", "pause"}
+
+// BuildBench compiles cmd/bench (whose worker command holds the load)
+// into dir.
+func BuildBench(ctx context.Context, dir string) (string, error) {
+	bin := filepath.Join(dir, "bench")
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/presence-im/presence/cmd/bench").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("chaos: building bench: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// withLoad connects o.Load devices to every node from load processes,
+// heartbeating, before the watched devices connect.
+func (e *Env) withLoad(ctx context.Context, o Options, dir string) error {
+	if o.Load <= 0 {
+		return nil
+	}
+	if err := e.readBounds(ctx, e.Cluster.Nodes[0]); err != nil {
+		return err
+	}
+	var urls []string
+	for _, n := range e.Cluster.Nodes {
+		urls = append(urls, "ws://"+n.Listen+"/ws")
+	}
+	t0 := time.Now()
+	b, err := loadbench.StartBackground(loadbench.BackgroundOptions{Self: o.LoadBin, URLs: urls, PerNode: o.Load,
+		Secret: e.Cluster.Secret, Interval: ms(e.Timing["heartbeat_ms"]), Dir: filepath.Join(dir, "load")})
+	if err != nil {
+		return err
+	}
+	e.load = b
+	e.say("load: %d devices on each of %d nodes from %d processes in %.1f s", o.Load, len(urls), b.Processes(), time.Since(t0).Seconds())
+	return nil
+}
+
+// loadBefore reads the load's counters as the fault begins.
+func (e *Env) loadBefore() map[string]loadbench.LoadStats {
+	if e.load == nil {
+		return nil
+	}
+	st, _ := e.load.Stats()
+	return st
+}
+
+// checkLoad: no background device on a node still alive lost its
+// connection (what a false offline is to a device), and their heartbeats
+// flowed through the round; the victim's were cut with it.
+// cutsVictim: the fault takes the victim's connections (a kill, a pause
+// it fences after), not only the watched devices' (close).
+func (e *Env) checkLoad(r *Round, before map[string]loadbench.LoadStats, cutsVictim bool) {
+	after, err := e.load.Stats()
+	if err != nil {
+		r.find("load", "", "", "reading the load processes: "+err.Error())
+		return
+	}
+	var notes []string
+	for _, n := range e.Cluster.Nodes {
+		u := "ws://" + n.Listen + "/ws"
+		a, b := after[u], before[u]
+		cut := a.Unexpected - b.Unexpected
+		notes = append(notes, fmt.Sprintf("%s: %d devices, %d heartbeats acked, %d cut (%s)", n.ID, a.Devices, a.Acks-b.Acks, cut, orNone(a.Codes)))
+		if !n.Alive() || cutsVictim && slices.Contains(strings.Split(r.Victim, ","), n.ID) {
+			continue
+		}
+		if cut > 0 {
+			r.find("load_cut", "", "", fmt.Sprintf("%d background devices on %s, which stayed, lost their connection (codes %s)", cut, n.ID, a.Codes))
+		}
+		if a.Acks <= b.Acks {
+			r.find("load_idle", "", "", fmt.Sprintf("no background heartbeat acked by %s during the round", n.ID))
+		}
+	}
+	sort.Strings(notes)
+	r.Notes = append(r.Notes, "load: "+strings.Join(notes, "; "))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// checkLoad refuses --load where it does not fit and builds cmd/bench.
+func (o *Options) checkLoad(ctx context.Context) error {
+	if o.Load <= 0 {
+		return nil
+	}
+	if !slices.Contains(loadScenarios, o.Scenario) || o.Backend == "docker" || o.Nodes != 3 {
+		return fmt.Errorf("chaos: --load runs with --nodes 3 on the process backend, scenarios %s", strings.Join(loadScenarios, ", "))
+	}
+	if o.LoadBin != "" {
+		return nil
+	}
+	bin, err := BuildBench(ctx, o.Report)
+	o.LoadBin = bin
+	return err
+}

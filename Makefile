@@ -32,7 +32,7 @@ test: tools
 	$(GO) test -count=1 -run TestProviderGrainsMoveOnCrash ./cluster/
 	# real faults on real processes, alone so the latencies measure the
 	# service and not the parallel tests: every one within its bound
-	$(GO) test -race -count=1 -tags chaos -run TestRunScenarios -v ./chaos/
+	$(GO) test -race -count=1 -tags chaos -run 'TestRunScenarios|TestRunScenarioUnderLoad' -v ./chaos/
 	# the same on containers, where a Docker engine answers
 	if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory docker && \
 	  $(GO) test -race -count=1 -tags chaos -run TestRunDocker -v ./chaos/; \

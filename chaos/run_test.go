@@ -4,6 +4,7 @@ package chaos
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 )
@@ -32,6 +33,29 @@ func TestRunScenarios(t *testing.T) {
 			}
 			expectOK(t, rep)
 		})
+	}
+}
+
+// --load in small (about 35 s): 300 background devices per node from load
+// processes heartbeat through a close on one node; the watched devices'
+// offlines within the bound, no background device cut, heartbeats acked
+// on every node (docs/bounds.md, "Under load").
+func TestRunScenarioUnderLoad(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	bin, err := Build(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(ctx, Options{Scenario: "close", Nodes: 3, Devices: 6, Rounds: 1, Report: t.TempDir(), Bin: bin, Load: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("notes: %v", rep.Rounds[0].Notes)
+	expectOK(t, rep)
+	if len(rep.Rounds[0].Notes) == 0 || !strings.Contains(rep.Rounds[0].Notes[0], "300 devices") {
+		t.Fatalf("no load in the round's notes: %v", rep.Rounds[0].Notes)
 	}
 }
 

@@ -102,6 +102,8 @@ bench-micro:
 ## chaos: every scenario on a local 3-node cluster, 3 rounds each; reports
 ## in chaos-report/<scenario>/report.{json,html}
 ## (make chaos BACKEND=docker: on containers of presence:dev, built first)
+## (make chaos SCENARIO=gateway-crash LOAD=19000: LOAD background devices
+## per node from load processes, heartbeating; docs/bounds.md "Under load")
 ## (churn, in every round: USERS distinct users, about ONLINE connected at
 ## once; see bench-churn)
 SCENARIO ?= all
@@ -110,9 +112,10 @@ DEVICES  ?= 30
 BACKEND  ?= process
 USERS    ?= 100000
 ONLINE   ?= 1000
+LOAD     ?= 0
 chaos:
 	if [ "$(BACKEND)" = docker ]; then $(MAKE) --no-print-directory docker; fi
-	$(GO) run ./cmd/chaos run --scenario $(SCENARIO) --nodes 3 --devices $(DEVICES) --rounds $(ROUNDS) --backend $(BACKEND) --users $(USERS) --online $(ONLINE) --report chaos-report
+	$(GO) run ./cmd/chaos run --scenario $(SCENARIO) --nodes 3 --devices $(DEVICES) --rounds $(ROUNDS) --backend $(BACKEND) --users $(USERS) --online $(ONLINE) --load $(LOAD) --report chaos-report
 
 ## bench-churn: memory under churn (docs/bounds.md, "Memory under churn"):
 ## USERS distinct users connect in waves to a local 3-node cluster, about

@@ -448,6 +448,7 @@ func setup(ctx context.Context, o Options, dir string) (*Env, error) {
 	}
 	if o.Load > 0 {
 		c.Args = append(c.Args, LoadTiming...)
+		e.Slack = LoadSlack
 	}
 	if err := c.Start(ctx, nodes); err != nil {
 		c.Stop()

@@ -479,7 +479,7 @@ func (e *Env) start(ctx context.Context, devices int) error {
 	// The bounds are for a settled cluster: a view activated within settle
 	// of a membership change holds a departure until then (docs/bounds.md).
 	time.Sleep(ms(e.Timing["settle_ms"]))
-	return e.awaitOnline(time.Now().Add(15 * time.Second))
+	return e.awaitOnline(time.Now().Add(max(15*time.Second, 2*e.Slack))) // under --load: 30 s
 }
 
 // readBounds reads n's bounds and timings (milliseconds).

@@ -103,7 +103,8 @@ bench-micro:
 ## in chaos-report/<scenario>/report.{json,html}
 ## (make chaos BACKEND=docker: on containers of presence:dev, built first)
 ## (make chaos SCENARIO=gateway-crash LOAD=19000: LOAD background devices
-## per node from load processes, heartbeating; docs/bounds.md "Under load")
+## per node from load processes, heartbeating, LOAD_TIMING=fast or seed;
+## docs/bounds.md "Under load")
 ## (churn, in every round: USERS distinct users, about ONLINE connected at
 ## once; see bench-churn)
 SCENARIO ?= all
@@ -113,9 +114,10 @@ BACKEND  ?= process
 USERS    ?= 100000
 ONLINE   ?= 1000
 LOAD     ?= 0
+LOAD_TIMING ?= fast
 chaos:
 	if [ "$(BACKEND)" = docker ]; then $(MAKE) --no-print-directory docker; fi
-	$(GO) run ./cmd/chaos run --scenario $(SCENARIO) --nodes 3 --devices $(DEVICES) --rounds $(ROUNDS) --backend $(BACKEND) --users $(USERS) --online $(ONLINE) --load $(LOAD) --report chaos-report
+	$(GO) run ./cmd/chaos run --scenario $(SCENARIO) --nodes 3 --devices $(DEVICES) --rounds $(ROUNDS) --backend $(BACKEND) --users $(USERS) --online $(ONLINE) --load $(LOAD) --load-timing $(LOAD_TIMING) --report chaos-report
 
 ## bench-churn: memory under churn (docs/bounds.md, "Memory under churn"):
 ## USERS distinct users connect in waves to a local 3-node cluster, about

@@ -13,15 +13,24 @@ import (
 	"github.com/presence-im/presence/internal/loadbench"
 )
 
-// LoadTiming is what a node runs with under --load, on top of the fast
-// preset: the fast heartbeat (300 ms) and renewal (600 ms) of 19,000
-// devices per node would be 190,000 heartbeats and 95,000 renewals a
-// second on three nodes, past what two cores do, so those two move to a
-// 5 s heartbeat (stale 2.5 x, check 1 s, as make bench) and a 30 s
-// renewal (TTL 2.5 x); gossip, debounce and the rest stay fast. The
+// LoadTiming is what a node runs with under --load, on top of the preset
+// of --load-timing: the fast heartbeat (300 ms) and renewal (600 ms) of
+// 19,000 devices per node would be 190,000 heartbeats and 95,000 renewals
+// a second on three nodes, past what two cores do, so those move to a 5 s
+// heartbeat (stale 2.5 x, check 1 s, as make bench) and a 30 s renewal
+// (TTL 2.5 x). With the fast preset gossip and debounce stay fast (a
+// member is declared dead after about 1 s of silence, and a node that did
+// not run for that long fences itself); with the seed preset (the
+// production default: 49.5 s failure detection) the debounce is 1 s. The
 // bounds checked are the nodes' own (GET /api/bounds) for this timing.
-var LoadTiming = []string{"--heartbeat", "5s", "--stale", "12.5s", "--check", "1s", "--renew", "30s", "--ttl", "75s",
-	"--admit-rate", "1000000", "--admit-burst", "1000000"}
+func LoadTiming(preset string) []string {
+	t := []string{"--heartbeat", "5s", "--stale", "12.5s", "--check", "1s", "--renew", "30s", "--ttl", "75s",
+		"--admit-rate", "1000000", "--admit-burst", "1000000"}
+	if preset == "seed" {
+		t = append(t, "--debounce", "1s")
+	}
+	return t
+}
 
 // LoadSlack is how long past a bound the harness waits under --load before
 // calling an offline lost (2 s without): a late one is then measured, and
@@ -121,6 +130,12 @@ func (o *Options) checkLoad(ctx context.Context) error {
 	}
 	if !slices.Contains(loadScenarios, o.Scenario) || o.Backend == "docker" || o.Nodes != 3 {
 		return fmt.Errorf("chaos: --load runs with --nodes 3 on the process backend, scenarios %s", strings.Join(loadScenarios, ", "))
+	}
+	if o.LoadTiming == "" {
+		o.LoadTiming = "fast"
+	}
+	if o.LoadTiming != "fast" && o.LoadTiming != "seed" {
+		return fmt.Errorf("chaos: --load-timing %q: fast or seed", o.LoadTiming)
 	}
 	if o.LoadBin != "" {
 		return nil

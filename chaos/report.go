@@ -38,28 +38,32 @@ type Options struct {
 	// Load is background devices per node from load processes (cmd/bench
 	// worker), heartbeating under LoadTiming, while the watched devices
 	// measure the bounds; 0: none. LoadBin is cmd/bench, built when empty.
-	Load    int
-	LoadBin string
+	// LoadTiming is the nodes' preset under --load, fast (default) or
+	// seed, with LoadTiming's changes.
+	Load       int
+	LoadBin    string
+	LoadTiming string
 }
 
 // Report is what a run measured and found.
 type Report struct {
-	Scenario string             `json:"scenario"`
-	About    string             `json:"about"`
-	Nodes    int                `json:"nodes"`
-	Devices  int                `json:"devices"`
-	Load     int                `json:"load_per_node,omitempty"` // background devices per node (--load)
-	Backend  string             `json:"backend,omitempty"`
-	Bounds   map[string]float64 `json:"bounds_ms"`
-	Timing   map[string]float64 `json:"timing_ms"`
-	Machine  Machine            `json:"machine"`
-	Started  time.Time          `json:"started"`
-	Seconds  float64            `json:"seconds"`
-	Rounds   []*Round           `json:"rounds"`
-	Summary  []Summary          `json:"summary"`
-	Findings map[string]int     `json:"findings"` // by kind: false_offline, ghost, lost, ...
-	OK       bool               `json:"ok"`
-	Error    string             `json:"error,omitempty"`
+	Scenario   string             `json:"scenario"`
+	About      string             `json:"about"`
+	Nodes      int                `json:"nodes"`
+	Devices    int                `json:"devices"`
+	Load       int                `json:"load_per_node,omitempty"` // background devices per node (--load)
+	LoadTiming string             `json:"load_timing,omitempty"`   // their nodes' preset (--load-timing)
+	Backend    string             `json:"backend,omitempty"`
+	Bounds     map[string]float64 `json:"bounds_ms"`
+	Timing     map[string]float64 `json:"timing_ms"`
+	Machine    Machine            `json:"machine"`
+	Started    time.Time          `json:"started"`
+	Seconds    float64            `json:"seconds"`
+	Rounds     []*Round           `json:"rounds"`
+	Summary    []Summary          `json:"summary"`
+	Findings   map[string]int     `json:"findings"` // by kind: false_offline, ghost, lost, ...
+	OK         bool               `json:"ok"`
+	Error      string             `json:"error,omitempty"`
 }
 
 // Machine is where the figures come from.
@@ -149,6 +153,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep.Backend = o.Backend
 	if err := o.checkLoad(ctx); err != nil {
 		return nil, err
+	}
+	if o.Load > 0 {
+		rep.LoadTiming = o.LoadTiming
 	}
 	if o.Backend != "docker" && o.Bin == "" {
 		bin, err := Build(ctx, o.Report)

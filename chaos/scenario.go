@@ -447,7 +447,7 @@ func setup(ctx context.Context, o Options, dir string) (*Env, error) {
 		return e, e.setupChurn(ctx, o)
 	}
 	if o.Load > 0 {
-		c.Args = append(c.Args, LoadTiming...)
+		c.Preset, c.Args = o.LoadTiming, append(c.Args, LoadTiming(o.LoadTiming)...)
 		e.Slack = LoadSlack
 	}
 	if err := c.Start(ctx, nodes); err != nil {

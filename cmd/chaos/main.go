@@ -68,6 +68,7 @@ func runFlags(args []string, stderr io.Writer) (chaos.Options, bool) {
 	fs.DurationVar(&o.Stay, "stay", chaos.ChurnStay, "churn: how long a device stays connected on average")
 	fs.IntVar(&o.Waves, "waves", chaos.ChurnWaves, "churn: waves the users arrive in")
 	fs.IntVar(&o.Load, "load", 0, "close, gateway-crash, pause: background devices per node from load processes (cmd/bench worker), heartbeating, on chaos.LoadTiming")
+	fs.StringVar(&o.LoadTiming, "load-timing", "fast", "with --load: the nodes' preset, fast or seed, with a 5 s heartbeat and a 30 s renewal (chaos.LoadTiming)")
 	fs.DurationVar(&o.Idle, "idle", chaos.ChurnIdle, "churn: the nodes' --idle (lease and view actors passivate after it)")
 	if err := fs.Parse(args); err != nil {
 		return o, false
@@ -111,7 +112,7 @@ func runAll(ctx context.Context, o chaos.Options, stdout, stderr io.Writer) int 
 
 func print(w io.Writer, rep *chaos.Report, dir string) {
 	if rep.Load > 0 {
-		fmt.Fprintf(w, "%s: %d background devices per node from load processes, heartbeating\n", rep.Scenario, rep.Load)
+		fmt.Fprintf(w, "%s: %d background devices per node from load processes, heartbeating; nodes on the %s preset with chaos.LoadTiming\n", rep.Scenario, rep.Load, rep.LoadTiming)
 	}
 	fmt.Fprintf(w, "%s: %d nodes, %d devices, %d rounds, %.0f s (%s, %d cores)\n", rep.Scenario, rep.Nodes, rep.Devices, len(rep.Rounds), rep.Seconds, rep.Machine.CPU, rep.Machine.Cores)
 	fmt.Fprintf(w, "  %-15s %6s %9s %9s %9s %9s\n", "bound", "n", "min ms", "median", "max", "bound")

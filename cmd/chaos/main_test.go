@@ -11,7 +11,7 @@ func TestListAndUsage(t *testing.T) {
 	if code := run([]string{"list"}, &out, &errs); code != 0 || !strings.Contains(out.String(), "gateway-crash") || !strings.Contains(out.String(), "pause") {
 		t.Fatalf("list: %d %q", code, out.String())
 	}
-	for _, args := range [][]string{nil, {"explode"}, {"run", "--backend", "vm", "--scenario", "close"}, {"run", "--scenario", "nope"}, {"run", "--scenario", "close", "--nodes", "2"}, {"run", "--scenario", "join", "--load", "10"}} {
+	for _, args := range [][]string{nil, {"explode"}, {"run", "--backend", "vm", "--scenario", "close"}, {"run", "--scenario", "nope"}, {"run", "--scenario", "close", "--nodes", "2"}, {"run", "--scenario", "join", "--load", "10"}, {"run", "--scenario", "close", "--load", "10", "--load-timing", "slow"}} {
 		errs.Reset()
 		if code := run(args, &out, &errs); code != 2 || errs.Len() == 0 {
 			t.Fatalf("%v: exit %d, stderr %q: want 2 and a reason", args, code, errs.String())

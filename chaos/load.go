@@ -123,8 +123,8 @@ func orNone(s string) string {
 	return s
 }
 
-// checkLoad refuses --load where it does not fit and builds cmd/bench.
-func (o *Options) checkLoad(ctx context.Context) error {
+// validLoad refuses --load where it does not fit.
+func (o *Options) validLoad() error {
 	if o.Load <= 0 {
 		return nil
 	}
@@ -137,7 +137,12 @@ func (o *Options) checkLoad(ctx context.Context) error {
 	if o.LoadTiming != "fast" && o.LoadTiming != "seed" {
 		return fmt.Errorf("chaos: --load-timing %q: fast or seed", o.LoadTiming)
 	}
-	if o.LoadBin != "" {
+	return nil
+}
+
+// buildLoad builds cmd/bench for --load unless given.
+func (o *Options) buildLoad(ctx context.Context) error {
+	if o.Load <= 0 || o.LoadBin != "" {
 		return nil
 	}
 	bin, err := BuildBench(ctx, o.Report)

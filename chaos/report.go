@@ -136,6 +136,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Nodes < 3 || o.Devices < o.Nodes || o.Rounds < 1 {
 		return nil, fmt.Errorf("chaos: want --nodes >= 3 (a majority must survive one node), --devices >= nodes and --rounds >= 1")
 	}
+	if err := o.validLoad(); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(o.Report, 0o755); err != nil {
 		return nil, err
 	}
@@ -151,7 +154,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("chaos: backend %q: process or docker", o.Backend)
 	}
 	rep.Backend = o.Backend
-	if err := o.checkLoad(ctx); err != nil {
+	if err := o.buildLoad(ctx); err != nil {
 		return nil, err
 	}
 	if o.Load > 0 {

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// fanout makes the first Subs devices subscribe to one more user, then
+// fanout makes the devices of the first Subs users subscribe to one more user, then
 // closes that user's one device Rounds times: each subscriber's latency is
 // its receive time minus the close minus the system's debounce (what the
 // design waits on purpose).
@@ -46,15 +46,15 @@ func fanout(o Options, sys system, ws []*workerProc, res *RunResult) error {
 			return err
 		}
 		closed, _ := strconv.ParseInt(f[0], 10, 64)
-		recv, err := collectLatencies(ws, o.Subs, sys.Debounce()+30*time.Second, 100*time.Millisecond)
+		recv, err := collectLatencies(ws, o.Subs*o.Devices, sys.Debounce()+30*time.Second, 100*time.Millisecond)
 		if err != nil {
 			return err
 		}
 		for _, at := range recv {
 			res.Fanout = append(res.Fanout, time.Duration(at-closed)-sys.Debounce())
 		}
-		o.progressf("\r\033[K%s fan-out round %d: %d of %d events\n", sys.Name(), round+1, len(recv), o.Subs)
-		res.FanoutExpected += o.Subs
+		o.progressf("\r\033[K%s fan-out round %d: %d of %d events\n", sys.Name(), round+1, len(recv), o.Subs*o.Devices)
+		res.FanoutExpected += o.Subs * o.Devices
 	}
 	o.progressf("\r\033[K")
 	return nil

@@ -76,8 +76,8 @@ func checkResult(t *testing.T, o Options, r RunResult) {
 		t.Errorf("%s: %d heartbeats acked in %v, CPU %v each: want at least one per device", r.System, r.Beats, o.Idle, r.CPUPerBeat)
 	case r.Lookups == 0 || r.LookupErrors > 0:
 		t.Errorf("%s: %d lookups, %d failed", r.System, r.Lookups, r.LookupErrors)
-	case len(r.Fanout) != r.FanoutExpected || r.FanoutExpected != o.Subs*o.Rounds:
-		t.Errorf("%s: %d offline events reached subscribers, want %d", r.System, len(r.Fanout), o.Subs*o.Rounds)
+	case len(r.Fanout) != r.FanoutExpected || r.FanoutExpected != o.Subs*max(o.Devices, 1)*o.Rounds:
+		t.Errorf("%s: %d offline events reached subscribers, want %d", r.System, len(r.Fanout), o.Subs*max(o.Devices, 1)*o.Rounds)
 	case r.Unexpected != 0:
 		t.Errorf("%s: %d connections ended nobody asked for (codes %s): %s", r.System, r.Unexpected, r.Codes, r.Errors)
 	}
@@ -87,8 +87,9 @@ func checkResult(t *testing.T, o Options, r RunResult) {
 }
 
 // TestBenchClusterSmoke is `make bench-cluster` in small: three presenced
-// nodes (three peer processes on one Redis), 600 devices spread over them,
-// every one subscribed to the user that goes offline: each must hear it.
+// nodes (three peer processes on one Redis), 300 users with two devices
+// each on two nodes, every device subscribed to the user that goes
+// offline: each must hear it.
 func TestBenchClusterSmoke(t *testing.T) {
 	redis, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -97,8 +98,8 @@ func TestBenchClusterSmoke(t *testing.T) {
 	dir := t.TempDir()
 	buildBinaries(t, dir)
 	o := Options{
-		N: 600, Nodes: 3, Renew: 2 * time.Second, PerWorker: 200, Runs: 1, Idle: 2 * time.Second, Interval: 2 * time.Second,
-		Debounce: 300 * time.Millisecond, Concurrency: 30, Subs: 600, Rounds: 1, LookupRate: 20,
+		N: 600, Nodes: 3, Devices: 2, Renew: 2 * time.Second, PerWorker: 200, Runs: 1, Idle: 2 * time.Second, Interval: 2 * time.Second,
+		Debounce: 300 * time.Millisecond, Concurrency: 30, Subs: 300, Rounds: 1, LookupRate: 20,
 		Bin: dir, Self: filepath.Join(dir, "bench"), RedisServer: redis, Dir: dir,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -113,7 +114,7 @@ func TestBenchClusterSmoke(t *testing.T) {
 	var b bytes.Buffer
 	Report(&b, o, Machine(), results)
 	t.Log("\n" + b.String())
-	if !strings.Contains(b.String(), "| one offline to 600 subscribers over 3 nodes, p99 |") {
+	if !strings.Contains(b.String(), "| one offline to 600 subscribers (300 users x 2 devices) over 3 nodes, p99 |") {
 		t.Error("the table has no row for the fan-out over 3 nodes")
 	}
 }

@@ -28,10 +28,13 @@ func rows(o Options) []row {
 	fan := func(q float64) func(RunResult) float64 {
 		return func(r RunResult) float64 { return float64(quantile(r.Fanout, q)) / 1e6 }
 	}
-	fanName, fanTarget := fmt.Sprintf("one offline to %d subscribers", o.Subs), 50.0
+	fanName, fanTarget := fmt.Sprintf("one offline to %d subscribers", o.Subs*o.Devices), 50.0
+	if o.Devices > 1 {
+		fanName += fmt.Sprintf(" (%d users x %d devices)", o.Subs, o.Devices)
+	}
 	if o.Nodes > 1 {
 		// issue 9: spread over 3 nodes, the target is 100 ms
-		fanName, fanTarget = fmt.Sprintf("one offline to %d subscribers over %d nodes", o.Subs, o.Nodes), 100
+		fanName, fanTarget = fanName+fmt.Sprintf(" over %d nodes", o.Nodes), 100
 	}
 	return []row{
 		{"RSS per device after connect", "KiB", true, kib(func(r RunResult) float64 { return r.RSSConnect }), 0, ""},

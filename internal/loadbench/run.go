@@ -19,6 +19,7 @@ import (
 type Options struct {
 	N           int           // device connections per system
 	Nodes       int           // presenced nodes in one cluster (the peer: peer processes on one Redis); 0: 1
+	Devices     int           // devices per user, each on another node where there are several (d, phone); 0: 1
 	Renew       time.Duration // presenced's --renew (--ttl 2.5 x it); 0: the seed's
 	DSN         string        // presenced's --policy-dsn; "": SQLite in the run's directory
 	Secret      string        // device-token key of the load processes; "": the bench's own
@@ -29,7 +30,7 @@ type Options struct {
 	Debounce    time.Duration // presenced's --debounce (subtracted from its fan-out latency)
 	Concurrency int           // dials in flight over all load processes (cold connect)
 	PerWorker   int           // devices per load process (each dials from its own 127.0.0.x)
-	Subs        int           // subscribers of the one user that goes offline
+	Subs        int           // users subscribed (each of their devices) to the one user that goes offline
 	Rounds      int           // offlines per run
 	LookupRate  int           // lookups per second while the heartbeats flow
 	Binary      bool          // devices speak presence.v1.proto
@@ -65,7 +66,8 @@ func (o *Options) Defaults() {
 			*d.p = d.v
 		}
 	}
-	o.Subs = min(o.Subs, o.N)
+	o.Devices = min(max(o.Devices, 1), len(deviceNames))
+	o.Subs = min(o.Subs, o.N/o.Devices)
 	if len(o.Systems) == 0 {
 		o.Systems = []string{"presence", "redis-ttl"}
 	}
@@ -131,6 +133,11 @@ func start(o Options, name, dir string) (system, error) {
 	}
 	return nil, fmt.Errorf("loadbench: unknown system %q", name)
 }
+
+// deviceNames are the devices of a user when Options.Devices > 1 (a policy
+// names at most 5,000 contacts: 10,000 subscribers are 5,000 users with
+// two devices each); the peer's lookup reads both.
+var deviceNames = []string{"d", "phone"}
 
 // users are the bench's device users, bench000000 up.
 func users(from, n int) []string {
@@ -324,7 +331,7 @@ func lookups(o Options, sys system, stop chan struct{}, errs *int) []time.Durati
 		case <-t.C:
 		}
 		t0 := time.Now()
-		if err := sys.Lookup(c, fmt.Sprintf("bench%06d", rand.N(o.N))); err != nil {
+		if err := sys.Lookup(c, fmt.Sprintf("bench%06d", rand.N(o.N/o.Devices))); err != nil {
 			*errs++
 			continue
 		}

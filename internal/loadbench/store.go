@@ -43,8 +43,9 @@ type StoreResult struct {
 	Floors, LastSeens  float64       // writes counted by the node on connect, after the drop
 	ConnectT, DropT    time.Duration // first dial (the drop) to the last of those writes counted
 	Commits            float64       // transactions that carried the drop's writes
-	FailedOrRefused    float64
-	Lost               int // devices whose floor or last seen is not in the database afterwards
+	FailedOrRefused    float64       // over the run
+	ConnectFailed      float64       // of them, on connect
+	Lost               int           // devices whose floor or last seen is not in the database afterwards
 	SteadyRSS, PeakRSS float64
 	Unexpected         int64 // connections ended before the drop without the load asking
 	Errors             string
@@ -78,8 +79,8 @@ func RunStore(ctx context.Context, so StoreOptions) ([]StoreResult, error) {
 }
 
 func (r StoreResult) brief(n int) string {
-	return fmt.Sprintf("%.0f floors in %.1f s, %.0f last-seens in %.1f s (%.0f commits), %d lost, RSS peak/steady %.2f",
-		r.Floors, r.ConnectT.Seconds(), r.LastSeens, r.DropT.Seconds(), r.Commits, r.Lost, r.PeakRSS/max(r.SteadyRSS, 1))
+	return fmt.Sprintf("%.0f floors in %.1f s, %.0f last-seens in %.1f s (%.0f commits), %.0f writes failed or refused, %d devices missing a write in the database, RSS peak/steady %.2f",
+		r.Floors, r.ConnectT.Seconds(), r.LastSeens, r.DropT.Seconds(), r.Commits, r.FailedOrRefused, r.Lost, r.PeakRSS/max(r.SteadyRSS, 1))
 }
 
 // database starts the store: SQLite in dir, or a PostgreSQL server with
@@ -140,6 +141,7 @@ func storeRun(ctx context.Context, so StoreOptions, p *presenceSys, ws []*worker
 	o := so.bench()
 	w, at, err := p.awaitWrites(ctx, float64(so.N), 2*time.Minute)
 	res.Floors, res.ConnectT = w, at.Sub(t0)
+	f0, _ := p.metrics("presence_store_")
 	if err != nil {
 		return err
 	}
@@ -163,24 +165,28 @@ func storeRun(ctx context.Context, so StoreOptions, p *presenceSys, ws []*worker
 		return err
 	}
 	w, at, err = p.awaitWrites(ctx, float64(2*so.N), 5*time.Minute)
-	res.LastSeens, res.DropT = w-res.Floors, at.Sub(td)
-	time.Sleep(cmp.Or(so.Tail, 5*time.Second)) // the collector's and the allocator's after-effects
+	res.LastSeens, res.DropT = w-res.Floors, at.Sub(td) // until each write was written, failed or refused
+	time.Sleep(cmp.Or(so.Tail, 5*time.Second))          // the collector's and the allocator's after-effects
 	stop()
 	res.PeakRSS = <-peak
 	c1, _ := p.metrics("presence_store_")
 	res.Commits = sum(c1, "presence_store_batch_writes_count") - sum(c0, "presence_store_batch_writes_count")
-	res.FailedOrRefused = sum(c1, "presence_store_write_failures_total") + sum(c1, "presence_store_writes_refused_total")
+	failed := func(m map[string]float64) float64 {
+		return sum(m, "presence_store_write_failures_total") + sum(m, "presence_store_writes_refused_total")
+	}
+	res.FailedOrRefused, res.ConnectFailed = failed(c1), failed(f0)
 	return err
 }
 
-// awaitWrites polls the node's write counter until it reaches want: the
-// count and when it was read.
+// awaitWrites polls the node's write counters until the writes written,
+// failed and refused (a full queue: the write is lost) reach want: the
+// count written and when it was read.
 func (s *presenceSys) awaitWrites(ctx context.Context, want float64, within time.Duration) (float64, time.Time, error) {
 	deadline := time.Now().Add(within)
 	for {
-		m, err := s.metrics("presence_store_writes_total")
+		m, err := s.metrics("presence_store_")
 		n := sum(m, "presence_store_writes_total")
-		if err == nil && n >= want {
+		if err == nil && n+sum(m, "presence_store_write_failures_total")+sum(m, "presence_store_writes_refused_total") >= want {
 			return n, time.Now(), nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -276,9 +282,10 @@ func ReportStore(w io.Writer, so StoreOptions, machine string, results []StoreRe
 		{"attempt floors written on connect", "", func(r StoreResult) float64 { return r.Floors }, "", nil},
 		{"first dial to the last floor written", "s", func(r StoreResult) float64 { return r.ConnectT.Seconds() }, "", nil},
 		{"last-seen times written after the drop", "", func(r StoreResult) float64 { return r.LastSeens }, "", nil},
-		{"drop to the last last-seen written", "s", func(r StoreResult) float64 { return r.DropT.Seconds() }, "", nil},
+		{"drop to the last last-seen written (or refused)", "s", func(r StoreResult) float64 { return r.DropT.Seconds() }, "", nil},
 		{"transactions carrying them", "", func(r StoreResult) float64 { return r.Commits }, "", nil},
-		{"writes failed or refused", "", func(r StoreResult) float64 { return r.FailedOrRefused }, "0", func(v float64) bool { return v == 0 }},
+		{"writes failed or refused on connect", "", func(r StoreResult) float64 { return r.ConnectFailed }, "0", func(v float64) bool { return v == 0 }},
+		{"writes failed or refused after the drop", "", func(r StoreResult) float64 { return r.FailedOrRefused - r.ConnectFailed }, "0", func(v float64) bool { return v == 0 }},
 		{"devices missing a write in the database", "", func(r StoreResult) float64 { return float64(r.Lost) }, "0", func(v float64) bool { return v == 0 }},
 		{"RSS, steady (heartbeats flowing)", "MiB", func(r StoreResult) float64 { return mib(r.SteadyRSS) }, "", nil},
 		{fmt.Sprintf("RSS, peak from the drop to %v after its last write", cmp.Or(so.Tail, 5*time.Second)), "MiB", func(r StoreResult) float64 { return mib(r.PeakRSS) }, "", nil},

@@ -2,6 +2,7 @@ package loadbench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -27,6 +28,7 @@ type WorkerOptions struct {
 	Src         string // local IP to dial from (127.0.0.x)
 	Secret      string
 	Prefix      string
+	Device      string // the device name of every connection; "": d
 	First       int
 	Count       int
 	Concurrency int           // dials in flight
@@ -142,7 +144,7 @@ func (w *worker) progress(done *atomic.Int64, stop chan struct{}) {
 // dial opens one heartbeating device connection, retrying a refused
 // handshake (429, 503) a few times.
 func (w *worker) dial(ctx context.Context, user string) (*wconn, error) {
-	tok, err := w.tok.Mint(user, "d", 24*time.Hour)
+	tok, err := w.tok.Mint(user, cmp.Or(w.o.Device, "d"), 24*time.Hour)
 	if err != nil {
 		return nil, err
 	}

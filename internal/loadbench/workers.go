@@ -37,18 +37,20 @@ type workerProc struct {
 // concurrency dials are spread over them.
 func spawnWorkers(o Options, urls []string, dir string) ([]*workerProc, error) {
 	nw := (o.N + o.PerWorker - 1) / o.PerWorker
-	if k := len(urls); k > 1 {
+	if k := len(urls) * o.Devices; k > 1 {
 		nw = (nw + k - 1) / k * k
 	}
+	users, group := o.N/o.Devices, nw/o.Devices // each group of processes: every user, one device name
 	var ws []*workerProc
 	for w := range nw {
+		g, j := w/group, w%group
 		first, count := w*o.PerWorker, min(o.PerWorker, o.N-w*o.PerWorker)
-		if len(urls) > 1 {
-			first, count = w*o.N/nw, (w+1)*o.N/nw-w*o.N/nw
+		if len(urls) > 1 || o.Devices > 1 {
+			first, count = j*users/group, (j+1)*users/group-j*users/group
 		}
 		conc := max(1, o.Concurrency/nw)
-		args := []string{"worker", "--url", urls[w%len(urls)], "--src", fmt.Sprintf("127.0.0.%d", 2+w), "--secret", cmp.Or(o.Secret, benchSecret),
-			"--prefix", "bench", "--first", strconv.Itoa(first), "--count", strconv.Itoa(count),
+		args := []string{"worker", "--url", urls[(w+g)%len(urls)], "--src", fmt.Sprintf("127.0.0.%d", 2+w), "--secret", cmp.Or(o.Secret, benchSecret),
+			"--prefix", "bench", "--device", deviceNames[g], "--first", strconv.Itoa(first), "--count", strconv.Itoa(count),
 			"--concurrency", strconv.Itoa(conc), "--interval", o.Interval.String()}
 		if o.Binary {
 			args = append(args, "--binary")

@@ -123,9 +123,11 @@ func orNone(s string) string {
 	return s
 }
 
-// validLoad refuses --load where it does not fit.
+// validLoad refuses --load where it does not fit (and forgets
+// --load-timing without it).
 func (o *Options) validLoad() error {
 	if o.Load <= 0 {
+		o.LoadTiming = ""
 		return nil
 	}
 	if !slices.Contains(loadScenarios, o.Scenario) || o.Backend == "docker" || o.Nodes != 3 {

@@ -143,7 +143,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	o.churnDefaults()
-	rep := &Report{Scenario: sc.Name, About: sc.About, Nodes: o.Nodes, Devices: o.Devices, Load: o.Load, Machine: machine(), Started: time.Now(), Findings: map[string]int{}}
+	rep := &Report{Scenario: sc.Name, About: sc.About, Nodes: o.Nodes, Devices: o.Devices, Load: o.Load, LoadTiming: o.LoadTiming, Machine: machine(), Started: time.Now(), Findings: map[string]int{}}
 	switch o.Backend {
 	case "", "process":
 	case "docker":
@@ -156,9 +156,6 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep.Backend = o.Backend
 	if err := o.buildLoad(ctx); err != nil {
 		return nil, err
-	}
-	if o.Load > 0 {
-		rep.LoadTiming = o.LoadTiming
 	}
 	if o.Backend != "docker" && o.Bin == "" {
 		bin, err := Build(ctx, o.Report)

@@ -26,6 +26,7 @@ type Options struct {
 	Backend  string        // "process" (default) or "docker"
 	Image    string        // docker backend: the image (`make docker`: presence:dev)
 	Duration time.Duration // soak: how long
+	Faults   []string      // soak: the faults it draws from, by name (SoakFaults); empty: all
 	// churn: the distinct users, the devices connected at most at once,
 	// how long each stays on average, and the nodes' --idle (0: the
 	// Churn* defaults).

@@ -72,51 +72,67 @@ func runRolling(ctx context.Context, e *Env, r *Round) error {
 }
 
 // restartOne restarts n and records, for each device that was connected
-// to it, how long after the SIGTERM it was connected again: within the
-// drain spread (its close) and the debounce (no offline shows).
+// to it, how long it went without a connection: from its close (1001, at
+// its place in the drain spread) to its next connection, within the
+// debounce, or its view would publish it offline.
 func (e *Env) restartOne(ctx context.Context, r *Round, n *Node, devices []*client.Session) error {
 	t := time.Now()
-	moved := make([]time.Duration, len(devices))
 	stop := make(chan struct{})
-	polled := make(chan struct{})
-	go func() { // Connections only counts: poll for each device's next one
-		defer close(polled)
-		before := make([]int, len(devices))
-		for i, d := range devices {
-			before[i] = d.Connections()
-		}
-		for {
-			for i, d := range devices {
-				if moved[i] == 0 && d.Connections() > before[i] {
-					moved[i] = time.Since(t)
-				}
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-	}()
+	gaps := make(chan []time.Duration)
+	go func() { gaps <- reconnectGaps(devices, stop) }()
 	err := e.Cluster.Restart(ctx, n)
 	if err == nil {
 		err = e.Cluster.Converged(ctx, e.Cluster.Nodes...)
 	}
 	close(stop)
-	<-polled
+	moved := <-gaps
 	if err != nil {
 		return err
 	}
-	bound := float64(DrainSpread.Milliseconds()) + e.Timing["debounce_ms"]
 	for i, d := range moved {
-		if d > 0 {
-			r.Latencies = append(r.Latencies, Latency{Device: fmt.Sprintf("r%03d", i), Bound: "rolling_reconnect", Ms: float64(d.Microseconds()) / 1000, BoundMs: bound})
+		if d >= 0 {
+			r.Latencies = append(r.Latencies, Latency{Device: fmt.Sprintf("r%03d", i), Watcher: n.ID, Bound: "rolling_reconnect", Ms: float64(d.Microseconds()) / 1000, BoundMs: e.Timing["debounce_ms"]})
 		}
 	}
 	r.Notes = append(r.Notes, fmt.Sprintf("%s restarted in %.1f s", n.ID, time.Since(t).Seconds()))
 	// The restart moved identities: let them settle before the next.
 	time.Sleep(ms(e.Timing["settle_ms"]))
 	return nil
+}
+
+// reconnectGaps polls the devices every 5 ms until stop is closed and
+// answers, for each that connected again meanwhile, how long it was
+// without a connection: from the last poll that still saw its old one
+// (its hello) to the first that saw the new one (the session counts
+// connections once hello arrived: the device is registered). That is the
+// gap from its own close, not from the SIGTERM, and at most a poll period
+// over it; -1 for a device that did not reconnect.
+func reconnectGaps(devices []*client.Session, stop <-chan struct{}) []time.Duration {
+	gap := make([]time.Duration, len(devices))
+	before := make([]int, len(devices))
+	old := make([]*messages.Hello, len(devices))
+	seen := make([]time.Time, len(devices))
+	now := time.Now()
+	for i, d := range devices {
+		gap[i], before[i], old[i], seen[i] = -1, d.Connections(), d.Hello(), now
+	}
+	for {
+		now := time.Now()
+		for i, d := range devices {
+			switch {
+			case gap[i] >= 0:
+			case d.Connections() > before[i]:
+				gap[i] = now.Sub(seen[i])
+			case old[i] != nil && d.Hello() == old[i]:
+				seen[i] = now
+			}
+		}
+		select {
+		case <-stop:
+			return gap
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // allOnline waits until every watcher holds every user online.

@@ -58,8 +58,9 @@ type Env struct {
 	Bounds  map[string]float64 // GET /api/bounds, ms
 	Timing  map[string]float64 // its "timing", ms
 	Slack   time.Duration      // waiting past a bound before calling an event lost
-	// Duration is how long soak goes on.
+	// Duration is how long soak goes on, Faults what it draws from.
 	Duration time.Duration
+	Faults   []string
 
 	churn *churnPlan           // the churn scenario's schedule
 	say   func(string, ...any) // a progress line
@@ -440,7 +441,7 @@ func setup(ctx context.Context, o Options, dir string) (*Env, error) {
 	if strings.HasSuffix(o.Scenario, "-lease") {
 		c.Args = append(c.Args, "--split-brain", "lease")
 	}
-	e := &Env{Cluster: c, Fleet: &Fleet{Secret: c.Secret}, Slack: 2 * time.Second, Duration: o.Duration, say: o.progress}
+	e := &Env{Cluster: c, Fleet: &Fleet{Secret: c.Secret}, Slack: 2 * time.Second, Duration: o.Duration, Faults: o.Faults, say: o.progress}
 	if o.Scenario == "churn" {
 		return e, e.setupChurn(ctx, o)
 	}

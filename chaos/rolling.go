@@ -3,6 +3,9 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -41,6 +44,10 @@ func (e *Env) sessions(ctx context.Context, users []string) ([]*client.Session, 
 	for _, n := range e.Cluster.Nodes {
 		urls = append(urls, "ws://"+n.Listen+"/ws")
 	}
+	log, err := e.sdkLogger()
+	if err != nil {
+		return nil, err
+	}
 	var out []*client.Session
 	for i, u := range users {
 		tok, err := gateway.Tokens{Key: []byte(e.Fleet.Secret)}.Mint(u, "phone", time.Hour)
@@ -48,9 +55,23 @@ func (e *Env) sessions(ctx context.Context, users []string) ([]*client.Session, 
 			return nil, err
 		}
 		k := i % len(urls)
-		out = append(out, client.Start(ctx, client.Config{URLs: append(urls[k:len(urls):len(urls)], urls[:k]...), Token: tok}))
+		out = append(out, client.Start(ctx, client.Config{URLs: append(urls[k:len(urls):len(urls)], urls[:k]...), Token: tok, Log: log.With("user", u)}))
 	}
 	return out, nil
+}
+
+// sdkLogger is the SDK sessions' debug log, sdk.log in the round's
+// directory next to the nodes' (each failed connect, its error and the
+// wait before the next: what a slow reconnect did).
+func (e *Env) sdkLogger() (*slog.Logger, error) {
+	if e.sdkLog == nil {
+		f, err := os.OpenFile(filepath.Join(e.Cluster.Dir, "sdk.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		e.sdkLog = f
+	}
+	return slog.New(slog.NewTextHandler(e.sdkLog, &slog.HandlerOptions{Level: slog.LevelDebug})), nil
 }
 
 func runRolling(ctx context.Context, e *Env, r *Round) error {
@@ -101,30 +122,20 @@ func (e *Env) restartOne(ctx context.Context, r *Round, n *Node, devices []*clie
 }
 
 // reconnectGaps polls the devices every 5 ms until stop is closed and
-// answers, for each that connected again meanwhile, how long it was
-// without a connection: from the last poll that still saw its old one
-// (its hello) to the first that saw the new one (the session counts
-// connections once hello arrived: the device is registered). That is the
-// gap from its own close, not from the SIGTERM, and at most a poll period
-// over it; -1 for a device that did not reconnect.
+// answers, for each that connected again meanwhile, how long it went
+// without a connection (client.Session.Gap: from its close to the next
+// hello, when its device is registered again); -1 for a device that did
+// not reconnect.
 func reconnectGaps(devices []*client.Session, stop <-chan struct{}) []time.Duration {
 	gap := make([]time.Duration, len(devices))
 	before := make([]int, len(devices))
-	old := make([]*messages.Hello, len(devices))
-	seen := make([]time.Time, len(devices))
-	now := time.Now()
 	for i, d := range devices {
-		gap[i], before[i], old[i], seen[i] = -1, d.Connections(), d.Hello(), now
+		gap[i], before[i] = -1, d.Connections()
 	}
 	for {
-		now := time.Now()
 		for i, d := range devices {
-			switch {
-			case gap[i] >= 0:
-			case d.Connections() > before[i]:
-				gap[i] = now.Sub(seen[i])
-			case old[i] != nil && d.Hello() == old[i]:
-				seen[i] = now
+			if gap[i] < 0 && d.Connections() > before[i] {
+				gap[i] = d.Gap()
 			}
 		}
 		select {

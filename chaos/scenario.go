@@ -62,8 +62,9 @@ type Env struct {
 	Duration time.Duration
 	Faults   []string
 
-	churn *churnPlan           // the churn scenario's schedule
-	say   func(string, ...any) // a progress line
+	churn  *churnPlan           // the churn scenario's schedule
+	sdkLog *os.File             // the SDK sessions' log (sdkLogger)
+	say    func(string, ...any) // a progress line
 }
 
 // devicesOn is the devices connected to n.
@@ -441,6 +442,7 @@ func setup(ctx context.Context, o Options, dir string) (*Env, error) {
 	if strings.HasSuffix(o.Scenario, "-lease") {
 		c.Args = append(c.Args, "--split-brain", "lease")
 	}
+	c.Args = append(c.Args, o.Args...)
 	e := &Env{Cluster: c, Fleet: &Fleet{Secret: c.Secret}, Slack: 2 * time.Second, Duration: o.Duration, Faults: o.Faults, say: o.progress}
 	if o.Scenario == "churn" {
 		return e, e.setupChurn(ctx, o)

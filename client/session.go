@@ -83,6 +83,8 @@ type Session struct {
 	reqs    int
 	asked   map[string][]string // request id -> targets, until its snapshot
 	conns   int                 // successful connections
+	ended   time.Time           // when the last connection ended
+	gap     time.Duration       // from then to the current one's hello
 }
 
 // Start runs a session until ctx ends or the device is superseded.
@@ -133,6 +135,17 @@ func (s *Session) Hello() *messages.Hello {
 		return nil
 	}
 	return s.conn.Hello
+}
+
+// Gap is how long the session went without a connection before the
+// current one: from the moment it saw the previous one end (a close, a
+// cut, silence) to the next one's hello, when its device is registered
+// again (0 before a reconnect). Reconnect attempts refused meanwhile are
+// in it.
+func (s *Session) Gap() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gap
 }
 
 // Connections counts the connections made so far.
@@ -335,6 +348,9 @@ func (s *Session) serve(ctx context.Context, c *Conn) int {
 	s.mu.Lock()
 	s.conn = c
 	s.conns++
+	if !s.ended.IsZero() {
+		s.gap = time.Since(s.ended)
+	}
 	targets := make([]string, 0, len(s.targets))
 	for t := range s.targets {
 		targets = append(targets, t)
@@ -343,7 +359,7 @@ func (s *Session) serve(ctx context.Context, c *Conn) int {
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		s.conn = nil
+		s.conn, s.ended = nil, time.Now()
 		s.mu.Unlock()
 		_ = c.CloseNow()
 	}()

@@ -96,8 +96,8 @@ func TestSessionStaysConnected(t *testing.T) {
 	}
 }
 
-// 1001 (draining) moves the session to the next node; it keeps its
-// subscriptions.
+// 1001 (draining) moves the session to the next node at once (Gap); it
+// keeps its subscriptions.
 func TestSessionMovesOnGoingAway(t *testing.T) {
 	a, b := startNode(t, "a", gateway.Options{}), startNode(t, "b", gateway.Options{})
 	for _, nd := range []*node{a, b} {
@@ -108,8 +108,15 @@ func TestSessionMovesOnGoingAway(t *testing.T) {
 	defer func() { cancel(); <-s.Done() }()
 	s.Subscribe("dave")
 	waitFor(t, 2*time.Second, "on a", func() bool { return s.Hello().GetNode() == "a" })
+	if g := s.Gap(); g != 0 {
+		t.Fatalf("gap %v before any reconnect, want 0", g)
+	}
 	a.srv.Drain(nil)
 	waitFor(t, 3*time.Second, "moved to b", func() bool { return s.Hello().GetNode() == "b" })
+	// At once: the gap is a dial and a handshake, well inside a debounce.
+	if g := s.Gap(); g <= 0 || g >= time.Second {
+		t.Fatalf("gap %v from a's close to b's hello, want (0, 1 s)", g)
+	}
 	ev := <-s.Events()
 	for ev.Presence.GetUser() != "dave" || !ev.Snapshot {
 		ev = <-s.Events()

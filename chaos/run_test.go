@@ -99,6 +99,12 @@ func expectOK(t *testing.T, rep *Report) {
 		t.Logf("%s: n %d, %.0f / %.0f / %.0f ms, bound %.0f", s.Bound, s.N, s.MinMs, s.MedMs, s.MaxMs, s.BoundMs)
 	}
 	if !rep.OK {
-		t.Fatalf("not ok: error %q, findings %v, rounds %+v", rep.Error, rep.Findings, rep.Rounds)
+		for _, r := range rep.Rounds {
+			t.Logf("round %d: %s; notes %q", r.Index, r.Fault, r.Notes)
+			for _, f := range r.Findings {
+				t.Logf("  %s %s %s: %s", f.Kind, f.Device, f.Watcher, f.Detail)
+			}
+		}
+		t.Fatalf("not ok: error %q, findings %v", rep.Error, rep.Findings)
 	}
 }

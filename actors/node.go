@@ -438,11 +438,19 @@ func (n *Node) props(kind Kind, id string) *actor.Props {
 		user, device, _ := cutID(id)
 		return actor.PropsFromProducer(func() actor.Actor {
 			return &leaseActor{n: n, user: user, device: device, l: core.Lease{Unfenced: n.deps.Unfenced}, received: received}
-		})
+		}, perDeviceMailbox)
 	default:
-		return actor.PropsFromProducer(func() actor.Actor { return &viewActor{n: n, user: id, received: received} })
+		return actor.PropsFromProducer(func() actor.Actor { return &viewActor{n: n, user: id, received: received} }, perDeviceMailbox)
 	}
 }
+
+// perDeviceMailbox is the mailbox of the actors there are one or more of
+// per device (connection, lease, view): proto.actor's lock-free unbounded
+// mailbox holds an idle actor in two queue stubs, where its default one
+// allocates a ring of 10 slots and a mutex up front. Most of these actors
+// sit idle (heartbeats do not reach them), so the bytes an idle one holds
+// count more than the throughput of a busy one (BENCHMARKS.md).
+var perDeviceMailbox = actor.WithMailbox(actor.UnboundedLockfree())
 
 func cutID(id string) (user, device string, ok bool) {
 	for i := range len(id) {

@@ -353,7 +353,7 @@ func (a *viewActor) state() *messages.ViewState {
 		s.LastSeenMs = a.v.LastSeen.UnixMilli()
 	}
 	for dev, h := range a.v.Devices {
-		s.Devices = append(s.Devices, &messages.DeviceState{Device: dev, Node: h.GetNode(), ConnId: h.GetConnId(), Epoch: h.GetEpoch(), SinceMs: a.v.Since[dev].UnixMilli()})
+		s.Devices = append(s.Devices, &messages.DeviceState{Device: dev, Node: h.GetNode(), ConnId: h.GetConnId(), Epoch: h.GetEpoch(), SinceMs: h.Since.UnixMilli()})
 	}
 	slices.SortFunc(s.Devices, func(x, y *messages.DeviceState) int { return strings.Compare(x.Device, y.Device) })
 	return s

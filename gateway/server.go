@@ -146,6 +146,9 @@ func (s *Server) newEngine() *nbhttp.Engine {
 	e.OnOpen(func(net.Conn) { s.accepted.Add(1) })
 	e.Engine.OnData(func(c *nbio.Conn, data []byte) {
 		s.accepted.Load()
+		if g, ok := c.Session().(*maskGuard); ok {
+			g.inlineFrames(c)
+		}
 		c.DataHandler()(c, data)
 	})
 	e.CheckUtf8 = func([]byte) bool { return true } // nbio says 1002; onMessage checks and says 1007

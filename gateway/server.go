@@ -258,7 +258,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := pickCodec(r.Header)
-	sock := &socket{s: s, codec: c, subscribes: rate.NewLimiter(rate.Limit(s.opt.SubscribeRate), s.opt.SubscribeBurst)}
+	sock := &socket{s: s, codec: c}
 	connID := s.node + "-" + randomHex(8)
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()

@@ -98,7 +98,6 @@ func (a *viewActor) onStarted(ctx actor.Context, now time.Time) {
 		a.n.log.Error("view: reading last seen", "user", a.user, "err", err)
 	}
 	a.v = core.NewView(a.user, a.n.deps.Timing.Debounce, a.policy(), last)
-	a.sinks = map[string]*actor.PID{}
 	a.started = now
 	a.armIdle(ctx)
 	if a.n.mayHaveMoved(KindView, a.user) {
@@ -231,6 +230,9 @@ func (a *viewActor) subscribe(ctx actor.Context, m *messages.ViewSubscribe, now 
 	}
 	key := sinkKey(sink)
 	if _, ok := a.sinks[key]; !ok {
+		if a.sinks == nil { // at the first subscriber: most views have none
+			a.sinks = map[string]*actor.PID{}
+		}
 		a.sinks[key] = sink
 		ctx.Watch(sink)
 	}

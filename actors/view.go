@@ -98,7 +98,6 @@ func (a *viewActor) onStarted(ctx actor.Context, now time.Time) {
 		a.n.log.Error("view: reading last seen", "user", a.user, "err", err)
 	}
 	a.v = core.NewView(a.user, a.n.deps.Timing.Debounce, a.policy(), last)
-	a.sinks = map[string]*actor.PID{}
 	a.started = now
 	a.armIdle(ctx)
 	if a.n.mayHaveMoved(KindView, a.user) {
@@ -231,6 +230,9 @@ func (a *viewActor) subscribe(ctx actor.Context, m *messages.ViewSubscribe, now 
 	}
 	key := sinkKey(sink)
 	if _, ok := a.sinks[key]; !ok {
+		if a.sinks == nil { // at the first subscriber: most views have none
+			a.sinks = map[string]*actor.PID{}
+		}
 		a.sinks[key] = sink
 		ctx.Watch(sink)
 	}
@@ -316,10 +318,11 @@ func (a *viewActor) published(now time.Time) {
 // user online with no departure to measure it from (core.ViewResult): a
 // view re-created after its node died with the device's gateway and lease.
 // It is counted apart so that, with presence_offline_detection_seconds'
-// count, every owner_crash offline is counted (docs/operations.md
-// "Metrics").
+// count, every owner_crash offline is counted, and among the published
+// offlines, which subscribers saw as one (docs/operations.md "Metrics").
 func (a *viewActor) unmeasured() {
 	a.n.metrics.Unmeasured.WithLabelValues(ModeOwnerCrash).Inc()
+	a.n.metrics.Published.WithLabelValues("offline").Inc()
 	a.n.emit(&messages.ObsEvent{Kind: "published", User: a.user, Status: "offline", Reason: ModeOwnerCrash + "_unmeasured"})
 	a.n.log.Debug("view: published offline without a departure", "user", a.user, "subscribers", len(a.v.Subs))
 }
@@ -353,7 +356,7 @@ func (a *viewActor) state() *messages.ViewState {
 		s.LastSeenMs = a.v.LastSeen.UnixMilli()
 	}
 	for dev, h := range a.v.Devices {
-		s.Devices = append(s.Devices, &messages.DeviceState{Device: dev, Node: h.GetNode(), ConnId: h.GetConnId(), Epoch: h.GetEpoch(), SinceMs: a.v.Since[dev].UnixMilli()})
+		s.Devices = append(s.Devices, &messages.DeviceState{Device: dev, Node: h.GetNode(), ConnId: h.GetConnId(), Epoch: h.GetEpoch(), SinceMs: h.Since.UnixMilli()})
 	}
 	slices.SortFunc(s.Devices, func(x, y *messages.DeviceState) int { return strings.Compare(x.Device, y.Device) })
 	return s

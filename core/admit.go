@@ -17,7 +17,7 @@ import "time"
 func (v *View) Admit(device string, limit int, now, hold time.Time) (bool, int) {
 	for d, until := range v.admitted {
 		if _, up := v.Devices[d]; up || !now.Before(until) {
-			delete(v.admitted, d)
+			v.unadmit(d)
 		}
 	}
 	n := len(v.Devices) + len(v.admitted)
@@ -36,4 +36,14 @@ func (v *View) Admit(device string, limit int, now, hold time.Time) (bool, int) 
 	}
 	v.admitted[device] = hold
 	return true, n + 1
+}
+
+// unadmit ends device's admission (its DeviceUp arrived, or its hold ran
+// out). The map goes with its last entry, as a map keeps its buckets after
+// a delete: a view whose devices are all up holds no admission map.
+func (v *View) unadmit(device string) {
+	delete(v.admitted, device)
+	if len(v.admitted) == 0 {
+		v.admitted = nil
+	}
 }

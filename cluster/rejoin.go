@@ -42,14 +42,26 @@ const rejoinWait = 15 * time.Second
 // younger one partitioned from it lost the tie and fenced).
 //
 // With the lease, a side at or below half may be the one serving (it holds
-// the lease), so fenced nodes together prove nothing, and the lease cannot
-// be taken either (the serving side stops renewing it once its base drops
-// the fenced members): the node serves once it reaches a member that is
-// not fenced, i.e. joins the cluster that serves.
+// the lease), so fenced nodes reaching a majority together prove nothing,
+// and the lease cannot be taken either (the serving side stops renewing it
+// once its base drops the fenced members): the node serves once it reaches
+// a member that is not fenced, i.e. joins the cluster that serves, or once
+// it reaches every member of the base, all fenced: then none serves (every
+// node fenced: the store did not answer, or each stalled), and they form
+// the cluster anew.
 func (r Rejoin) Verdict(alive, fenced []string, now time.Time) Verdict {
 	if r.Lease {
-		alive = slices.DeleteFunc(slices.Clone(alive), func(id string) bool { return slices.Contains(fenced, id) })
+		return r.leaseVerdict(alive, fenced)
 	}
+	v := r.reached(alive)
+	oldest := slices.Contains(alive, v.Oldest)
+	v.Serve = 2*v.Reach > v.Base || v.Tie() && oldest && (v.Reach > 1 || now.Sub(r.Fenced) >= r.Stable)
+	return v
+}
+
+// reached is the majority rule's count over the base, any alive member
+// counting as reached.
+func (r Rejoin) reached(alive []string) Verdict {
 	base := slices.Clone(r.Base)
 	extra := len(alive)
 	for i := range base {
@@ -60,13 +72,22 @@ func (r Rejoin) Verdict(alive, fenced []string, now time.Time) Verdict {
 	}
 	v := Decide(base)
 	v.Reach = min(v.Reach+extra, v.Base)
-	if r.Lease {
-		v.Reach = min(v.Reach+1, v.Base) // itself, fenced
-		v.Serve = len(alive) > 0
-		return v
+	return v
+}
+
+// leaseVerdict: see Verdict. Reach counts itself and the members that
+// serve, unless every member of the base is reached.
+func (r Rejoin) leaseVerdict(alive, fenced []string) Verdict {
+	all := !slices.ContainsFunc(r.Base, func(m Voter) bool { return !slices.Contains(alive, m.ID) })
+	serving := slices.DeleteFunc(slices.Clone(alive), func(id string) bool { return slices.Contains(fenced, id) })
+	if all {
+		serving = alive
 	}
-	oldest := slices.Contains(alive, v.Oldest)
-	v.Serve = 2*v.Reach > v.Base || v.Tie() && oldest && (v.Reach > 1 || now.Sub(r.Fenced) >= r.Stable)
+	v := r.reached(serving)
+	if !all {
+		v.Reach = min(v.Reach+1, v.Base) // itself, fenced
+	}
+	v.Serve = all || len(serving) > 0
 	return v
 }
 

@@ -110,6 +110,8 @@ func TestRejoinVerdict(t *testing.T) {
 		{"lease: the serving side reached", five, []string{"n5", "n1", "n2", "n3", "n4"}, []string{"n5", "n1", "n2"}, true, 0, true},
 		{"lease: one serving member, the holder, suffices", five, []string{"n5", "n3"}, []string{"n5"}, true, 0, true},
 		{"lease: the oldest of two, alone past the stable period: no", voters("n1", "n3"), []string{"n1"}, []string{"n1"}, true, time.Hour, false},
+		{"lease: every member of the base reached, all fenced", five, []string{"n1", "n2", "n3", "n4", "n5"}, []string{"n1", "n2", "n3", "n4", "n5"}, true, 0, true},
+		{"lease: four of five, all fenced: no (the fifth may hold the lease)", five, []string{"n1", "n2", "n3", "n4"}, []string{"n1", "n2", "n3", "n4"}, true, time.Hour, false},
 		{"lease: a restarted peer under another name, serving", voters("n1", "n2", "n3"), []string{"n1", "n2-x"}, []string{"n1"}, true, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -305,7 +305,8 @@ func reachable(addr, host string) string {
 func fence(log *slog.Logger, why fenceCause, ws *gateway.Server, g *cluster.Gossip, cfg config.Config, args []string) int {
 	log.Warn("fenced: closing devices with 1001 and restarting as a new member", "why", why.detail, "devices", ws.Live())
 	ws.Refuse() // 503 and not ready from now on
-	state, err := json.Marshal(cluster.Rejoin{Base: why.base, Fenced: time.Now(), Stable: cluster.StableAfter(cfg.Preset, len(why.base))})
+	state, err := json.Marshal(cluster.Rejoin{Base: why.base, Fenced: time.Now(), Stable: cluster.StableAfter(cfg.Preset, len(why.base)),
+		Lease: cfg.SplitBrain == cluster.StrategyLease})
 	if err != nil {
 		panic(err) // plain data
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/presence-im/presence/config"
+	"github.com/presence-im/presence/messages"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -91,6 +92,44 @@ func TestDevicesPerUserLimit(t *testing.T) {
 		st, err := e.n.Query(context.Background(), "alice")
 		if err != nil || len(st.GetDevices()) != 2 {
 			t.Fatalf("alice = %v, %v; want phone and tablet", st.GetDevices(), err)
+		}
+	})
+}
+
+// An admission holds its place for admitHold even in a view that has
+// nothing else: the view does not passivate (and forget it) while the
+// admitted device's handshake may still bring it up, so that a second
+// device of a user limited to one is refused meanwhile; once the hold is
+// over the view passivates.
+func TestAdmissionOutlivesIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnvWith(t, Deps{Timing: config.Fast(), Limits: config.Limits{Devices: 1}})
+		if e.n.deps.Timing.Idle >= admitHold {
+			t.Fatalf("idle %v not under admitHold %v: the test needs a view idle before the hold ends", e.n.deps.Timing.Idle, admitHold)
+		}
+		admit := func(device string) bool {
+			t.Helper()
+			ans, err := e.n.dir.Request(context.Background(), KindView, "alice", &messages.DeviceAdmit{User: "alice", Device: device, Limit: 1})
+			if err != nil {
+				t.Fatalf("admit %s: %v", device, err)
+			}
+			return ans.(*messages.DeviceAdmitted).GetOk()
+		}
+		if !admit("phone") {
+			t.Fatal("phone refused by an empty view")
+		}
+		time.Sleep(e.n.deps.Timing.Idle + time.Second) // past idle, before the hold ends
+		synctest.Wait()
+		if v := e.n.Counts()["view"]; v != 1 {
+			t.Fatalf("views while the phone's admission holds = %d, want 1", v)
+		}
+		if admit("tablet") {
+			t.Fatal("tablet admitted while the phone's place is held (limit 1)")
+		}
+		time.Sleep(admitHold + e.n.deps.Timing.Idle)
+		synctest.Wait()
+		if v := e.n.Counts()["view"]; v != 0 {
+			t.Fatalf("views after the hold and idle = %d, want 0", v)
 		}
 	})
 }

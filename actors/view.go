@@ -80,10 +80,8 @@ func (a *viewActor) Receive(ctx actor.Context) {
 	case settleView:
 		a.onSettle(ctx, m, now)
 	case idleCheck:
-		if m.gen == a.idleGen && a.v.Idle() {
-			if !a.n.passivate(ctx, KindView, a.user, *a.received) {
-				a.armIdle(ctx) // a message on its way: check again later
-			}
+		if m.gen == a.idleGen && a.v.Idle() && (a.v.Admitting(now) || !a.n.passivate(ctx, KindView, a.user, *a.received)) {
+			a.armIdle(ctx) // an admission holds its place, or a message is on its way: check again later
 		}
 	}
 }

@@ -15,11 +15,7 @@ import "time"
 // It returns whether device is let in and the count it was judged on
 // (online plus admitted, device included when let in).
 func (v *View) Admit(device string, limit int, now, hold time.Time) (bool, int) {
-	for d, until := range v.admitted {
-		if _, up := v.Devices[d]; up || !now.Before(until) {
-			delete(v.admitted, d)
-		}
-	}
+	v.Admitting(now)
 	n := len(v.Devices) + len(v.admitted)
 	if _, up := v.Devices[device]; up {
 		return true, n
@@ -36,4 +32,17 @@ func (v *View) Admit(device string, limit int, now, hold time.Time) (bool, int) 
 	}
 	v.admitted[device] = hold
 	return true, n + 1
+}
+
+// Admitting says whether a device admitted and not up yet still holds its
+// place at now; it forgets the admissions that came up or ran out. A view
+// holding one must not passivate: it would forget the place, and let in
+// a device past the limit before the admitted one comes up.
+func (v *View) Admitting(now time.Time) bool {
+	for d, until := range v.admitted {
+		if _, up := v.Devices[d]; up || !now.Before(until) {
+			delete(v.admitted, d)
+		}
+	}
+	return len(v.admitted) > 0
 }

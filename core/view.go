@@ -100,6 +100,7 @@ func (v *View) DeviceUp(device string, h *messages.Holder, now time.Time) ViewRe
 		}
 	}
 	v.Devices[device] = h
+	delete(v.admitted, device) // up: its place is its own now
 	if v.pending {
 		v.pending = false
 		v.Gen++

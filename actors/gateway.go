@@ -185,6 +185,15 @@ func (g *Gateway) Open(ctx context.Context, r OpenRequest) (*Conn, error) {
 	if err := g.admit(ctx, r); err != nil {
 		return nil, err
 	}
+	c, err := g.open(ctx, r, timeout)
+	if err != nil { // the admission's place is free again
+		g.n.dir.Send(KindView, r.User, &messages.DeviceAdmitWithdraw{User: r.User, Device: r.Device})
+	}
+	return c, err
+}
+
+// open is Open once the user's view admitted the device.
+func (g *Gateway) open(ctx context.Context, r OpenRequest, timeout time.Duration) (*Conn, error) {
 	r.since = time.Now()
 	r.live = &liveConn{}
 	r.live.alive.Store(r.since.UnixNano())

@@ -135,6 +135,25 @@ func TestAdmissionOutlivesIdle(t *testing.T) {
 	})
 }
 
+// A handshake that fails after its admission (here a stale attempt the
+// lease refuses) frees its place at once: the next device of a user
+// limited to one gets in without waiting out the hold.
+func TestFailedHandshakeFreesItsAdmission(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnvWith(t, Deps{Timing: config.Fast(), Limits: config.Limits{Devices: 1}})
+		g := e.n.Gateway()
+		e.connect(g, "alice", "phone", 5).close()
+		synctest.Wait()
+		if _, err := e.tryConnect(g, "alice", "phone", 3); !errors.Is(err, ErrRefused) {
+			t.Fatalf("phone's stale attempt = %v, want ErrRefused", err)
+		}
+		synctest.Wait()
+		if _, err := e.tryConnect(g, "alice", "tablet", 1); err != nil {
+			t.Fatalf("tablet after the phone's handshake failed: %v", err)
+		}
+	})
+}
+
 // Node.Stop hands every connection's release to its lease before it stops
 // the leases: each lease handles the release queued in its mailbox (a
 // lease stopped with a system message first dropped what was queued: 3 of

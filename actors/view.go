@@ -70,6 +70,9 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.n.handled(KindView, a.received)
 		ok, n := a.v.Admit(m.GetDevice(), int(m.GetLimit()), now, now.Add(admitHold))
 		ctx.Respond(&messages.DeviceAdmitted{Ok: ok, Devices: uint32(n)})
+	case *messages.DeviceAdmitWithdraw:
+		a.n.handled(KindView, a.received)
+		a.v.Withdraw(m.GetDevice())
 	case *actor.Terminated:
 		a.drop(ctx, m.GetWho())
 		a.apply(ctx, core.ViewResult{})

@@ -46,3 +46,7 @@ func (v *View) Admitting(now time.Time) bool {
 	}
 	return len(v.admitted) > 0
 }
+
+// Withdraw frees the place of a device admitted for a handshake that
+// failed before the device came up.
+func (v *View) Withdraw(device string) { delete(v.admitted, device) }

@@ -30,7 +30,7 @@ type (
 type connActor struct {
 	g            *Gateway
 	n            *Node
-	t            config.Timing
+	t            *config.Timing // the node's (a copy was 72 bytes per connection)
 	user, device string
 	id           string
 	epoch        uint64
@@ -56,7 +56,7 @@ func newConnActor(g *Gateway, r OpenRequest) *connActor {
 	sink := core.NewSink()
 	sink.Max = g.n.deps.Limits.Subscriptions
 	return &connActor{
-		g: g, n: g.n, t: g.n.deps.Timing,
+		g: g, n: g.n, t: &g.n.deps.Timing,
 		user: r.User, device: r.Device, id: r.ConnID, epoch: r.Attempt, sock: r.Socket, since: r.since, live: r.live,
 		rng: core.Rand(g.n.deps.Seed, r.ConnID), sink: sink,
 	}

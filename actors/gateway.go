@@ -143,7 +143,7 @@ func (a *gatewayActor) forget(ctx actor.Context, who *actor.PID) {
 // spawn starts a connection actor and puts it in the deadlines, first due
 // when it would be stale without a heartbeat.
 func (a *gatewayActor) spawn(ctx actor.Context, r OpenRequest) {
-	props := actor.PropsFromProducer(func() actor.Actor { return newConnActor(a.g, r) })
+	props := actor.PropsFromProducer(func() actor.Actor { return newConnActor(a.g, r) }, perDeviceMailbox)
 	pid, err := ctx.SpawnNamed(props, r.ConnID)
 	if err != nil {
 		ctx.Respond(fmt.Errorf("actors: spawn connection %s: %w", r.ConnID, err))

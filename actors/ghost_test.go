@@ -6,7 +6,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/messages"
@@ -26,10 +25,9 @@ func TestRestartedMemberLeavesNoGhost(t *testing.T) {
 		// The old incarnation's process ends with the device's lease in it.
 		d.halt()
 		g2.Crash()
-		e.n.local[kindIndex(KindLease)].Range(func(_, v any) bool {
-			_ = e.n.root.StopFuture(v.(*actor.PID)).Wait()
-			return true
-		})
+		for _, pid := range e.n.index[string(KindLease)].pids() {
+			_ = e.n.root.StopFuture(pid).Wait()
+		}
 		// The same name is back, never reported failed or left.
 		e.n.onMember(cluster.Event{Kind: cluster.EventUpdated, Member: cluster.Member{ID: "g2", State: cluster.Alive}, Meta: cluster.Meta{ID: "new", Up: time.Now().UnixMilli()}, Restarted: true})
 		time.Sleep(timing.TTL + timing.Debounce + time.Second)
@@ -103,11 +101,10 @@ func TestRestartedMemberMakesConnectionsReregister(t *testing.T) {
 		laptop := e.connect(e.n.Gateway(), "bob", "laptop", 1)
 		time.Sleep(time.Second)
 		synctest.Wait()
-		e.n.local[kindIndex(KindView)].Range(func(_, v any) bool {
-			e.n.dir.Forget(KindView, "bob", v.(*actor.PID))
-			_ = e.n.root.StopFuture(v.(*actor.PID)).Wait()
-			return true
-		})
+		for _, pid := range e.n.index[string(KindView)].pids() {
+			e.n.dir.Forget(KindView, "bob", pid)
+			_ = e.n.root.StopFuture(pid).Wait()
+		}
 		e.n.onMember(cluster.Event{Kind: cluster.EventUpdated, Member: cluster.Member{ID: "g2", State: cluster.Alive}, Meta: cluster.Meta{ID: "new", Up: time.Now().UnixMilli()}, Restarted: true})
 		time.Sleep(timing.Renew)
 		synctest.Wait()

@@ -78,13 +78,11 @@ type Node struct {
 	gateways []*Gateway
 	stopOnce sync.Once
 
-	// live counts this node's lease and view actors and local holds their
-	// pids (pid id -> *actor.PID), both indexed by kindIndex: a member's
-	// failure is told to every one of them.
-	live  [kindCount]atomic.Int64
-	local [kindCount]sync.Map
+	// live counts this node's lease and view actors, by kindIndex.
+	live [kindCount]atomic.Int64
 	// index orders the live lease, view and connection actors by key for
-	// the inspector (inspect.go); renewals counts accepted lease renewals.
+	// the inspector (inspect.go), and a member's failure is told to every
+	// lease and view actor in it; renewals counts accepted lease renewals.
 	index    map[string]*registry
 	renewals atomic.Uint64
 
@@ -123,7 +121,6 @@ func kindIndex(k Kind) int {
 // activated counts a lease or view actor that started on this node.
 func (n *Node) activated(kind Kind, identity string, pid *actor.PID) {
 	n.live[kindIndex(kind)].Add(1)
-	n.local[kindIndex(kind)].Store(pid.GetId(), pid)
 	n.index[string(kind)].add(identity, pid)
 	n.metrics.Activations.WithLabelValues(string(kind)).Inc()
 }
@@ -131,7 +128,6 @@ func (n *Node) activated(kind Kind, identity string, pid *actor.PID) {
 // deactivated forgets a lease or view actor that is stopping.
 func (n *Node) deactivated(kind Kind, identity string, pid *actor.PID) {
 	n.live[kindIndex(kind)].Add(-1)
-	n.local[kindIndex(kind)].Delete(pid.GetId())
 	n.index[string(kind)].remove(identity, pid)
 }
 
@@ -400,11 +396,10 @@ func (n *Node) onMember(ev cluster.Event) {
 		if restarted && ev.Meta.Up > 0 {
 			down.OpenedBeforeMs = ev.Meta.Up // its new connections stay
 		}
-		for i := range n.local {
-			n.local[i].Range(func(_, v any) bool {
-				n.root.Send(v.(*actor.PID), down)
-				return true
-			})
+		for _, kind := range []Kind{KindLease, KindView} {
+			for _, pid := range n.index[string(kind)].pids() {
+				n.root.Send(pid, down)
+			}
 		}
 	}
 	if ev.Kind == cluster.EventUpdated {
@@ -438,11 +433,19 @@ func (n *Node) props(kind Kind, id string) *actor.Props {
 		user, device, _ := cutID(id)
 		return actor.PropsFromProducer(func() actor.Actor {
 			return &leaseActor{n: n, user: user, device: device, l: core.Lease{Unfenced: n.deps.Unfenced}, received: received}
-		})
+		}, perDeviceMailbox)
 	default:
-		return actor.PropsFromProducer(func() actor.Actor { return &viewActor{n: n, user: id, received: received} })
+		return actor.PropsFromProducer(func() actor.Actor { return &viewActor{n: n, user: id, received: received} }, perDeviceMailbox)
 	}
 }
+
+// perDeviceMailbox is the mailbox of the actors there are one or more of
+// per device (connection, lease, view): proto.actor's lock-free unbounded
+// mailbox holds an idle actor in two queue stubs, where its default one
+// allocates a ring of 10 slots and a mutex up front. Most of these actors
+// sit idle (heartbeats do not reach them), so the bytes an idle one holds
+// count more than the throughput of a busy one (BENCHMARKS.md).
+var perDeviceMailbox = actor.WithMailbox(actor.UnboundedLockfree())
 
 func cutID(id string) (user, device string, ok bool) {
 	for i := range len(id) {

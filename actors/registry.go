@@ -46,6 +46,19 @@ func (r *registry) remove(key string, pid *actor.PID) {
 	r.mu.Unlock()
 }
 
+// pids returns the pid of every live actor of the kind: a copy, so that
+// the caller may send to them, or stop them, without holding the lock.
+func (r *registry) pids() []*actor.PID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*actor.PID, 0, r.t.Len())
+	r.t.Ascend(func(e regEntry) bool {
+		out = append(out, e.pid)
+		return true
+	})
+	return out
+}
+
 func (r *registry) len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -99,7 +99,6 @@ func (a *viewActor) onStarted(ctx actor.Context, now time.Time) {
 		a.n.log.Error("view: reading last seen", "user", a.user, "err", err)
 	}
 	a.v = core.NewView(a.user, a.n.deps.Timing.Debounce, a.policy(), last)
-	a.sinks = map[string]*actor.PID{}
 	a.started = now
 	a.armIdle(ctx)
 	if a.n.mayHaveMoved(KindView, a.user) {
@@ -232,6 +231,9 @@ func (a *viewActor) subscribe(ctx actor.Context, m *messages.ViewSubscribe, now 
 	}
 	key := sinkKey(sink)
 	if _, ok := a.sinks[key]; !ok {
+		if a.sinks == nil { // at the first subscriber: most views have none
+			a.sinks = map[string]*actor.PID{}
+		}
 		a.sinks[key] = sink
 		ctx.Watch(sink)
 	}
@@ -355,7 +357,7 @@ func (a *viewActor) state() *messages.ViewState {
 		s.LastSeenMs = a.v.LastSeen.UnixMilli()
 	}
 	for dev, h := range a.v.Devices {
-		s.Devices = append(s.Devices, &messages.DeviceState{Device: dev, Node: h.GetNode(), ConnId: h.GetConnId(), Epoch: h.GetEpoch(), SinceMs: a.v.Since[dev].UnixMilli()})
+		s.Devices = append(s.Devices, &messages.DeviceState{Device: dev, Node: h.GetNode(), ConnId: h.GetConnId(), Epoch: h.GetEpoch(), SinceMs: h.Since.UnixMilli()})
 	}
 	slices.SortFunc(s.Devices, func(x, y *messages.DeviceState) int { return strings.Compare(x.Device, y.Device) })
 	return s

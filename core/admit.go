@@ -41,7 +41,7 @@ func (v *View) Admit(device string, limit int, now, hold time.Time) (bool, int) 
 func (v *View) Admitting(now time.Time) bool {
 	for d, until := range v.admitted {
 		if _, up := v.Devices[d]; up || !now.Before(until) {
-			delete(v.admitted, d)
+			v.unadmit(d)
 		}
 	}
 	return len(v.admitted) > 0
@@ -49,4 +49,15 @@ func (v *View) Admitting(now time.Time) bool {
 
 // Withdraw frees the place of a device admitted for a handshake that
 // failed before the device came up.
-func (v *View) Withdraw(device string) { delete(v.admitted, device) }
+func (v *View) Withdraw(device string) { v.unadmit(device) }
+
+// unadmit ends device's admission (its DeviceUp arrived, its hold ran out
+// or its handshake failed). The map goes with its last entry, as a map
+// keeps its buckets after a delete: a view whose devices are all up holds
+// no admission map.
+func (v *View) unadmit(device string) {
+	delete(v.admitted, device)
+	if len(v.admitted) == 0 {
+		v.admitted = nil
+	}
+}

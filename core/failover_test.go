@@ -211,8 +211,8 @@ func TestReRegisterKeepsSince(t *testing.T) {
 	v := core.NewView("alice", 20*time.Second, nil, time.Time{})
 	v.DeviceUp("phone", &messages.Holder{Node: "g1", ConnId: "c1", Epoch: 3, SinceMs: opened.UnixMilli()}, now)
 	v.DeviceUp("laptop", &messages.Holder{Node: "g1", ConnId: "c2", Epoch: 1}, now)
-	if !v.Since["phone"].Equal(opened) || !v.Since["laptop"].Equal(now) {
-		t.Fatalf("since %v, want the phone's opening and the laptop's first up", v.Since)
+	if !v.Devices["phone"].Since.Equal(opened) || !v.Devices["laptop"].Since.Equal(now) {
+		t.Fatalf("since %v, want the phone's opening and the laptop's first up", v.Devices)
 	}
 }
 

@@ -16,8 +16,7 @@ type View struct {
 	Debounce time.Duration
 	Policy   *Policy
 
-	Devices  map[string]*messages.Holder // live devices and their connection
-	Since    map[string]time.Time
+	Devices  map[string]Device // live devices, their connection and since when
 	Online   bool      // the published state
 	LastSeen time.Time // last published departure
 	// seenByOthers is LastSeen as others may know it (see Presence).
@@ -47,6 +46,14 @@ type View struct {
 	// admitted are devices Admit let in that are not up yet, and until
 	// when each holds its place (see admit.go).
 	admitted map[string]time.Time
+}
+
+// Device is one live device of a view: its connection and since when it has
+// been up. One map of these rather than a map per field: a view holds one
+// map's buckets per device, not two (BENCHMARKS.md, heap per device).
+type Device struct {
+	*messages.Holder
+	Since time.Time
 }
 
 // Sub is one subscriber of a view: the viewer it sees as, and the last
@@ -80,7 +87,7 @@ func NewView(user string, debounce time.Duration, pol *Policy, lastSeen time.Tim
 	return &View{
 		User: user, Debounce: debounce, Policy: pol, LastSeen: lastSeen, seenByOthers: lastSeen,
 		Show:    messages.Show_available,
-		Devices: map[string]*messages.Holder{}, Since: map[string]time.Time{},
+		Devices: map[string]Device{},
 		Subs: map[string]*Sub{},
 	}
 }
@@ -88,19 +95,19 @@ func NewView(user string, debounce time.Duration, pol *Policy, lastSeen time.Tim
 // DeviceUp records a device's live connection. Coming back inside the
 // debounce window cancels the pending offline.
 func (v *View) DeviceUp(device string, h *messages.Holder, now time.Time) ViewResult {
-	if cur, ok := v.Devices[device]; ok {
-		if cur.GetEpoch() > h.GetEpoch() {
-			return ViewResult{Stale: true}
-		}
-	} else {
+	cur, ok := v.Devices[device]
+	if ok && cur.GetEpoch() > h.GetEpoch() {
+		return ViewResult{Stale: true}
+	}
+	if !ok {
 		v.DeviceFlips++
-		v.Since[device] = now
+		cur.Since = now
 		if ms := h.GetSinceMs(); ms > 0 { // a re-register after a failover
-			v.Since[device] = time.UnixMilli(ms)
+			cur.Since = time.UnixMilli(ms)
 		}
 	}
-	v.Devices[device] = h
-	delete(v.admitted, device) // up: its place is its own now
+	v.Devices[device] = Device{Holder: h, Since: cur.Since}
+	v.unadmit(device)
 	if v.pending {
 		v.pending = false
 		v.Gen++
@@ -124,7 +131,6 @@ func (v *View) DeviceDown(device string, epoch uint64, lastAlive, now time.Time)
 		return ViewResult{Stale: true}
 	}
 	delete(v.Devices, device)
-	delete(v.Since, device)
 	v.DeviceFlips++
 	if len(v.Devices) > 0 || !v.Online && !v.Unsettled {
 		return ViewResult{}
@@ -169,14 +175,14 @@ func (v *View) GatewayDown(node string, lastHeard, now time.Time) ViewResult {
 func (v *View) GatewayDownBefore(node string, before, lastHeard, now time.Time) ViewResult {
 	var res ViewResult
 	for device, h := range v.Devices {
-		if h.GetNode() != node || !OpenedBefore(h, before) {
+		if h.GetNode() != node || !OpenedBefore(h.Holder, before) {
 			continue
 		}
 		last := now
 		if !lastHeard.IsZero() {
 			last = lastHeard
-			if since := v.Since[device]; since.After(last) {
-				last = since
+			if h.Since.After(last) {
+				last = h.Since
 			}
 			if last.After(now) { // clocks of two members may differ
 				last = now

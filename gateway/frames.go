@@ -8,6 +8,7 @@ import (
 	"github.com/lesismal/nbio/nbhttp/websocket"
 	"github.com/presence-im/presence/actors"
 	"github.com/presence-im/presence/messages"
+	"golang.org/x/time/rate"
 )
 
 // clearReadDeadline drops a read deadline nbio's accept path may have set
@@ -51,6 +52,9 @@ func (s *socket) errorFrame(code messages.ErrorCode, requestID, msg string) {
 // takeSubscribe takes a token of the connection's subscribe bucket; when
 // it is empty, it says how long until one is back.
 func (s *socket) takeSubscribe(now time.Time) (time.Duration, bool) {
+	if s.subscribes == nil { // at the first subscribe: most devices never send one
+		s.subscribes = rate.NewLimiter(rate.Limit(s.s.opt.SubscribeRate), s.s.opt.SubscribeBurst)
+	}
 	if s.subscribes.AllowN(now, 1) {
 		return 0, true
 	}

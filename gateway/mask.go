@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 
+	"github.com/lesismal/nbio/nbhttp"
 	"github.com/lesismal/nbio/nbhttp/websocket"
 	"github.com/presence-im/presence/messages"
 )
@@ -32,6 +33,26 @@ type maskGuard struct {
 	n         int    // header bytes collected
 	skip      uint64 // payload bytes still to pass
 	fragments bool   // inside a fragmented data message
+	inline    bool   // frames are handled on the poller (inlineFrames)
+}
+
+// inlineFrames makes the connection's frames run on the epoll goroutine
+// that parsed them, once nothing runs on nbio's task pool for it (the
+// handshake handler, which blocks on the lease, has returned: nbc's job list
+// is empty). Called from the poller's data callback, the only goroutine that
+// reads Execute from then on, so frames stay in order and one at a time.
+// Every frame handler is short and never blocks (an atomic for a heartbeat,
+// a mailbox Send for the rest, a write that nbio queues when the socket is
+// full): the task pool's hand-off per frame (a goroutine woken through a
+// futex, its stack grown) was a fifth of the node's CPU per heartbeat
+// (BENCHMARKS.md). The close still goes through the task pool (nbio's
+// MustExecute); its handler takes the socket's lock.
+func (g *maskGuard) inlineFrames(nbc interface{ ExecuteLen() int }) {
+	if g.inline || nbc.ExecuteLen() != 0 {
+		return
+	}
+	g.inline = true
+	g.Conn.Execute = nbhttp.SyncExecutor
 }
 
 func (g *maskGuard) Parse(data []byte) error {

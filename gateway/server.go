@@ -146,6 +146,9 @@ func (s *Server) newEngine() *nbhttp.Engine {
 	e.OnOpen(func(net.Conn) { s.accepted.Add(1) })
 	e.Engine.OnData(func(c *nbio.Conn, data []byte) {
 		s.accepted.Load()
+		if g, ok := c.Session().(*maskGuard); ok {
+			g.inlineFrames(c)
+		}
 		c.DataHandler()(c, data)
 	})
 	e.CheckUtf8 = func([]byte) bool { return true } // nbio says 1002; onMessage checks and says 1007
@@ -255,7 +258,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := pickCodec(r.Header)
-	sock := &socket{s: s, codec: c, subscribes: rate.NewLimiter(rate.Limit(s.opt.SubscribeRate), s.opt.SubscribeBurst)}
+	sock := &socket{s: s, codec: c}
 	connID := s.node + "-" + randomHex(8)
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()

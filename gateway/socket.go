@@ -36,7 +36,8 @@ type socket struct {
 	conn    atomic.Pointer[actors.Conn] // set once upgraded
 	errs    int                         // consecutive undecodable frames (read side only)
 	// subscribes is the connection's bucket of subscribe frames
-	// (Options.SubscribeRate, SubscribeBurst).
+	// (Options.SubscribeRate, SubscribeBurst), made at its first subscribe
+	// (read side only).
 	subscribes *rate.Limiter
 }
 

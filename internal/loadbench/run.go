@@ -34,7 +34,7 @@ type Options struct {
 	Self        string        // this binary (cmd/bench): its peer and worker commands
 	RedisServer string        // redis-server binary
 	Dir         string        // logs and stores of the runs
-	Profile     string        // directory for presence's CPU profile of each idle window; "": none
+	Profile     string        // directory for presence's CPU profile of each idle window and its heap profile after it; "": none
 	Progress    io.Writer     // the progress bar (a terminal); nil: none
 }
 
@@ -279,6 +279,9 @@ func idle(ctx context.Context, o Options, sys system, ws []*workerProc, res *Run
 	st1, err := collectStats(ws)
 	if err != nil {
 		return err
+	}
+	if p, ok := sys.(*presenceSys); ok && o.Profile != "" {
+		p.savePprof(time.Minute, "/debug/pprof/heap", filepath.Join(o.Profile, fmt.Sprintf("heap-%d.pprof", time.Now().Unix())))
 	}
 	res.Beats = st1.acks - st0.acks
 	if res.Beats > 0 {

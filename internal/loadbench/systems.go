@@ -285,7 +285,12 @@ func getOK(c *http.Client, url string) error {
 // profile saves the node's CPU profile over d (GET /debug/pprof/profile,
 // behind the admin token) to path.
 func (s *presenceSys) profile(d time.Duration, path string) {
-	res, err := s.get(&http.Client{Timeout: d + 30*time.Second}, fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(int(d.Seconds()), 1)))
+	s.savePprof(d+30*time.Second, fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(int(d.Seconds()), 1)), path)
+}
+
+// savePprof saves the admin address's pprof endpoint at query to path.
+func (s *presenceSys) savePprof(timeout time.Duration, query, path string) {
+	res, err := s.get(&http.Client{Timeout: timeout}, query)
 	if err != nil {
 		return
 	}

@@ -32,7 +32,9 @@ type Directory interface {
 	Forget(kind Kind, identity string, self *actor.PID)
 	// Count returns the live actors of a kind.
 	Count(kind Kind) int
-	// Stop stops every actor and waits for them.
+	// Stop stops every actor once it handled the messages in its mailbox
+	// (a release a connection sent as its node stopped), and waits for
+	// them.
 	Stop()
 }
 

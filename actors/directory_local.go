@@ -161,7 +161,9 @@ func (d *LocalDirectory) Stop() {
 	var futures []*actor.Future
 	for _, m := range d.entries {
 		for id, e := range m {
-			futures = append(futures, d.root.StopFuture(e.pid))
+			// Poison, not Stop: a stop is a system message, handled
+			// before the mailbox's queued messages, which it dropped.
+			futures = append(futures, d.root.PoisonFuture(e.pid))
 			delete(m, id)
 		}
 	}

@@ -182,9 +182,21 @@ func (g *Gateway) Open(ctx context.Context, r OpenRequest) (*Conn, error) {
 	if timeout <= 0 {
 		return nil, fmt.Errorf("actors: gateway %s: %w", g.node, context.DeadlineExceeded)
 	}
-	if err := g.admit(ctx, r); err != nil {
-		return nil, err
+	err := g.admit(ctx, r)
+	var c *Conn
+	if err == nil {
+		c, err = g.open(ctx, r, timeout)
 	}
+	if err != nil && !errors.Is(err, ErrTooManyDevices) {
+		// The admission's place is free again, one the view gave too late
+		// for the handshake's deadline included.
+		g.n.dir.Send(KindView, r.User, &messages.DeviceAdmitWithdraw{User: r.User, Device: r.Device})
+	}
+	return c, err
+}
+
+// open is Open once the user's view admitted the device.
+func (g *Gateway) open(ctx context.Context, r OpenRequest, timeout time.Duration) (*Conn, error) {
 	r.since = time.Now()
 	r.live = &liveConn{}
 	r.live.alive.Store(r.since.UnixNano())

@@ -70,6 +70,9 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.n.handled(KindView, a.received)
 		ok, n := a.v.Admit(m.GetDevice(), int(m.GetLimit()), now, now.Add(admitHold))
 		ctx.Respond(&messages.DeviceAdmitted{Ok: ok, Devices: uint32(n)})
+	case *messages.DeviceAdmitWithdraw:
+		a.n.handled(KindView, a.received)
+		a.v.Withdraw(m.GetDevice())
 	case *actor.Terminated:
 		a.drop(ctx, m.GetWho())
 		a.apply(ctx, core.ViewResult{})
@@ -80,10 +83,8 @@ func (a *viewActor) Receive(ctx actor.Context) {
 	case settleView:
 		a.onSettle(ctx, m, now)
 	case idleCheck:
-		if m.gen == a.idleGen && a.v.Idle() {
-			if !a.n.passivate(ctx, KindView, a.user, *a.received) {
-				a.armIdle(ctx) // a message on its way: check again later
-			}
+		if m.gen == a.idleGen && a.v.Idle() && (a.v.Admitting(now) || !a.n.passivate(ctx, KindView, a.user, *a.received)) {
+			a.armIdle(ctx) // an admission holds its place, or a message is on its way: check again later
 		}
 	}
 }

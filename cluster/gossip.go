@@ -35,6 +35,10 @@ type Meta struct {
 	// leave and a failure through the same callback and does not tell them
 	// apart there.
 	Leaving bool `json:"x,omitempty"`
+	// Fenced is set while a fenced node's new incarnation waits to serve
+	// (rejoin.go): under the lease strategy it does not count toward
+	// another fenced node's verdict.
+	Fenced bool `json:"f,omitempty"`
 }
 
 // EventKind says what happened to a member.
@@ -165,6 +169,7 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 	if cfg.Meta.Up == 0 {
 		cfg.Meta.Up = start.UnixMilli()
 	}
+	cfg.Meta.Fenced = cfg.Rejoin != nil
 	meta, err := json.Marshal(cfg.Meta)
 	if err != nil {
 		return nil, err

@@ -83,26 +83,44 @@ func TestGossipJoinThroughItself(t *testing.T) {
 // A member bound to every interface advertises the address the others
 // reach it at: they see and use that one.
 func TestGossipAdvertise(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	l.Close()
 	// 127.0.0.9 is loopback too, but not the address a is bound by name to.
-	a, err := NewGossip(GossipConfig{Name: "n1", Bind: "0.0.0.0:" + port, Advertise: "127.0.0.9:" + port, Preset: "fast", Key: []byte("0123456789abcdef")})
-	if err != nil {
-		t.Fatal(err)
+	// The port must be the same bound and advertised, so it is picked here:
+	// one free for TCP on every address may be taken for UDP, or taken by
+	// another test before memberlist binds it, so a few are tried.
+	var a *Gossip
+	var port string
+	for try := 0; a == nil; try++ {
+		l, err := net.Listen("tcp", "0.0.0.0:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, port, _ = net.SplitHostPort(l.Addr().String())
+		l.Close()
+		a, err = NewGossip(GossipConfig{Name: "n1", Bind: "0.0.0.0:" + port, Advertise: "127.0.0.9:" + port, Preset: "fast", Key: []byte("0123456789abcdef")})
+		if err != nil && (try == 9 || !strings.Contains(err.Error(), "address already in use")) {
+			t.Fatal(err)
+		}
 	}
 	defer a.Shutdown()
 	if a.Addr() != "127.0.0.9:"+port {
 		t.Fatalf("a advertises %s", a.Addr())
 	}
-	b, rb := startGossip(t, "n2", a.Addr())
+	// n2 joins in NewGossip, before a subscriber could hear n1 join: its
+	// member list says where it sees n1.
+	b, _ := startGossip(t, "n2", a.Addr())
 	defer b.Shutdown()
-	waitUntil(t, 5*time.Second, "n1 at n2", func() bool { _, ok := rb.find(EventJoined, "n1"); return ok })
-	if ev, _ := rb.find(EventJoined, "n1"); ev.Member.Addresses[0] != "127.0.0.9:"+port {
-		t.Fatalf("n2 sees n1 at %v", ev.Member.Addresses)
+	var n1 Member
+	waitUntil(t, 5*time.Second, "n1 at n2", func() bool {
+		for _, m := range b.Members() {
+			if m.ID == "n1" {
+				n1 = m
+				return true
+			}
+		}
+		return false
+	})
+	if n1.Addresses[0] != "127.0.0.9:"+port {
+		t.Fatalf("n2 sees n1 at %v", n1.Addresses)
 	}
 	if _, err := NewGossip(GossipConfig{Name: "n3", Bind: "127.0.0.1:0", Advertise: "presence-1:7946"}); err == nil {
 		t.Fatal("an advertised name (not an IP) was taken")

@@ -78,29 +78,45 @@ func TestSequentialCrashesShrinkTheBase(t *testing.T) {
 }
 
 // A fenced node's new incarnation (ids as in the base; the first is the
-// oldest) serves once the resolver lets it.
+// oldest) serves once the resolver lets it. fenced lists the alive members
+// that are fenced incarnations still waiting (itself among them).
 func TestRejoinVerdict(t *testing.T) {
 	fenced := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	stable := 5 * time.Second
+	five := voters("n1", "n2", "n3", "n4", "n5")
 	for _, tc := range []struct {
-		name  string
-		base  []Voter
-		alive []string
-		after time.Duration
-		serve bool
+		name          string
+		base          []Voter
+		alive, fenced []string
+		lease         bool
+		after         time.Duration
+		serve         bool
 	}{
-		{"a majority of the base answers", voters("n1", "n2", "n3"), []string{"n3", "n2"}, 0, true},
-		{"a restarted peer under another name counts", voters("n1", "n2", "n3"), []string{"n3", "n2-x"}, 0, true},
-		{"alone of three, ever: no", voters("n1", "n2", "n3"), []string{"n1"}, time.Hour, false},
-		{"the oldest of two, alone: not before the stable period", voters("n1", "n3"), []string{"n1"}, stable - time.Millisecond, false},
-		{"the oldest of two, alone: after it", voters("n1", "n3"), []string{"n1"}, stable, true},
-		{"the younger of two, alone: never", voters("n1", "n3"), []string{"n3"}, time.Hour, false},
-		{"two of four with the oldest", voters("n1", "n2", "n3", "n4"), []string{"n4", "n1"}, 0, true},
-		{"two of four without it", voters("n1", "n2", "n3", "n4"), []string{"n2", "n3"}, time.Hour, false},
+		{"a majority of the base answers", voters("n1", "n2", "n3"), []string{"n3", "n2"}, nil, false, 0, true},
+		{"a restarted peer under another name counts", voters("n1", "n2", "n3"), []string{"n3", "n2-x"}, nil, false, 0, true},
+		{"alone of three, ever: no", voters("n1", "n2", "n3"), []string{"n1"}, nil, false, time.Hour, false},
+		{"the oldest of two, alone: not before the stable period", voters("n1", "n3"), []string{"n1"}, nil, false, stable - time.Millisecond, false},
+		{"the oldest of two, alone: after it", voters("n1", "n3"), []string{"n1"}, nil, false, stable, true},
+		{"the younger of two, alone: never", voters("n1", "n3"), []string{"n3"}, nil, false, time.Hour, false},
+		{"two of four with the oldest", voters("n1", "n2", "n3", "n4"), []string{"n4", "n1"}, nil, false, 0, true},
+		{"two of four without it", voters("n1", "n2", "n3", "n4"), []string{"n2", "n3"}, nil, false, time.Hour, false},
+		// majority: every side of 2+2+1 fenced; after the heal the fenced
+		// nodes form the cluster (none serves elsewhere: no side had more
+		// than half of the base)
+		{"majority: three fenced of five", five, []string{"n5", "n1", "n2"}, []string{"n5", "n1", "n2"}, false, 0, true},
+		// lease: {n3, n4} took the lease and serve; {n1, n2} and {n5} fenced
+		// (issue 13: they formed a second cluster after the heal)
+		{"lease: three fenced of five, the lease side not reached", five, []string{"n5", "n1", "n2"}, []string{"n5", "n1", "n2"}, true, time.Hour, false},
+		{"lease: the serving side reached", five, []string{"n5", "n1", "n2", "n3", "n4"}, []string{"n5", "n1", "n2"}, true, 0, true},
+		{"lease: one serving member, the holder, suffices", five, []string{"n5", "n3"}, []string{"n5"}, true, 0, true},
+		{"lease: the oldest of two, alone past the stable period: no", voters("n1", "n3"), []string{"n1"}, []string{"n1"}, true, time.Hour, false},
+		{"lease: every member of the base reached, all fenced", five, []string{"n1", "n2", "n3", "n4", "n5"}, []string{"n1", "n2", "n3", "n4", "n5"}, true, 0, true},
+		{"lease: four of five, all fenced: no (the fifth may hold the lease)", five, []string{"n1", "n2", "n3", "n4"}, []string{"n1", "n2", "n3", "n4"}, true, time.Hour, false},
+		{"lease: a restarted peer under another name, serving", voters("n1", "n2", "n3"), []string{"n1", "n2-x"}, []string{"n1"}, true, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := Rejoin{Base: tc.base, Fenced: fenced, Stable: stable}
-			if v := r.Verdict(tc.alive, fenced.Add(tc.after)); v.Serve != tc.serve {
+			r := Rejoin{Base: tc.base, Fenced: fenced, Stable: stable, Lease: tc.lease}
+			if v := r.Verdict(tc.alive, tc.fenced, fenced.Add(tc.after)); v.Serve != tc.serve {
 				t.Fatalf("Verdict = %+v (%s), want serve %v", v, v, tc.serve)
 			}
 		})

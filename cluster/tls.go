@@ -81,13 +81,24 @@ func RemoteTLS(key []byte) (server, client *tls.Config, err error) {
 	return server, client, nil
 }
 
+// EndpointQueue is the initial size, in messages, of the queue of each
+// remote endpoint (one per other member). proto.actor's default, a million
+// slots, allocates 16 MB per member at once: never touched at first, so
+// not resident, but counted as live heap, so that the collector let the
+// heap grow by as much again before collecting (GOGC), and filled page by
+// page as the ring's head walks round it, so that RSS grew with the
+// messages ever sent to a member (docs/architecture.md, "Memory"). The
+// queue doubles when full, so a burst still queues everything.
+const EndpointQueue = 1024
+
 // RemoteConfig is the proto.actor remote of a member, on host and port
 // (0: a free one), with opts: with a cluster key, mutual TLS from
 // RemoteTLS; without one, plaintext, as the gossip is then (a node off
 // loopback refuses to start so unless told --insecure). The dial options
 // replace the remote's default (grpc.WithInsecure) rather than adding to
-// it.
+// it. Each endpoint's queue starts at EndpointQueue.
 func RemoteConfig(host string, port int, key []byte, opts ...remote.ConfigOption) (*remote.Config, error) {
+	opts = append([]remote.ConfigOption{remote.WithEndpointWriterQueueSize(EndpointQueue)}, opts...)
 	if len(key) == 0 {
 		return remote.Configure(host, port, opts...), nil
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net"
 	"testing"
+
+	"github.com/asynkron/protoactor-go/remote"
 )
 
 // handshake runs a TLS handshake between a server and a client config over
@@ -79,5 +81,20 @@ func TestRemoteTLS(t *testing.T) {
 	}
 	if _, _, err := RemoteTLS(nil); !errors.Is(err, ErrNoClusterKey) {
 		t.Errorf("empty key: %v", err)
+	}
+}
+
+// Each remote endpoint's queue starts small, with or without a cluster key
+// (proto.actor's default preallocates 16 MB per member: docs/architecture.md,
+// "Memory"), and an option given still applies.
+func TestRemoteConfigEndpointQueue(t *testing.T) {
+	for _, key := range [][]byte{nil, []byte("0123456789abcdef")} {
+		cfg, err := RemoteConfig("127.0.0.1", 0, key, remote.WithAdvertisedHost("h:1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.EndpointWriterQueueSize != EndpointQueue || cfg.AdvertisedHost != "h:1" {
+			t.Fatalf("key %q: endpoint queue %d, advertised %q; want %d and h:1", key, cfg.EndpointWriterQueueSize, cfg.AdvertisedHost, EndpointQueue)
+		}
 	}
 }

@@ -94,9 +94,12 @@ type Config struct {
 	// lease row in the PolicyDSN store decides once members are
 	// unreachable; docs/operations.md "Split brain").
 	SplitBrain string
-	Timing     Timing
-	Gateway    Gateway
-	Limits     Limits
+	// MemoryReturn is how often the node looks whether to give the heap's
+	// free pages back to the system (package memreturn); 0: never.
+	MemoryReturn time.Duration
+	Timing       Timing
+	Gateway      Gateway
+	Limits       Limits
 
 	// SecretPrevious are older device-token keys still accepted while
 	// tokens signed with them live out their expiry (rotation); tokens are
@@ -204,17 +207,21 @@ func Preset(name string) (Timing, error) {
 // and the seed preset.
 func Default() Config {
 	return Config{
-		Listen:     "127.0.0.1:7600",
-		Admin:      "127.0.0.1:7700",
-		Gossip:     "127.0.0.1:7946",
-		Preset:     "seed",
-		Secret:     DevSecret,
-		PolicyDSN:  "sqlite:presence-data/presence.db",
-		SplitBrain: "majority",
-		Timing:     Seed(),
-		Limits:     DefaultLimits(),
+		Listen:       "127.0.0.1:7600",
+		Admin:        "127.0.0.1:7700",
+		Gossip:       "127.0.0.1:7946",
+		Preset:       "seed",
+		Secret:       DevSecret,
+		PolicyDSN:    "sqlite:presence-data/presence.db",
+		SplitBrain:   "majority",
+		Timing:       Seed(),
+		MemoryReturn: DefaultMemoryReturn,
+		Limits:       DefaultLimits(),
 	}
 }
+
+// DefaultMemoryReturn is --memory-return's default.
+const DefaultMemoryReturn = 10 * time.Second
 
 // Validate returns every broken rule, each naming the parameter, its value
 // and the rule, joined; nil when the configuration is usable.
@@ -234,6 +241,9 @@ func (c Config) Validate() error {
 		if !(f.v >= 0) {
 			errs = append(errs, fmt.Errorf("%w: %s = %v: must be >= 0 (0: the default)", ErrInvalid, f.name, f.v))
 		}
+	}
+	if c.MemoryReturn < 0 {
+		errs = append(errs, fmt.Errorf("%w: memory-return = %v: must be >= 0 (0: never)", ErrInvalid, c.MemoryReturn))
 	}
 	if err := c.validateRemote(); err != nil {
 		errs = append(errs, err)

@@ -429,10 +429,12 @@ renew-jitter: 0.3
 ttl: 50s
 debounce: 7s
 idle: 1m
+memory-return: 30s
 `)
 	want := config.Config{
 		NodeID: "n-file", Listen: "0.0.0.0:1", Admin: "0.0.0.0:2", AdminToken: "tok", Gossip: "0.0.0.0:3",
 		Join: []string{"a:1", "b:2"}, Advertise: "presence-1", RemotePort: 7947, JoinRetry: time.Minute, Preset: "seed", Secret: "s3cret", ClusterKey: "0123456789abcdef", Seed: 42, Demo: 3, PolicyDSN: "postgres://db/presence", SplitBrain: "lease",
+		MemoryReturn: 30 * time.Second,
 		Gateway: config.Gateway{Outbox: 8, WriteTimeout: 3 * time.Second, AdmitRate: 9.5, AdmitBurst: 10, DrainSpread: 4 * time.Second, SendBuffer: 4096,
 			SubscribeRate: 2.5, SubscribeBurst: 3},
 		Limits: config.Limits{Subscriptions: 40, Devices: 4, Batch: 50},
@@ -457,6 +459,7 @@ idle: 1m
 		"renew-jitter": "0.3", "ttl": "50s", "debounce": "7s", "idle": "1m", "policy-dsn": "postgres://db/presence", "split-brain": "lease",
 		"outbox": "8", "write-timeout": "3s", "admit-rate": "9.5", "admit-burst": "10", "drain-spread": "4s", "send-buffer": "4096",
 		"subscribe-rate": "2.5", "subscribe-burst": "3", "max-subscriptions": "40", "max-devices": "4", "max-batch": "50",
+		"memory-return": "30s",
 	} {
 		kv = append(kv, config.EnvName(k), v)
 		args = append(args, "--"+k+"="+v)
@@ -544,6 +547,7 @@ func TestLoadErrors(t *testing.T) {
 		{"negative batch limit from the file", nil, "max-batch: -3\n", nil, []string{"max-batch = -3", "must be >= 0"}},
 		{"negative subscribe rate", []string{"--subscribe-rate=-0.5"}, "", nil, []string{"subscribe-rate = -0.5", "must be >= 0"}},
 		{"negative subscribe burst", []string{"--subscribe-burst=-1"}, "", nil, []string{"subscribe-burst = -1", "must be >= 0"}},
+		{"negative memory return", []string{"--memory-return=-1s"}, "", nil, []string{"memory-return = -1s", "must be >= 0"}},
 		{"fast timings with a seed heartbeat", []string{"--timing", "fast", "--heartbeat", "30s"}, "", nil, []string{"stale"}},
 	}
 	for _, tc := range tests {
@@ -562,6 +566,34 @@ func TestLoadErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// --memory-return's default is DefaultMemoryReturn in Default, the flag's
+// help and docs/operations.md alike, and 0 (never) is accepted.
+func TestMemoryReturnDefault(t *testing.T) {
+	var out strings.Builder
+	if _, err := config.Load([]string{"-h"}, env(), &out); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v, want flag.ErrHelp", err)
+	}
+	d := config.DefaultMemoryReturn
+	if !strings.Contains(out.String(), "default "+d.String()+")") {
+		t.Errorf("--memory-return's help does not say default %s:\n%s", d, out.String())
+	}
+	doc, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row := "| `--memory-return` | " + d.String() + " |"; !strings.Contains(string(doc), row) {
+		t.Errorf("docs/operations.md has no row %q", row)
+	}
+	c, err := config.Load([]string{"--node-id", "n1"}, env(), io.Discard)
+	if err != nil || c.MemoryReturn != d {
+		t.Fatalf("default: memory return %v (%v), want %v", c.MemoryReturn, err, d)
+	}
+	c, err = config.Load([]string{"--node-id", "n1", "--memory-return", "0"}, env(), io.Discard)
+	if err != nil || c.MemoryReturn != 0 {
+		t.Fatalf("--memory-return 0: %v (%v), want 0", c.MemoryReturn, err)
 	}
 }
 

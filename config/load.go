@@ -122,6 +122,7 @@ var fields = []field{
 	{"max-subscriptions", "targets one connection may be subscribed to at once, over all its requests; beyond: an error frame 413 (default 5000)", intField(func(c *Config) *int { return &c.Limits.Subscriptions })},
 	{"max-devices", "devices of one user online at once; the handshake of one more is 403 (default 100)", intField(func(c *Config) *int { return &c.Limits.Devices })},
 	{"max-batch", "users one POST /api/presence/batch may name; more is 413 (default 1000)", intField(func(c *Config) *int { return &c.Limits.Batch })},
+	{"memory-return", "how often to look whether the heap keeps many free pages while the node is quiet, and give them back to the system (0: never; default 10s)", dur(func(c *Config) *time.Duration { return &c.MemoryReturn })},
 	{"heartbeat", "client heartbeat interval", dur(func(c *Config) *time.Duration { return &c.Timing.Heartbeat })},
 	{"heartbeat-jitter", "fraction clients shorten each heartbeat by at random", frac(func(c *Config) *float64 { return &c.Timing.HeartbeatJitter })},
 	{"stale", "a connection with no heartbeat for this long is closed", dur(func(c *Config) *time.Duration { return &c.Timing.Stale })},

@@ -15,11 +15,7 @@ import "time"
 // It returns whether device is let in and the count it was judged on
 // (online plus admitted, device included when let in).
 func (v *View) Admit(device string, limit int, now, hold time.Time) (bool, int) {
-	for d, until := range v.admitted {
-		if _, up := v.Devices[d]; up || !now.Before(until) {
-			v.unadmit(d)
-		}
-	}
+	v.Admitting(now)
 	n := len(v.Devices) + len(v.admitted)
 	if _, up := v.Devices[device]; up {
 		return true, n
@@ -38,9 +34,27 @@ func (v *View) Admit(device string, limit int, now, hold time.Time) (bool, int) 
 	return true, n + 1
 }
 
-// unadmit ends device's admission (its DeviceUp arrived, or its hold ran
-// out). The map goes with its last entry, as a map keeps its buckets after
-// a delete: a view whose devices are all up holds no admission map.
+// Admitting says whether a device admitted and not up yet still holds its
+// place at now; it forgets the admissions that came up or ran out. A view
+// holding one must not passivate: it would forget the place, and let in
+// a device past the limit before the admitted one comes up.
+func (v *View) Admitting(now time.Time) bool {
+	for d, until := range v.admitted {
+		if _, up := v.Devices[d]; up || !now.Before(until) {
+			v.unadmit(d)
+		}
+	}
+	return len(v.admitted) > 0
+}
+
+// Withdraw frees the place of a device admitted for a handshake that
+// failed before the device came up.
+func (v *View) Withdraw(device string) { v.unadmit(device) }
+
+// unadmit ends device's admission (its DeviceUp arrived, its hold ran out
+// or its handshake failed). The map goes with its last entry, as a map
+// keeps its buckets after a delete: a view whose devices are all up holds
+// no admission map.
 func (v *View) unadmit(device string) {
 	delete(v.admitted, device)
 	if len(v.admitted) == 0 {

@@ -885,6 +885,61 @@ func (x *DeviceAdmitted) GetDevices() uint32 {
 	return 0
 }
 
+// DeviceAdmitWithdraw tells a user's view that the handshake it admitted
+// the device for failed before the device came up: the place is free at
+// once, not at the end of its hold, and the view may passivate.
+type DeviceAdmitWithdraw struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Device        string                 `protobuf:"bytes,2,opt,name=device,proto3" json:"device,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceAdmitWithdraw) Reset() {
+	*x = DeviceAdmitWithdraw{}
+	mi := &file_actors_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceAdmitWithdraw) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceAdmitWithdraw) ProtoMessage() {}
+
+func (x *DeviceAdmitWithdraw) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceAdmitWithdraw.ProtoReflect.Descriptor instead.
+func (*DeviceAdmitWithdraw) Descriptor() ([]byte, []int) {
+	return file_actors_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DeviceAdmitWithdraw) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *DeviceAdmitWithdraw) GetDevice() string {
+	if x != nil {
+		return x.Device
+	}
+	return ""
+}
+
 // DeviceShow sets the user's show (available, away, dnd, invisible).
 type DeviceShow struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -897,7 +952,7 @@ type DeviceShow struct {
 
 func (x *DeviceShow) Reset() {
 	*x = DeviceShow{}
-	mi := &file_actors_proto_msgTypes[12]
+	mi := &file_actors_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +964,7 @@ func (x *DeviceShow) String() string {
 func (*DeviceShow) ProtoMessage() {}
 
 func (x *DeviceShow) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[12]
+	mi := &file_actors_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +977,7 @@ func (x *DeviceShow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceShow.ProtoReflect.Descriptor instead.
 func (*DeviceShow) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{12}
+	return file_actors_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeviceShow) GetUser() string {
@@ -966,7 +1021,7 @@ type ViewSubscribe struct {
 
 func (x *ViewSubscribe) Reset() {
 	*x = ViewSubscribe{}
-	mi := &file_actors_proto_msgTypes[13]
+	mi := &file_actors_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1033,7 @@ func (x *ViewSubscribe) String() string {
 func (*ViewSubscribe) ProtoMessage() {}
 
 func (x *ViewSubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[13]
+	mi := &file_actors_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1046,7 @@ func (x *ViewSubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewSubscribe.ProtoReflect.Descriptor instead.
 func (*ViewSubscribe) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{13}
+	return file_actors_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ViewSubscribe) GetTarget() string {
@@ -1047,7 +1102,7 @@ type ViewUnsubscribe struct {
 
 func (x *ViewUnsubscribe) Reset() {
 	*x = ViewUnsubscribe{}
-	mi := &file_actors_proto_msgTypes[14]
+	mi := &file_actors_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1059,7 +1114,7 @@ func (x *ViewUnsubscribe) String() string {
 func (*ViewUnsubscribe) ProtoMessage() {}
 
 func (x *ViewUnsubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[14]
+	mi := &file_actors_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1072,7 +1127,7 @@ func (x *ViewUnsubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewUnsubscribe.ProtoReflect.Descriptor instead.
 func (*ViewUnsubscribe) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{14}
+	return file_actors_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ViewUnsubscribe) GetTarget() string {
@@ -1101,7 +1156,7 @@ type SnapshotPart struct {
 
 func (x *SnapshotPart) Reset() {
 	*x = SnapshotPart{}
-	mi := &file_actors_proto_msgTypes[15]
+	mi := &file_actors_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1168,7 @@ func (x *SnapshotPart) String() string {
 func (*SnapshotPart) ProtoMessage() {}
 
 func (x *SnapshotPart) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[15]
+	mi := &file_actors_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1181,7 @@ func (x *SnapshotPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotPart.ProtoReflect.Descriptor instead.
 func (*SnapshotPart) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{15}
+	return file_actors_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SnapshotPart) GetRequestId() string {
@@ -1166,7 +1221,7 @@ type PresenceEvent struct {
 
 func (x *PresenceEvent) Reset() {
 	*x = PresenceEvent{}
-	mi := &file_actors_proto_msgTypes[16]
+	mi := &file_actors_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1178,7 +1233,7 @@ func (x *PresenceEvent) String() string {
 func (*PresenceEvent) ProtoMessage() {}
 
 func (x *PresenceEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[16]
+	mi := &file_actors_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1191,7 +1246,7 @@ func (x *PresenceEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceEvent.ProtoReflect.Descriptor instead.
 func (*PresenceEvent) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{16}
+	return file_actors_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PresenceEvent) GetPresence() *Presence {
@@ -1215,7 +1270,7 @@ type PresenceFanout struct {
 
 func (x *PresenceFanout) Reset() {
 	*x = PresenceFanout{}
-	mi := &file_actors_proto_msgTypes[17]
+	mi := &file_actors_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1282,7 @@ func (x *PresenceFanout) String() string {
 func (*PresenceFanout) ProtoMessage() {}
 
 func (x *PresenceFanout) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[17]
+	mi := &file_actors_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1295,7 @@ func (x *PresenceFanout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceFanout.ProtoReflect.Descriptor instead.
 func (*PresenceFanout) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{17}
+	return file_actors_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PresenceFanout) GetPresence() *Presence {
@@ -1267,7 +1322,7 @@ type PolicyChanged struct {
 
 func (x *PolicyChanged) Reset() {
 	*x = PolicyChanged{}
-	mi := &file_actors_proto_msgTypes[18]
+	mi := &file_actors_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1334,7 @@ func (x *PolicyChanged) String() string {
 func (*PolicyChanged) ProtoMessage() {}
 
 func (x *PolicyChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[18]
+	mi := &file_actors_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1347,7 @@ func (x *PolicyChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyChanged.ProtoReflect.Descriptor instead.
 func (*PolicyChanged) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{18}
+	return file_actors_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PolicyChanged) GetUser() string {
@@ -1318,7 +1373,7 @@ type DirectoryDeliver struct {
 
 func (x *DirectoryDeliver) Reset() {
 	*x = DirectoryDeliver{}
-	mi := &file_actors_proto_msgTypes[19]
+	mi := &file_actors_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1330,7 +1385,7 @@ func (x *DirectoryDeliver) String() string {
 func (*DirectoryDeliver) ProtoMessage() {}
 
 func (x *DirectoryDeliver) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[19]
+	mi := &file_actors_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1343,7 +1398,7 @@ func (x *DirectoryDeliver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DirectoryDeliver.ProtoReflect.Descriptor instead.
 func (*DirectoryDeliver) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{19}
+	return file_actors_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DirectoryDeliver) GetKind() string {
@@ -1377,7 +1432,7 @@ type CountsQuery struct {
 
 func (x *CountsQuery) Reset() {
 	*x = CountsQuery{}
-	mi := &file_actors_proto_msgTypes[20]
+	mi := &file_actors_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1389,7 +1444,7 @@ func (x *CountsQuery) String() string {
 func (*CountsQuery) ProtoMessage() {}
 
 func (x *CountsQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[20]
+	mi := &file_actors_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1402,7 +1457,7 @@ func (x *CountsQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountsQuery.ProtoReflect.Descriptor instead.
 func (*CountsQuery) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{20}
+	return file_actors_proto_rawDescGZIP(), []int{21}
 }
 
 type NodeCounts struct {
@@ -1416,7 +1471,7 @@ type NodeCounts struct {
 
 func (x *NodeCounts) Reset() {
 	*x = NodeCounts{}
-	mi := &file_actors_proto_msgTypes[21]
+	mi := &file_actors_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1483,7 @@ func (x *NodeCounts) String() string {
 func (*NodeCounts) ProtoMessage() {}
 
 func (x *NodeCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[21]
+	mi := &file_actors_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +1496,7 @@ func (x *NodeCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCounts.ProtoReflect.Descriptor instead.
 func (*NodeCounts) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{21}
+	return file_actors_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *NodeCounts) GetNode() string {
@@ -1475,7 +1530,7 @@ type ViewQuery struct {
 
 func (x *ViewQuery) Reset() {
 	*x = ViewQuery{}
-	mi := &file_actors_proto_msgTypes[22]
+	mi := &file_actors_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1487,7 +1542,7 @@ func (x *ViewQuery) String() string {
 func (*ViewQuery) ProtoMessage() {}
 
 func (x *ViewQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[22]
+	mi := &file_actors_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1500,7 +1555,7 @@ func (x *ViewQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewQuery.ProtoReflect.Descriptor instead.
 func (*ViewQuery) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{22}
+	return file_actors_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ViewQuery) GetUser() string {
@@ -1523,7 +1578,7 @@ type DeviceState struct {
 
 func (x *DeviceState) Reset() {
 	*x = DeviceState{}
-	mi := &file_actors_proto_msgTypes[23]
+	mi := &file_actors_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +1590,7 @@ func (x *DeviceState) String() string {
 func (*DeviceState) ProtoMessage() {}
 
 func (x *DeviceState) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[23]
+	mi := &file_actors_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +1603,7 @@ func (x *DeviceState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceState.ProtoReflect.Descriptor instead.
 func (*DeviceState) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{23}
+	return file_actors_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeviceState) GetDevice() string {
@@ -1604,7 +1659,7 @@ type ViewState struct {
 
 func (x *ViewState) Reset() {
 	*x = ViewState{}
-	mi := &file_actors_proto_msgTypes[24]
+	mi := &file_actors_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1616,7 +1671,7 @@ func (x *ViewState) String() string {
 func (*ViewState) ProtoMessage() {}
 
 func (x *ViewState) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[24]
+	mi := &file_actors_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1629,7 +1684,7 @@ func (x *ViewState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewState.ProtoReflect.Descriptor instead.
 func (*ViewState) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{24}
+	return file_actors_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ViewState) GetUser() string {
@@ -1709,7 +1764,7 @@ type ObsEvent struct {
 
 func (x *ObsEvent) Reset() {
 	*x = ObsEvent{}
-	mi := &file_actors_proto_msgTypes[25]
+	mi := &file_actors_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +1776,7 @@ func (x *ObsEvent) String() string {
 func (*ObsEvent) ProtoMessage() {}
 
 func (x *ObsEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[25]
+	mi := &file_actors_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +1789,7 @@ func (x *ObsEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObsEvent.ProtoReflect.Descriptor instead.
 func (*ObsEvent) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{25}
+	return file_actors_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ObsEvent) GetKind() string {
@@ -1820,7 +1875,7 @@ type EventsSubscribe struct {
 
 func (x *EventsSubscribe) Reset() {
 	*x = EventsSubscribe{}
-	mi := &file_actors_proto_msgTypes[26]
+	mi := &file_actors_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1832,7 +1887,7 @@ func (x *EventsSubscribe) String() string {
 func (*EventsSubscribe) ProtoMessage() {}
 
 func (x *EventsSubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[26]
+	mi := &file_actors_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1845,7 +1900,7 @@ func (x *EventsSubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsSubscribe.ProtoReflect.Descriptor instead.
 func (*EventsSubscribe) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{26}
+	return file_actors_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *EventsSubscribe) GetSink() *PidRef {
@@ -1863,7 +1918,7 @@ type EventsSubscribed struct {
 
 func (x *EventsSubscribed) Reset() {
 	*x = EventsSubscribed{}
-	mi := &file_actors_proto_msgTypes[27]
+	mi := &file_actors_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1875,7 +1930,7 @@ func (x *EventsSubscribed) String() string {
 func (*EventsSubscribed) ProtoMessage() {}
 
 func (x *EventsSubscribed) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[27]
+	mi := &file_actors_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1888,7 +1943,7 @@ func (x *EventsSubscribed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsSubscribed.ProtoReflect.Descriptor instead.
 func (*EventsSubscribed) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{27}
+	return file_actors_proto_rawDescGZIP(), []int{28}
 }
 
 type EventsUnsubscribe struct {
@@ -1900,7 +1955,7 @@ type EventsUnsubscribe struct {
 
 func (x *EventsUnsubscribe) Reset() {
 	*x = EventsUnsubscribe{}
-	mi := &file_actors_proto_msgTypes[28]
+	mi := &file_actors_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1912,7 +1967,7 @@ func (x *EventsUnsubscribe) String() string {
 func (*EventsUnsubscribe) ProtoMessage() {}
 
 func (x *EventsUnsubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[28]
+	mi := &file_actors_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1925,7 +1980,7 @@ func (x *EventsUnsubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsUnsubscribe.ProtoReflect.Descriptor instead.
 func (*EventsUnsubscribe) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{28}
+	return file_actors_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *EventsUnsubscribe) GetSink() *PidRef {
@@ -1951,7 +2006,7 @@ type ActorsQuery struct {
 
 func (x *ActorsQuery) Reset() {
 	*x = ActorsQuery{}
-	mi := &file_actors_proto_msgTypes[29]
+	mi := &file_actors_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1963,7 +2018,7 @@ func (x *ActorsQuery) String() string {
 func (*ActorsQuery) ProtoMessage() {}
 
 func (x *ActorsQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[29]
+	mi := &file_actors_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1976,7 +2031,7 @@ func (x *ActorsQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorsQuery.ProtoReflect.Descriptor instead.
 func (*ActorsQuery) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{29}
+	return file_actors_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ActorsQuery) GetKind() string {
@@ -2020,7 +2075,7 @@ type ActorsPage struct {
 
 func (x *ActorsPage) Reset() {
 	*x = ActorsPage{}
-	mi := &file_actors_proto_msgTypes[30]
+	mi := &file_actors_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2032,7 +2087,7 @@ func (x *ActorsPage) String() string {
 func (*ActorsPage) ProtoMessage() {}
 
 func (x *ActorsPage) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[30]
+	mi := &file_actors_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2045,7 +2100,7 @@ func (x *ActorsPage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorsPage.ProtoReflect.Descriptor instead.
 func (*ActorsPage) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{30}
+	return file_actors_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ActorsPage) GetNode() string {
@@ -2095,7 +2150,7 @@ type ActorStateQuery struct {
 
 func (x *ActorStateQuery) Reset() {
 	*x = ActorStateQuery{}
-	mi := &file_actors_proto_msgTypes[31]
+	mi := &file_actors_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2162,7 @@ func (x *ActorStateQuery) String() string {
 func (*ActorStateQuery) ProtoMessage() {}
 
 func (x *ActorStateQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[31]
+	mi := &file_actors_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2175,7 @@ func (x *ActorStateQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorStateQuery.ProtoReflect.Descriptor instead.
 func (*ActorStateQuery) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{31}
+	return file_actors_proto_rawDescGZIP(), []int{32}
 }
 
 type ActorState struct {
@@ -2141,7 +2196,7 @@ type ActorState struct {
 
 func (x *ActorState) Reset() {
 	*x = ActorState{}
-	mi := &file_actors_proto_msgTypes[32]
+	mi := &file_actors_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2153,7 +2208,7 @@ func (x *ActorState) String() string {
 func (*ActorState) ProtoMessage() {}
 
 func (x *ActorState) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[32]
+	mi := &file_actors_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2166,7 +2221,7 @@ func (x *ActorState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorState.ProtoReflect.Descriptor instead.
 func (*ActorState) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{32}
+	return file_actors_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ActorState) GetKey() string {
@@ -2274,7 +2329,7 @@ type LeaseInfo struct {
 
 func (x *LeaseInfo) Reset() {
 	*x = LeaseInfo{}
-	mi := &file_actors_proto_msgTypes[33]
+	mi := &file_actors_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2286,7 +2341,7 @@ func (x *LeaseInfo) String() string {
 func (*LeaseInfo) ProtoMessage() {}
 
 func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[33]
+	mi := &file_actors_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2299,7 +2354,7 @@ func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseInfo.ProtoReflect.Descriptor instead.
 func (*LeaseInfo) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{33}
+	return file_actors_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *LeaseInfo) GetHolder() *Holder {
@@ -2356,7 +2411,7 @@ type ViewInfo struct {
 
 func (x *ViewInfo) Reset() {
 	*x = ViewInfo{}
-	mi := &file_actors_proto_msgTypes[34]
+	mi := &file_actors_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2368,7 +2423,7 @@ func (x *ViewInfo) String() string {
 func (*ViewInfo) ProtoMessage() {}
 
 func (x *ViewInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[34]
+	mi := &file_actors_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2381,7 +2436,7 @@ func (x *ViewInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewInfo.ProtoReflect.Descriptor instead.
 func (*ViewInfo) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{34}
+	return file_actors_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ViewInfo) GetStatus() string {
@@ -2464,7 +2519,7 @@ type ConnInfo struct {
 
 func (x *ConnInfo) Reset() {
 	*x = ConnInfo{}
-	mi := &file_actors_proto_msgTypes[35]
+	mi := &file_actors_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2476,7 +2531,7 @@ func (x *ConnInfo) String() string {
 func (*ConnInfo) ProtoMessage() {}
 
 func (x *ConnInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[35]
+	mi := &file_actors_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2489,7 +2544,7 @@ func (x *ConnInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnInfo.ProtoReflect.Descriptor instead.
 func (*ConnInfo) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{35}
+	return file_actors_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ConnInfo) GetUser() string {
@@ -2565,7 +2620,7 @@ type GatewayInfo struct {
 
 func (x *GatewayInfo) Reset() {
 	*x = GatewayInfo{}
-	mi := &file_actors_proto_msgTypes[36]
+	mi := &file_actors_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2577,7 +2632,7 @@ func (x *GatewayInfo) String() string {
 func (*GatewayInfo) ProtoMessage() {}
 
 func (x *GatewayInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[36]
+	mi := &file_actors_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2590,7 +2645,7 @@ func (x *GatewayInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayInfo.ProtoReflect.Descriptor instead.
 func (*GatewayInfo) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{36}
+	return file_actors_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GatewayInfo) GetConnections() uint32 {
@@ -2668,7 +2723,10 @@ const file_actors_proto_rawDesc = "" +
 	"\x05limit\x18\x03 \x01(\rR\x05limit\":\n" +
 	"\x0eDeviceAdmitted\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x18\n" +
-	"\adevices\x18\x02 \x01(\rR\adevices\"_\n" +
+	"\adevices\x18\x02 \x01(\rR\adevices\"A\n" +
+	"\x13DeviceAdmitWithdraw\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x16\n" +
+	"\x06device\x18\x02 \x01(\tR\x06device\"_\n" +
 	"\n" +
 	"DeviceShow\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x16\n" +
@@ -2830,51 +2888,52 @@ func file_actors_proto_rawDescGZIP() []byte {
 }
 
 var file_actors_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_actors_proto_goTypes = []any{
-	(EndReason)(0),            // 0: presence.v1.EndReason
-	(*PidRef)(nil),            // 1: presence.v1.PidRef
-	(*Holder)(nil),            // 2: presence.v1.Holder
-	(*LeaseAcquire)(nil),      // 3: presence.v1.LeaseAcquire
-	(*LeaseAcquired)(nil),     // 4: presence.v1.LeaseAcquired
-	(*LeaseRenew)(nil),        // 5: presence.v1.LeaseRenew
-	(*LeaseRelease)(nil),      // 6: presence.v1.LeaseRelease
-	(*GatewayDown)(nil),       // 7: presence.v1.GatewayDown
-	(*ConnLost)(nil),          // 8: presence.v1.ConnLost
-	(*DeviceUp)(nil),          // 9: presence.v1.DeviceUp
-	(*DeviceDown)(nil),        // 10: presence.v1.DeviceDown
-	(*DeviceAdmit)(nil),       // 11: presence.v1.DeviceAdmit
-	(*DeviceAdmitted)(nil),    // 12: presence.v1.DeviceAdmitted
-	(*DeviceShow)(nil),        // 13: presence.v1.DeviceShow
-	(*ViewSubscribe)(nil),     // 14: presence.v1.ViewSubscribe
-	(*ViewUnsubscribe)(nil),   // 15: presence.v1.ViewUnsubscribe
-	(*SnapshotPart)(nil),      // 16: presence.v1.SnapshotPart
-	(*PresenceEvent)(nil),     // 17: presence.v1.PresenceEvent
-	(*PresenceFanout)(nil),    // 18: presence.v1.PresenceFanout
-	(*PolicyChanged)(nil),     // 19: presence.v1.PolicyChanged
-	(*DirectoryDeliver)(nil),  // 20: presence.v1.DirectoryDeliver
-	(*CountsQuery)(nil),       // 21: presence.v1.CountsQuery
-	(*NodeCounts)(nil),        // 22: presence.v1.NodeCounts
-	(*ViewQuery)(nil),         // 23: presence.v1.ViewQuery
-	(*DeviceState)(nil),       // 24: presence.v1.DeviceState
-	(*ViewState)(nil),         // 25: presence.v1.ViewState
-	(*ObsEvent)(nil),          // 26: presence.v1.ObsEvent
-	(*EventsSubscribe)(nil),   // 27: presence.v1.EventsSubscribe
-	(*EventsSubscribed)(nil),  // 28: presence.v1.EventsSubscribed
-	(*EventsUnsubscribe)(nil), // 29: presence.v1.EventsUnsubscribe
-	(*ActorsQuery)(nil),       // 30: presence.v1.ActorsQuery
-	(*ActorsPage)(nil),        // 31: presence.v1.ActorsPage
-	(*ActorStateQuery)(nil),   // 32: presence.v1.ActorStateQuery
-	(*ActorState)(nil),        // 33: presence.v1.ActorState
-	(*LeaseInfo)(nil),         // 34: presence.v1.LeaseInfo
-	(*ViewInfo)(nil),          // 35: presence.v1.ViewInfo
-	(*ConnInfo)(nil),          // 36: presence.v1.ConnInfo
-	(*GatewayInfo)(nil),       // 37: presence.v1.GatewayInfo
-	nil,                       // 38: presence.v1.NodeCounts.CountsEntry
-	nil,                       // 39: presence.v1.ViewInfo.SubscribersEntry
-	(Show)(0),                 // 40: presence.v1.Show
-	(*Presence)(nil),          // 41: presence.v1.Presence
-	(*anypb.Any)(nil),         // 42: google.protobuf.Any
+	(EndReason)(0),              // 0: presence.v1.EndReason
+	(*PidRef)(nil),              // 1: presence.v1.PidRef
+	(*Holder)(nil),              // 2: presence.v1.Holder
+	(*LeaseAcquire)(nil),        // 3: presence.v1.LeaseAcquire
+	(*LeaseAcquired)(nil),       // 4: presence.v1.LeaseAcquired
+	(*LeaseRenew)(nil),          // 5: presence.v1.LeaseRenew
+	(*LeaseRelease)(nil),        // 6: presence.v1.LeaseRelease
+	(*GatewayDown)(nil),         // 7: presence.v1.GatewayDown
+	(*ConnLost)(nil),            // 8: presence.v1.ConnLost
+	(*DeviceUp)(nil),            // 9: presence.v1.DeviceUp
+	(*DeviceDown)(nil),          // 10: presence.v1.DeviceDown
+	(*DeviceAdmit)(nil),         // 11: presence.v1.DeviceAdmit
+	(*DeviceAdmitted)(nil),      // 12: presence.v1.DeviceAdmitted
+	(*DeviceAdmitWithdraw)(nil), // 13: presence.v1.DeviceAdmitWithdraw
+	(*DeviceShow)(nil),          // 14: presence.v1.DeviceShow
+	(*ViewSubscribe)(nil),       // 15: presence.v1.ViewSubscribe
+	(*ViewUnsubscribe)(nil),     // 16: presence.v1.ViewUnsubscribe
+	(*SnapshotPart)(nil),        // 17: presence.v1.SnapshotPart
+	(*PresenceEvent)(nil),       // 18: presence.v1.PresenceEvent
+	(*PresenceFanout)(nil),      // 19: presence.v1.PresenceFanout
+	(*PolicyChanged)(nil),       // 20: presence.v1.PolicyChanged
+	(*DirectoryDeliver)(nil),    // 21: presence.v1.DirectoryDeliver
+	(*CountsQuery)(nil),         // 22: presence.v1.CountsQuery
+	(*NodeCounts)(nil),          // 23: presence.v1.NodeCounts
+	(*ViewQuery)(nil),           // 24: presence.v1.ViewQuery
+	(*DeviceState)(nil),         // 25: presence.v1.DeviceState
+	(*ViewState)(nil),           // 26: presence.v1.ViewState
+	(*ObsEvent)(nil),            // 27: presence.v1.ObsEvent
+	(*EventsSubscribe)(nil),     // 28: presence.v1.EventsSubscribe
+	(*EventsSubscribed)(nil),    // 29: presence.v1.EventsSubscribed
+	(*EventsUnsubscribe)(nil),   // 30: presence.v1.EventsUnsubscribe
+	(*ActorsQuery)(nil),         // 31: presence.v1.ActorsQuery
+	(*ActorsPage)(nil),          // 32: presence.v1.ActorsPage
+	(*ActorStateQuery)(nil),     // 33: presence.v1.ActorStateQuery
+	(*ActorState)(nil),          // 34: presence.v1.ActorState
+	(*LeaseInfo)(nil),           // 35: presence.v1.LeaseInfo
+	(*ViewInfo)(nil),            // 36: presence.v1.ViewInfo
+	(*ConnInfo)(nil),            // 37: presence.v1.ConnInfo
+	(*GatewayInfo)(nil),         // 38: presence.v1.GatewayInfo
+	nil,                         // 39: presence.v1.NodeCounts.CountsEntry
+	nil,                         // 40: presence.v1.ViewInfo.SubscribersEntry
+	(Show)(0),                   // 41: presence.v1.Show
+	(*Presence)(nil),            // 42: presence.v1.Presence
+	(*anypb.Any)(nil),           // 43: google.protobuf.Any
 }
 var file_actors_proto_depIdxs = []int32{
 	1,  // 0: presence.v1.Holder.gateway:type_name -> presence.v1.PidRef
@@ -2884,28 +2943,28 @@ var file_actors_proto_depIdxs = []int32{
 	0,  // 4: presence.v1.ConnLost.reason:type_name -> presence.v1.EndReason
 	2,  // 5: presence.v1.DeviceUp.holder:type_name -> presence.v1.Holder
 	0,  // 6: presence.v1.DeviceDown.reason:type_name -> presence.v1.EndReason
-	40, // 7: presence.v1.DeviceShow.show:type_name -> presence.v1.Show
+	41, // 7: presence.v1.DeviceShow.show:type_name -> presence.v1.Show
 	1,  // 8: presence.v1.ViewSubscribe.sink:type_name -> presence.v1.PidRef
-	41, // 9: presence.v1.ViewSubscribe.last:type_name -> presence.v1.Presence
+	42, // 9: presence.v1.ViewSubscribe.last:type_name -> presence.v1.Presence
 	1,  // 10: presence.v1.ViewUnsubscribe.sink:type_name -> presence.v1.PidRef
-	41, // 11: presence.v1.SnapshotPart.presence:type_name -> presence.v1.Presence
-	41, // 12: presence.v1.PresenceEvent.presence:type_name -> presence.v1.Presence
-	41, // 13: presence.v1.PresenceFanout.presence:type_name -> presence.v1.Presence
-	42, // 14: presence.v1.DirectoryDeliver.message:type_name -> google.protobuf.Any
-	38, // 15: presence.v1.NodeCounts.counts:type_name -> presence.v1.NodeCounts.CountsEntry
-	24, // 16: presence.v1.ViewState.devices:type_name -> presence.v1.DeviceState
-	40, // 17: presence.v1.ViewState.show:type_name -> presence.v1.Show
+	42, // 11: presence.v1.SnapshotPart.presence:type_name -> presence.v1.Presence
+	42, // 12: presence.v1.PresenceEvent.presence:type_name -> presence.v1.Presence
+	42, // 13: presence.v1.PresenceFanout.presence:type_name -> presence.v1.Presence
+	43, // 14: presence.v1.DirectoryDeliver.message:type_name -> google.protobuf.Any
+	39, // 15: presence.v1.NodeCounts.counts:type_name -> presence.v1.NodeCounts.CountsEntry
+	25, // 16: presence.v1.ViewState.devices:type_name -> presence.v1.DeviceState
+	41, // 17: presence.v1.ViewState.show:type_name -> presence.v1.Show
 	1,  // 18: presence.v1.EventsSubscribe.sink:type_name -> presence.v1.PidRef
 	1,  // 19: presence.v1.EventsUnsubscribe.sink:type_name -> presence.v1.PidRef
-	33, // 20: presence.v1.ActorsPage.actors:type_name -> presence.v1.ActorState
-	34, // 21: presence.v1.ActorState.lease:type_name -> presence.v1.LeaseInfo
-	35, // 22: presence.v1.ActorState.view:type_name -> presence.v1.ViewInfo
-	36, // 23: presence.v1.ActorState.connection:type_name -> presence.v1.ConnInfo
-	37, // 24: presence.v1.ActorState.gateway:type_name -> presence.v1.GatewayInfo
+	34, // 20: presence.v1.ActorsPage.actors:type_name -> presence.v1.ActorState
+	35, // 21: presence.v1.ActorState.lease:type_name -> presence.v1.LeaseInfo
+	36, // 22: presence.v1.ActorState.view:type_name -> presence.v1.ViewInfo
+	37, // 23: presence.v1.ActorState.connection:type_name -> presence.v1.ConnInfo
+	38, // 24: presence.v1.ActorState.gateway:type_name -> presence.v1.GatewayInfo
 	2,  // 25: presence.v1.LeaseInfo.holder:type_name -> presence.v1.Holder
 	0,  // 26: presence.v1.LeaseInfo.ended:type_name -> presence.v1.EndReason
-	40, // 27: presence.v1.ViewInfo.show:type_name -> presence.v1.Show
-	39, // 28: presence.v1.ViewInfo.subscribers:type_name -> presence.v1.ViewInfo.SubscribersEntry
+	41, // 27: presence.v1.ViewInfo.show:type_name -> presence.v1.Show
+	40, // 28: presence.v1.ViewInfo.subscribers:type_name -> presence.v1.ViewInfo.SubscribersEntry
 	29, // [29:29] is the sub-list for method output_type
 	29, // [29:29] is the sub-list for method input_type
 	29, // [29:29] is the sub-list for extension type_name
@@ -2919,7 +2978,7 @@ func file_actors_proto_init() {
 		return
 	}
 	file_frames_proto_init()
-	file_actors_proto_msgTypes[32].OneofWrappers = []any{
+	file_actors_proto_msgTypes[33].OneofWrappers = []any{
 		(*ActorState_Lease)(nil),
 		(*ActorState_View)(nil),
 		(*ActorState_Connection)(nil),
@@ -2931,7 +2990,7 @@ func file_actors_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_actors_proto_rawDesc), len(file_actors_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   39,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -27,6 +27,7 @@ import (
 	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/gateway"
+	"github.com/presence-im/presence/internal/memreturn"
 	"github.com/presence-im/presence/store"
 	"github.com/presence-im/presence/store/postgres"
 	"github.com/presence-im/presence/store/sqlite"
@@ -88,8 +89,7 @@ func run(args []string) int {
 	if done {
 		return code
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg, mem := runtimeMetrics(log)
 	policies, history, leases, closeStore, err := openTimedStore(cfg.PolicyDSN, reg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced:", err)
@@ -116,6 +116,7 @@ func run(args []string) int {
 	api := &admin.Server{Node: node, Members: node.Membership(), Timing: cfg.Timing, Policies: policies, Gatherer: reg,
 		Token: cfg.AdminToken, Log: log, Ready: ws.Ready, Addr: cfg.Admin, AllowedHosts: adminHosts(cfg), History: admin.NewHistory(0), MaxBatch: cfg.Limits.Batch}
 	go api.History.Run(ctx, node)
+	go mem.Run(ctx, cfg.MemoryReturn)
 	srv, ln, err := serveAdmin(api, cfg.Admin, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "presenced: admin:", err)
@@ -142,6 +143,15 @@ func run(args []string) int {
 	}
 	drain(log, ws, node, srv)
 	return 0
+}
+
+// runtimeMetrics is the node's registry, holding the Go runtime's and the
+// process's collectors, and the returner of its free heap pages, whose
+// metrics it holds too.
+func runtimeMetrics(log *slog.Logger) (*prometheus.Registry, *memreturn.Returner) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg, memreturn.New(reg, log)
 }
 
 // openTimedStore opens the store with every call timed and its errors
@@ -305,7 +315,8 @@ func reachable(addr, host string) string {
 func fence(log *slog.Logger, why fenceCause, ws *gateway.Server, g *cluster.Gossip, cfg config.Config, args []string) int {
 	log.Warn("fenced: closing devices with 1001 and restarting as a new member", "why", why.detail, "devices", ws.Live())
 	ws.Refuse() // 503 and not ready from now on
-	state, err := json.Marshal(cluster.Rejoin{Base: why.base, Fenced: time.Now(), Stable: cluster.StableAfter(cfg.Preset, len(why.base))})
+	state, err := json.Marshal(cluster.Rejoin{Base: why.base, Fenced: time.Now(), Stable: cluster.StableAfter(cfg.Preset, len(why.base)),
+		Lease: cfg.SplitBrain == cluster.StrategyLease})
 	if err != nil {
 		panic(err) // plain data
 	}

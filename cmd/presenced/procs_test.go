@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -303,10 +304,13 @@ func sqliteDSN(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir
 
 // freePort is a loopback address that was free a moment ago.
 func freePort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// Picked on every address: a port free on 127.0.0.1 may be another
+	// loopback address's (a load process's source port on 127.0.0.2), and
+	// a node binding 0.0.0.0 would find it taken.
+	ln, err := net.Listen("tcp", "0.0.0.0:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	return ln.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 }

@@ -41,6 +41,13 @@ const (
 // connects or disconnects costs one commit per batch rather than one per
 // write. While one commit runs, the next batch gathers: no write waits for a
 // timer.
+//
+// A last seen that finds the queue full is not refused: it is kept, one per
+// user (the latest wins, as in the table), and written in the batches after
+// the queue's, so a mass disconnect loses none; what it holds is at most one
+// entry per user who went offline meanwhile, and Do returns before its
+// commit. A floor that finds the queue full is refused (ErrQueueFull): its
+// handshake must not be answered before it is durable.
 type Batcher struct {
 	commit   Commit
 	maxBatch int
@@ -50,7 +57,12 @@ type Batcher struct {
 	quit     chan struct{}
 	done     chan struct{}
 
+	seenMu sync.Mutex
+	seen   map[string]time.Time // last seens that found the queue full
+	kick   chan struct{}        // the writer has seen to do
+
 	written, failed, refused prometheus.Counter
+	deferred                 prometheus.Counter
 	batch, latency           prometheus.Histogram
 }
 
@@ -71,9 +83,11 @@ func NewBatcher(name string, commit Commit, queue, maxBatch int) *Batcher {
 	l := prometheus.Labels{"store": name}
 	b := &Batcher{
 		commit: commit, maxBatch: maxBatch, q: make(chan pending, queue), quit: make(chan struct{}), done: make(chan struct{}),
-		written: prometheus.NewCounter(prometheus.CounterOpts{Name: "presence_store_writes_total", Help: "History writes committed.", ConstLabels: l}),
-		failed:  prometheus.NewCounter(prometheus.CounterOpts{Name: "presence_store_write_failures_total", Help: "History writes whose commit failed.", ConstLabels: l}),
-		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "presence_store_writes_refused_total", Help: "History writes refused: write queue full or store closed.", ConstLabels: l}),
+		seen: map[string]time.Time{}, kick: make(chan struct{}, 1),
+		written:  prometheus.NewCounter(prometheus.CounterOpts{Name: "presence_store_writes_total", Help: "History writes committed.", ConstLabels: l}),
+		failed:   prometheus.NewCounter(prometheus.CounterOpts{Name: "presence_store_write_failures_total", Help: "History writes whose commit failed.", ConstLabels: l}),
+		refused:  prometheus.NewCounter(prometheus.CounterOpts{Name: "presence_store_writes_refused_total", Help: "History writes refused: write queue full or store closed.", ConstLabels: l}),
+		deferred: prometheus.NewCounter(prometheus.CounterOpts{Name: "presence_store_writes_deferred_total", Help: "Last seens that found the write queue full, kept (latest per user) and written after it.", ConstLabels: l}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "presence_store_batch_writes", Help: "Writes per committed transaction.",
 			ConstLabels: l, Buckets: prometheus.ExponentialBuckets(1, 4, 6)}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "presence_store_commit_seconds", Help: "Time of one transaction of writes.",
@@ -85,11 +99,12 @@ func NewBatcher(name string, commit Commit, queue, maxBatch int) *Batcher {
 
 // Collectors are the writer's metrics, to register.
 func (b *Batcher) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{b.written, b.failed, b.refused, b.batch, b.latency}
+	return []prometheus.Collector{b.written, b.failed, b.refused, b.deferred, b.batch, b.latency}
 }
 
 // Do queues w and waits for its commit. A full queue answers ErrQueueFull at
-// once; ctx ending stops the wait, not the write.
+// once, but for a last seen, which it keeps to write next (Batcher); ctx
+// ending stops the wait, not the write.
 func (b *Batcher) Do(ctx context.Context, w Write) error {
 	res := make(chan error, 1)
 	b.mu.RLock()
@@ -100,6 +115,11 @@ func (b *Batcher) Do(ctx context.Context, w Write) error {
 			err = nil
 		default:
 			err = ErrQueueFull
+			if w.Device == "" {
+				b.keepSeen(w)
+				err = nil
+				res <- nil
+			}
 		}
 	}
 	b.mu.RUnlock()
@@ -129,6 +149,18 @@ func (b *Batcher) Close() {
 	<-b.done
 }
 
+// keepSeen keeps a last seen that found the queue full (the latest per
+// user) and wakes the writer.
+func (b *Batcher) keepSeen(w Write) {
+	b.seenMu.Lock()
+	if w.At.After(b.seen[w.User]) {
+		b.seen[w.User] = w.At
+	}
+	b.seenMu.Unlock()
+	b.deferred.Inc()
+	b.keepGoing()
+}
+
 func (b *Batcher) loop() {
 	defer close(b.done)
 	batch := make([]pending, 0, b.maxBatch)
@@ -136,15 +168,52 @@ func (b *Batcher) loop() {
 		select {
 		case p := <-b.q:
 			batch = append(batch[:0], p)
+		case <-b.kick:
+			batch = batch[:0]
 		case <-b.quit:
 			// No Do queues any more (closed under mu): drain what is left.
-			for len(b.q) > 0 {
-				batch = b.gather(batch[:0])
-				b.run(batch)
+			for len(b.q) > 0 || b.seenLeft() {
+				b.run(b.takeSeen(b.gather(batch[:0])))
 			}
 			return
 		}
-		b.run(b.gather(batch))
+		if batch = b.takeSeen(b.gather(batch)); len(batch) > 0 {
+			b.run(batch)
+		}
+		if b.seenLeft() {
+			b.keepGoing()
+		}
+	}
+}
+
+// takeSeen fills the batch up to maxBatch with kept last seens.
+func (b *Batcher) takeSeen(batch []pending) []pending {
+	b.seenMu.Lock()
+	defer b.seenMu.Unlock()
+	for user, at := range b.seen {
+		if len(batch) >= b.maxBatch {
+			break
+		}
+		batch = append(batch, pending{w: Write{User: user, At: at}})
+		delete(b.seen, user)
+	}
+	if len(b.seen) == 0 && len(batch) > 0 && batch[len(batch)-1].res == nil {
+		b.seen = map[string]time.Time{} // emptied: a peak's buckets go with it
+	}
+	return batch
+}
+
+func (b *Batcher) seenLeft() bool {
+	b.seenMu.Lock()
+	defer b.seenMu.Unlock()
+	return len(b.seen) > 0
+}
+
+// keepGoing wakes the writer again for the kept last seens left.
+func (b *Batcher) keepGoing() {
+	select {
+	case b.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -178,7 +247,9 @@ func (b *Batcher) run(batch []pending) {
 		b.latency.Observe(time.Since(start).Seconds())
 	}
 	for _, p := range batch {
-		p.res <- err
+		if p.res != nil {
+			p.res <- err
+		}
 	}
 }
 

@@ -3,9 +3,11 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -73,6 +75,72 @@ func TestBatcherCommitFails(t *testing.T) {
 		}
 		if f, w := testutil.ToFloat64(b.failed), testutil.ToFloat64(b.written); f != 1 || w != 0 {
 			t.Fatalf("metrics: failed %v written %v, want 1 and 0", f, w)
+		}
+	})
+}
+
+// A last seen that finds the queue full is kept, the latest per user, and
+// written after the queue: none is lost (a mass disconnect), Do does not
+// wait for it, and Close writes what is still kept.
+func TestBatcherKeepsLastSeensOnAFullQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var mu sync.Mutex
+		written := map[string]time.Time{}
+		var batches []int
+		b := NewBatcher("test", func(_ context.Context, ws []Write) error {
+			<-release
+			mu.Lock()
+			defer mu.Unlock()
+			for _, w := range ws {
+				if w.Device == "" && w.At.After(written[w.User]) {
+					written[w.User] = w.At
+				}
+			}
+			batches = append(batches, len(ws))
+			return nil
+		}, 2, 3)
+		ctx := context.Background()
+		t0 := time.Now()
+		go func() { _ = b.Do(ctx, Write{User: "first", At: t0}) }() // its commit blocks
+		synctest.Wait()
+		for _, u := range []string{"q1", "q2"} { // the queue of 2 is full
+			go func() { _ = b.Do(ctx, Write{User: u, At: t0}) }()
+		}
+		synctest.Wait()
+		want := map[string]time.Time{"first": t0, "q1": t0, "q2": t0}
+		for i := range 7 { // kept at once, not waited for
+			u := fmt.Sprintf("u%d", i%5)
+			at := t0.Add(time.Duration(i) * time.Second)
+			if err := b.Do(ctx, Write{User: u, At: at}); err != nil {
+				t.Fatalf("a last seen on a full queue: %v", err)
+			}
+			want[u] = at
+		}
+		if err := b.Do(ctx, Write{User: "f", Device: "d", Attempt: 1}); !errors.Is(err, ErrQueueFull) {
+			t.Fatalf("a floor on a full queue: %v, want ErrQueueFull", err)
+		}
+		close(release)
+		synctest.Wait()
+		b.Close()
+		if len(written) != len(want) {
+			t.Fatalf("written %v, want %v", written, want)
+		}
+		for u, at := range want {
+			if !written[u].Equal(at) {
+				t.Errorf("%s: last seen %v, want %v", u, written[u], at)
+			}
+		}
+		for _, n := range batches {
+			if n > 3 {
+				t.Fatalf("batches %v: one over the 3 allowed", batches)
+			}
+		}
+		if d, r := testutil.ToFloat64(b.deferred), testutil.ToFloat64(b.refused); d != 7 || r != 1 {
+			t.Fatalf("deferred %v refused %v, want 7 and 1", d, r)
+		}
+		if len(b.seen) != 0 {
+			t.Fatalf("%d last seens still kept", len(b.seen))
 		}
 	})
 }

@@ -88,6 +88,12 @@ func expectOK(t *testing.T, rep *Report) {
 		t.Logf("%s: n %d, %.0f / %.0f / %.0f ms, bound %.0f", s.Bound, s.N, s.MinMs, s.MedMs, s.MaxMs, s.BoundMs)
 	}
 	if !rep.OK {
-		t.Fatalf("not ok: error %q, findings %v, rounds %+v", rep.Error, rep.Findings, rep.Rounds)
+		for _, r := range rep.Rounds { // the report goes with the test's temporary directory
+			t.Logf("round %d: victim %s, %s; notes %v", r.Index, r.Victim, r.Fault, r.Notes)
+			for _, f := range r.Findings {
+				t.Logf("round %d: %s %s %s: %s", r.Index, f.Kind, f.Device, f.Watcher, f.Detail)
+			}
+		}
+		t.Fatalf("not ok: error %q, findings %v", rep.Error, rep.Findings)
 	}
 }

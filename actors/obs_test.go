@@ -126,5 +126,8 @@ func TestOfflineWithoutDepartureCountedUnmeasured(t *testing.T) {
 		if n := testutil.ToFloat64(e.n.metrics.Unmeasured.WithLabelValues(ModeOwnerCrash)); n != 1 || h.GetSampleCount() != 0 {
 			t.Fatalf("unmeasured %v, observed %d; want 1 and 0", n, h.GetSampleCount())
 		}
+		if n := testutil.ToFloat64(e.n.metrics.Published.WithLabelValues("offline")); n != 1 {
+			t.Fatalf("published offlines %v, want 1 (the one subscribers saw)", n)
+		}
 	})
 }

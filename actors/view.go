@@ -316,10 +316,11 @@ func (a *viewActor) published(now time.Time) {
 // user online with no departure to measure it from (core.ViewResult): a
 // view re-created after its node died with the device's gateway and lease.
 // It is counted apart so that, with presence_offline_detection_seconds'
-// count, every owner_crash offline is counted (docs/operations.md
-// "Metrics").
+// count, every owner_crash offline is counted, and among the published
+// offlines, which subscribers saw as one (docs/operations.md "Metrics").
 func (a *viewActor) unmeasured() {
 	a.n.metrics.Unmeasured.WithLabelValues(ModeOwnerCrash).Inc()
+	a.n.metrics.Published.WithLabelValues("offline").Inc()
 	a.n.emit(&messages.ObsEvent{Kind: "published", User: a.user, Status: "offline", Reason: ModeOwnerCrash + "_unmeasured"})
 	a.n.log.Debug("view: published offline without a departure", "user", a.user, "subscribers", len(a.v.Subs))
 }

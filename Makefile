@@ -32,6 +32,9 @@ test: tools
 	$(GO) test -count=1 -run TestProviderGrainsMoveOnCrash ./cluster/
 	# real faults on real processes, alone so the latencies measure the
 	# service and not the parallel tests: every one within its bound
+	# (gateway-crash, pause, kill-two, kill-two-at-once-lease, rolling
+	# with a 1 s debounce, restart-storm; docs/bounds.md, "Availability",
+	# says what is left to make chaos and why)
 	$(GO) test -race -count=1 -tags chaos -run TestRunScenarios -v ./chaos/
 	# the same on containers, where a Docker engine answers
 	if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory docker && \

@@ -26,6 +26,8 @@ type Options struct {
 	Backend  string        // "process" (default) or "docker"
 	Image    string        // docker backend: the image (`make docker`: presence:dev)
 	Duration time.Duration // soak: how long
+	Faults   []string      // soak: the faults it draws from, by name (SoakFaults); empty: all
+	Args     []string      // more flags for every node (e.g. --debounce 1s)
 	// churn: the distinct users, the devices connected at most at once,
 	// how long each stays on average, and the nodes' --idle (0: the
 	// Churn* defaults).
@@ -179,6 +181,11 @@ func runRound(ctx context.Context, o Options, sc Scenario, rep *Report, r *Round
 		return err
 	}
 	defer e.Cluster.Stop()
+	defer func() {
+		if e.sdkLog != nil {
+			_ = e.sdkLog.Close()
+		}
+	}()
 	rep.Bounds, rep.Timing = e.Bounds, e.Timing
 	r.FaultAt = time.Now()
 	o.progress("round %d/%d: %s, %d/%d devices up", r.Index+1, o.Rounds, sc.Name, e.Fleet.Up(), len(e.Fleet.Devices))

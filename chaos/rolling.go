@@ -3,6 +3,9 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -41,6 +44,10 @@ func (e *Env) sessions(ctx context.Context, users []string) ([]*client.Session, 
 	for _, n := range e.Cluster.Nodes {
 		urls = append(urls, "ws://"+n.Listen+"/ws")
 	}
+	log, err := e.sdkLogger()
+	if err != nil {
+		return nil, err
+	}
 	var out []*client.Session
 	for i, u := range users {
 		tok, err := gateway.Tokens{Key: []byte(e.Fleet.Secret)}.Mint(u, "phone", time.Hour)
@@ -48,9 +55,23 @@ func (e *Env) sessions(ctx context.Context, users []string) ([]*client.Session, 
 			return nil, err
 		}
 		k := i % len(urls)
-		out = append(out, client.Start(ctx, client.Config{URLs: append(urls[k:len(urls):len(urls)], urls[:k]...), Token: tok}))
+		out = append(out, client.Start(ctx, client.Config{URLs: append(urls[k:len(urls):len(urls)], urls[:k]...), Token: tok, Log: log.With("user", u)}))
 	}
 	return out, nil
+}
+
+// sdkLogger is the SDK sessions' debug log, sdk.log in the round's
+// directory next to the nodes' (each failed connect, its error and the
+// wait before the next: what a slow reconnect did).
+func (e *Env) sdkLogger() (*slog.Logger, error) {
+	if e.sdkLog == nil {
+		f, err := os.OpenFile(filepath.Join(e.Cluster.Dir, "sdk.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		e.sdkLog = f
+	}
+	return slog.New(slog.NewTextHandler(e.sdkLog, &slog.HandlerOptions{Level: slog.LevelDebug})), nil
 }
 
 func runRolling(ctx context.Context, e *Env, r *Round) error {
@@ -72,51 +93,57 @@ func runRolling(ctx context.Context, e *Env, r *Round) error {
 }
 
 // restartOne restarts n and records, for each device that was connected
-// to it, how long after the SIGTERM it was connected again: within the
-// drain spread (its close) and the debounce (no offline shows).
+// to it, how long it went without a connection: from its close (1001, at
+// its place in the drain spread) to its next connection, within the
+// debounce, or its view would publish it offline.
 func (e *Env) restartOne(ctx context.Context, r *Round, n *Node, devices []*client.Session) error {
 	t := time.Now()
-	moved := make([]time.Duration, len(devices))
 	stop := make(chan struct{})
-	polled := make(chan struct{})
-	go func() { // Connections only counts: poll for each device's next one
-		defer close(polled)
-		before := make([]int, len(devices))
-		for i, d := range devices {
-			before[i] = d.Connections()
-		}
-		for {
-			for i, d := range devices {
-				if moved[i] == 0 && d.Connections() > before[i] {
-					moved[i] = time.Since(t)
-				}
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-	}()
+	gaps := make(chan []time.Duration)
+	go func() { gaps <- reconnectGaps(devices, stop) }()
 	err := e.Cluster.Restart(ctx, n)
 	if err == nil {
 		err = e.Cluster.Converged(ctx, e.Cluster.Nodes...)
 	}
 	close(stop)
-	<-polled
+	moved := <-gaps
 	if err != nil {
 		return err
 	}
-	bound := float64(DrainSpread.Milliseconds()) + e.Timing["debounce_ms"]
 	for i, d := range moved {
-		if d > 0 {
-			r.Latencies = append(r.Latencies, Latency{Device: fmt.Sprintf("r%03d", i), Bound: "rolling_reconnect", Ms: float64(d.Microseconds()) / 1000, BoundMs: bound})
+		if d >= 0 {
+			r.Latencies = append(r.Latencies, Latency{Device: fmt.Sprintf("r%03d", i), Watcher: n.ID, Bound: "rolling_reconnect", Ms: float64(d.Microseconds()) / 1000, BoundMs: e.Timing["debounce_ms"]})
 		}
 	}
 	r.Notes = append(r.Notes, fmt.Sprintf("%s restarted in %.1f s", n.ID, time.Since(t).Seconds()))
 	// The restart moved identities: let them settle before the next.
 	time.Sleep(ms(e.Timing["settle_ms"]))
 	return nil
+}
+
+// reconnectGaps polls the devices every 5 ms until stop is closed and
+// answers, for each that connected again meanwhile, how long it went
+// without a connection (client.Session.Gap: from its close to the next
+// hello, when its device is registered again); -1 for a device that did
+// not reconnect.
+func reconnectGaps(devices []*client.Session, stop <-chan struct{}) []time.Duration {
+	gap := make([]time.Duration, len(devices))
+	before := make([]int, len(devices))
+	for i, d := range devices {
+		gap[i], before[i] = -1, d.Connections()
+	}
+	for {
+		for i, d := range devices {
+			if gap[i] < 0 && d.Connections() > before[i] {
+				gap[i] = d.Gap()
+			}
+		}
+		select {
+		case <-stop:
+			return gap
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // allOnline waits until every watcher holds every user online.

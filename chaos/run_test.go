@@ -12,29 +12,59 @@ import (
 // Real runs (make test runs them on their own, after the parallel tests,
 // so that the latencies measure the service and not the load): a node
 // killed with -9, one paused past its death, two killed a stable period
-// apart, two killed at once with the lease strategy, a real 2+1 partition
-// (as root: iptables); every latency within its bound and nothing that
-// must not happen. rolling is not here: under load it fails now and then
-// (see docs/bounds.md, "Availability"); make chaos runs it.
+// apart, two killed at once with the lease strategy, a rolling restart and
+// a restart storm on SDK devices, a real 2+1 partition (as root:
+// iptables); every latency within its bound and nothing that must not
+// happen (docs/bounds.md, "Availability").
 func TestRunScenarios(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	bin, err := Build(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"gateway-crash", "pause", "kill-two", "kill-two-at-once-lease", "partition"} {
-		t.Run(name, func(t *testing.T) {
-			if name == "partition" && os.Geteuid() != 0 {
+	// The 2+2+1 partitions and soak are not here (docs/bounds.md says why).
+	short := func(name string, devices int) Options {
+		return Options{Scenario: name, Nodes: 3, Devices: devices, Rounds: 1, Bin: bin}
+	}
+	// rolling with a 1 s debounce: under load a reconnect's handshake took
+	// up to 0.57 s here, past the fast preset's 200 ms (docs/bounds.md).
+	rolling := short("rolling", 30)
+	rolling.Args = []string{"--debounce", "1s"}
+	for _, o := range []Options{short("gateway-crash", 9), short("pause", 9), short("kill-two", 9), short("kill-two-at-once-lease", 9),
+		rolling, short("restart-storm", 30), short("partition", 9)} {
+		t.Run(o.Scenario, func(t *testing.T) {
+			if o.Scenario == "partition" && os.Geteuid() != 0 {
 				t.Skip("a real partition needs root (iptables)")
 			}
-			rep, err := Run(ctx, Options{Scenario: name, Nodes: 3, Devices: 9, Rounds: 1, Report: t.TempDir(), Bin: bin})
+			o.Report = t.TempDir()
+			rep, err := Run(ctx, o)
 			if err != nil {
 				t.Fatal(err)
 			}
 			expectOK(t, rep)
 		})
 	}
+}
+
+// A short soak (about 40 s; not in make test: docs/bounds.md, "soak"):
+// 25 s of kill -9 and restart, SIGSTOP past death and SIGCONT, SIGTERM and
+// restart, drawn at random, on 12 SDK devices; after each, every watcher
+// holds every device online again and none that the fault did not touch
+// showed offline.
+func TestRunSoak(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin, err := Build(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(ctx, Options{Scenario: "soak", Nodes: 3, Devices: 12, Rounds: 1, Report: t.TempDir(), Bin: bin,
+		Duration: 25 * time.Second, Faults: []string{"kill -9, restart", "SIGSTOP past death, SIGCONT", "SIGTERM, restart"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectOK(t, rep)
 }
 
 // The churn benchmark, short (about 55 s): 1,600 users in two waves, about
@@ -88,10 +118,10 @@ func expectOK(t *testing.T, rep *Report) {
 		t.Logf("%s: n %d, %.0f / %.0f / %.0f ms, bound %.0f", s.Bound, s.N, s.MinMs, s.MedMs, s.MaxMs, s.BoundMs)
 	}
 	if !rep.OK {
-		for _, r := range rep.Rounds { // the report goes with the test's temporary directory
-			t.Logf("round %d: victim %s, %s; notes %v", r.Index, r.Victim, r.Fault, r.Notes)
+		for _, r := range rep.Rounds {
+			t.Logf("round %d: %s; notes %q", r.Index, r.Fault, r.Notes)
 			for _, f := range r.Findings {
-				t.Logf("round %d: %s %s %s: %s", r.Index, f.Kind, f.Device, f.Watcher, f.Detail)
+				t.Logf("  %s %s %s: %s", f.Kind, f.Device, f.Watcher, f.Detail)
 			}
 		}
 		t.Fatalf("not ok: error %q, findings %v", rep.Error, rep.Findings)

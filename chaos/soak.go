@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -18,6 +19,25 @@ import (
 type fault struct {
 	name   string
 	inject func(ctx context.Context, e *Env, victim *Node) error
+}
+
+// SoakFaults names soak's faults (Options.Faults picks among them).
+func SoakFaults() []string { return names(soakFaults) }
+
+// drawFrom is the faults of soakFaults named in names (all if none).
+func drawFrom(names []string) ([]fault, error) {
+	if len(names) == 0 {
+		return soakFaults, nil
+	}
+	var out []fault
+	for _, n := range names {
+		i := slices.IndexFunc(soakFaults, func(f fault) bool { return f.name == n })
+		if i < 0 {
+			return nil, fmt.Errorf("chaos: no soak fault %q (%q)", n, SoakFaults())
+		}
+		out = append(out, soakFaults[i])
+	}
+	return out, nil
 }
 
 var soakFaults = []fault{
@@ -59,18 +79,22 @@ var soakFaults = []fault{
 }
 
 func runSoak(ctx context.Context, e *Env, r *Round) error {
+	faults, err := drawFrom(e.Faults)
+	if err != nil {
+		return err
+	}
 	f, err := e.startSDKFleet(ctx)
 	if err != nil {
 		return err
 	}
 	seed := uint64(time.Now().UnixNano())
 	rnd := rand.New(rand.NewPCG(seed, uint64(r.Index)))
-	r.Fault = fmt.Sprintf("random faults for %v (seed %d)", e.Duration, seed)
+	r.Fault = fmt.Sprintf("random faults for %v (seed %d) among %q", e.Duration, seed, names(faults))
 	end := time.Now().Add(e.Duration)
 	for i := 0; time.Now().Before(end); i++ {
 		time.Sleep(ms(e.Timing["settle_ms"]))
 		victim := e.Cluster.Nodes[rnd.IntN(len(e.Cluster.Nodes))]
-		ft := soakFaults[rnd.IntN(len(soakFaults))]
+		ft := faults[rnd.IntN(len(faults))]
 		hit := map[string]bool{}
 		for j, d := range f.devices {
 			hit[f.users[j]] = d.Hello().GetNode() == victim.ID
@@ -91,4 +115,12 @@ func runSoak(ctx context.Context, e *Env, r *Round) error {
 		checkWatchers(r, f.watchers, t0, func(u string) bool { return !hit[u] }, ft.name+" on "+victim.ID)
 	}
 	return nil
+}
+
+func names(fs []fault) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.name)
+	}
+	return out
 }

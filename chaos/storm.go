@@ -7,14 +7,16 @@ import (
 	"time"
 
 	"github.com/presence-im/presence/client"
+	"github.com/presence-im/presence/messages"
 )
 
 // StormReconnect is restart-storm's target: every device of a node that
 // died is connected to another one within this long (the SDK tries the next
-// URL at once, after a jittered back-off of at most 100 ms); one whose lease
-// lived on the dead node too waits, in addition, for the failure detection
-// (its handshake needs the lease, placed elsewhere only once the others
-// declared the node dead).
+// URL at once, after a jittered back-off of at most 100 ms). A device whose
+// lease or view lived on the dead node waits, in addition, for the failure
+// detection: its handshake needs the lease and asks the view (the
+// device limit, docs/protocol.md "Handshake"), both placed elsewhere only
+// once the others declared the node dead.
 const StormReconnect = time.Second
 
 // sdkFleet is SDK devices r000... and one SDK watcher per node, each
@@ -57,8 +59,10 @@ func (e *Env) startSDKFleet(ctx context.Context) (*sdkFleet, error) {
 }
 
 // runStorm: kill -9 the node holding a third of the SDK devices; each
-// reconnects to another node within StormReconnect, devices elsewhere never
-// show offline, and every watcher ends with every device online.
+// reconnects to another node within StormReconnect (plus the failure
+// detection if its lease or view died too), is online again at every
+// watcher (storm_online_again), devices elsewhere never show offline, and
+// every watcher ends with every device online.
 func runStorm(ctx context.Context, e *Env, r *Round) error {
 	f, err := e.startSDKFleet(ctx)
 	if err != nil {
@@ -66,11 +70,7 @@ func runStorm(ctx context.Context, e *Env, r *Round) error {
 	}
 	time.Sleep(ms(e.Timing["settle_ms"]))
 	victim := e.Cluster.Nodes[r.Index%len(e.Cluster.Nodes)]
-	var leases []string
-	for _, u := range f.users {
-		leases = append(leases, u+"/phone")
-	}
-	owners, err := ownersOf(ctx, e.survivor(victim), "lease", leases)
+	lost, err := e.stormOwners(ctx, f, victim)
 	if err != nil {
 		return err
 	}
@@ -87,23 +87,27 @@ func runStorm(ctx context.Context, e *Env, r *Round) error {
 	}
 	t0 := time.Now()
 	victim.Kill()
-	back := e.awaitReconnect(f, on, before, t0.Add(StormReconnect+ms(e.Timing["failure_detection_ms"])+e.Slack))
+	fd := e.Timing["failure_detection_ms"]
+	back := e.awaitReconnect(f, on, before, t0.Add(StormReconnect+ms(fd)+e.Slack))
+	// Through the crash bounds, then the state everywhere (unknown, while a
+	// moved view settles, is not offline).
+	time.Sleep(time.Until(t0.Add(ms(max(e.Bounds["gateway_crash_ms"], e.Bounds["owner_crash_ms"])) + e.Slack)))
 	for _, i := range on {
 		d, ok := back[i]
 		if !ok {
 			r.find("no_reconnect", f.users[i], "", "not connected again within the failure detection + "+StormReconnect.String())
 			continue
 		}
-		l := Latency{Device: f.users[i], Bound: "storm_reconnect", Ms: float64(d.Microseconds()) / 1000, BoundMs: float64(StormReconnect.Milliseconds())}
-		if owners[leases[i]] == victim.ID {
-			l.Bound, l.BoundMs = "storm_reconnect_lease_lost", l.BoundMs+e.Timing["failure_detection_ms"]
+		name, bound, again := "storm_reconnect", float64(StormReconnect.Milliseconds()), float64(StormReconnect.Milliseconds())
+		if lost[f.users[i]] {
+			name, bound, again = "storm_reconnect_owner_lost", bound+fd, e.Bounds["owner_crash_ms"]
 		}
-		r.Latencies = append(r.Latencies, l)
+		r.Latencies = append(r.Latencies, Latency{Device: f.users[i], Bound: name, Ms: float64(d.Microseconds()) / 1000, BoundMs: bound})
+		if at, ok := onlineAgain(f.watchers, f.users[i], t0); ok {
+			r.Latencies = append(r.Latencies, Latency{Device: f.users[i], Bound: name + "_online", Ms: float64(max(at, d).Microseconds()) / 1000, BoundMs: again})
+		}
 	}
 	r.Notes = append(r.Notes, fmt.Sprintf("%d devices reconnected in %.0f ms (the last)", len(back), float64(maxDur(back).Microseconds())/1000))
-	// Through the crash bounds, then the state everywhere (unknown, while a
-	// moved view settles, is not offline).
-	time.Sleep(time.Until(t0.Add(ms(max(e.Bounds["gateway_crash_ms"], e.Bounds["owner_crash_ms"])) + e.Slack)))
 	stayed := map[string]bool{}
 	for i, u := range f.users {
 		stayed[u] = !slices.Contains(on, i)
@@ -113,6 +117,52 @@ func runStorm(ctx context.Context, e *Env, r *Round) error {
 		r.find("wrong_final", "", "", err.Error())
 	}
 	return nil
+}
+
+// stormOwners says, for each user of f, whether its lease or its view
+// lives on victim.
+func (e *Env) stormOwners(ctx context.Context, f *sdkFleet, victim *Node) (map[string]bool, error) {
+	var leases []string
+	for _, u := range f.users {
+		leases = append(leases, u+"/phone")
+	}
+	byLease, err := ownersOf(ctx, e.survivor(victim), "lease", leases)
+	if err != nil {
+		return nil, err
+	}
+	byView, err := ownersOf(ctx, e.survivor(victim), "view", f.users)
+	lost := map[string]bool{}
+	for _, u := range f.users {
+		lost[u] = byLease[u+"/phone"] == victim.ID || byView[u] == victim.ID
+	}
+	return lost, err
+}
+
+// onlineAgain is how long after t0 every watcher held user online again:
+// the last event, at any watcher, that made it online after one that did
+// not (unknown while a re-created view settles, offline); 0 for a user no
+// watcher saw otherwise than online. false: a watcher does not hold it
+// online at the end (wrong_final says so).
+func onlineAgain(ws []*sdkWatcher, user string, t0 time.Time) (time.Duration, bool) {
+	var at time.Duration
+	for _, w := range ws {
+		w.mu.Lock()
+		online := true
+		for _, ev := range w.events {
+			if ev.Target != user || !ev.At.After(t0) {
+				continue
+			}
+			if ev.Status == messages.Status_online && !online {
+				at = max(at, ev.At.Sub(t0))
+			}
+			online = ev.Status == messages.Status_online
+		}
+		w.mu.Unlock()
+		if !online {
+			return 0, false
+		}
+	}
+	return at, true
 }
 
 // awaitReconnect polls the devices on (indexes into f) until each has

@@ -18,5 +18,8 @@
 // stops with ErrTokenExpired without one. A connection that hears nothing,
 // not even a heartbeat ack, for Config.Silence, or that is cut without a
 // close frame, moves to the next URL too: its node may have died without
-// closing.
+// closing. A handshake refused with 503 or 429 (that node drains, fenced or
+// admits no more for now) moves to the next URL at once; the node's
+// Retry-After is waited out only once every URL refused since the last
+// connection.
 package client

@@ -83,6 +83,8 @@ type Session struct {
 	reqs    int
 	asked   map[string][]string // request id -> targets, until its snapshot
 	conns   int                 // successful connections
+	ended   time.Time           // when the last connection ended
+	gap     time.Duration       // from then to the current one's hello
 }
 
 // Start runs a session until ctx ends or the device is superseded.
@@ -133,6 +135,17 @@ func (s *Session) Hello() *messages.Hello {
 		return nil
 	}
 	return s.conn.Hello
+}
+
+// Gap is how long the session went without a connection before the
+// current one: from the moment it saw the previous one end (a close, a
+// cut, silence) to the next one's hello, when its device is registered
+// again (0 before a reconnect). Reconnect attempts refused meanwhile are
+// in it.
+func (s *Session) Gap() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gap
 }
 
 // Connections counts the connections made so far.
@@ -217,7 +230,7 @@ func (s *Session) finish(err error) {
 }
 
 func (s *Session) run(ctx context.Context) {
-	backoff, url := s.cfg.BackoffMin, 0
+	backoff, url, refused := s.cfg.BackoffMin, 0, 0
 	wait := func(d time.Duration) bool {
 		select {
 		case <-ctx.Done():
@@ -231,7 +244,7 @@ func (s *Session) run(ctx context.Context) {
 		c, err := Dial(dctx, s.cfg.URLs[url%len(s.cfg.URLs)], DialOptions{Token: s.cfg.Token, Attempt: s.nextAttempt(), Subprotocol: s.cfg.Subprotocol, HTTPClient: s.cfg.HTTPClient})
 		dcancel()
 		if err != nil {
-			delay, next, stop := s.dialFailed(err, backoff)
+			delay, next, stop := s.dialFailed(err, backoff, &refused)
 			if stop {
 				s.finish(err)
 				return
@@ -246,7 +259,7 @@ func (s *Session) run(ctx context.Context) {
 			}
 			continue
 		}
-		backoff = s.cfg.BackoffMin
+		backoff, refused = s.cfg.BackoffMin, 0
 		code := s.serve(ctx, c)
 		switch code {
 		case int(messages.CloseSuperseded):
@@ -278,19 +291,36 @@ func (s *Session) run(ctx context.Context) {
 }
 
 // dialFailed says what follows a failed dial: how long to wait, whether to
-// try the next URL, or whether to stop (401: the token will not do).
-func (s *Session) dialFailed(err error, backoff time.Duration) (delay time.Duration, next, stop bool) {
+// try the next URL, or whether to stop (401: the token will not do). A 429
+// or 503 (that node's admission rate, or it drains or fenced) moves to the
+// next URL; its Retry-After is that node's, so it is waited out only once
+// every URL refused since the last connection (refused counts them): a
+// device closed by a draining node that meets another one draining or
+// fenced reaches a third at once.
+func (s *Session) dialFailed(err error, backoff time.Duration, refused *int) (delay time.Duration, next, stop bool) {
 	var he *HandshakeError
 	delay = s.draw(backoff) // full jitter
+	if isRefusal(err) {
+		*refused++
+	}
+	untried := *refused < len(s.cfg.URLs)
 	switch {
 	case errors.As(err, &he) && he.Status == http.StatusUnauthorized:
 		return 0, false, true
 	case errors.As(err, &he) && he.Status == http.StatusConflict:
 		return 0, false, false // a higher attempt next time
-	case errors.As(err, &he) && (he.Status == http.StatusTooManyRequests || he.Status == http.StatusServiceUnavailable):
+	case isRefusal(err) && untried:
+		return delay, true, false
+	case isRefusal(err):
 		return max(delay, he.RetryAfter), true, false
 	}
 	return delay, true, false
+}
+
+// isRefusal: a node answered the handshake 429 or 503 (with Retry-After).
+func isRefusal(err error) bool {
+	var he *HandshakeError
+	return errors.As(err, &he) && (he.Status == http.StatusTooManyRequests || he.Status == http.StatusServiceUnavailable)
 }
 
 // refresh replaces the expired token (Config.Refresh).
@@ -318,6 +348,9 @@ func (s *Session) serve(ctx context.Context, c *Conn) int {
 	s.mu.Lock()
 	s.conn = c
 	s.conns++
+	if !s.ended.IsZero() {
+		s.gap = time.Since(s.ended)
+	}
 	targets := make([]string, 0, len(s.targets))
 	for t := range s.targets {
 		targets = append(targets, t)
@@ -326,7 +359,7 @@ func (s *Session) serve(ctx context.Context, c *Conn) int {
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		s.conn = nil
+		s.conn, s.ended = nil, time.Now()
 		s.mu.Unlock()
 		_ = c.CloseNow()
 	}()

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -93,8 +96,8 @@ func TestSessionStaysConnected(t *testing.T) {
 	}
 }
 
-// 1001 (draining) moves the session to the next node; it keeps its
-// subscriptions.
+// 1001 (draining) moves the session to the next node at once (Gap); it
+// keeps its subscriptions.
 func TestSessionMovesOnGoingAway(t *testing.T) {
 	a, b := startNode(t, "a", gateway.Options{}), startNode(t, "b", gateway.Options{})
 	for _, nd := range []*node{a, b} {
@@ -105,8 +108,15 @@ func TestSessionMovesOnGoingAway(t *testing.T) {
 	defer func() { cancel(); <-s.Done() }()
 	s.Subscribe("dave")
 	waitFor(t, 2*time.Second, "on a", func() bool { return s.Hello().GetNode() == "a" })
+	if g := s.Gap(); g != 0 {
+		t.Fatalf("gap %v before any reconnect, want 0", g)
+	}
 	a.srv.Drain(nil)
 	waitFor(t, 3*time.Second, "moved to b", func() bool { return s.Hello().GetNode() == "b" })
+	// At once: the gap is a dial and a handshake, well inside a debounce.
+	if g := s.Gap(); g <= 0 || g >= time.Second {
+		t.Fatalf("gap %v from a's close to b's hello, want (0, 1 s)", g)
+	}
 	ev := <-s.Events()
 	for ev.Presence.GetUser() != "dave" || !ev.Snapshot {
 		ev = <-s.Events()
@@ -118,6 +128,42 @@ func TestSessionMovesOnGoingAway(t *testing.T) {
 		if ev.Presence.GetStatus() == messages.Status_online {
 			break
 		}
+	}
+}
+
+// A 503 (the node drains) moves the session to the next node at once: its
+// Retry-After (1 s) is that node's. Only once every node refused does the
+// session wait it out.
+func TestSessionTriesTheNextNodeOnRefusal(t *testing.T) {
+	a, b := startNode(t, "a", gateway.Options{}), startNode(t, "b", gateway.Options{})
+	a.srv.Refuse()
+	ctx, cancel := context.WithCancel(context.Background())
+	start := time.Now()
+	s := client.Start(ctx, client.Config{URLs: []string{a.url(), b.url()}, Token: token(t, "alice", "phone")})
+	defer func() { cancel(); <-s.Done() }()
+	waitFor(t, 2*time.Second, "on b", func() bool { return s.Hello().GetNode() == "b" })
+	if d := time.Since(start); d >= time.Second {
+		t.Fatalf("on b after %v: the session waited out a's Retry-After", d)
+	}
+	// Both refuse: the session tries each once, then waits a second.
+	var mu sync.Mutex
+	var tries []time.Time
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		tries = append(tries, time.Now())
+		mu.Unlock()
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "draining", http.StatusServiceUnavailable)
+	}))
+	defer refusing.Close()
+	all := client.Start(ctx, client.Config{URLs: []string{"ws" + strings.TrimPrefix(refusing.URL, "http") + "/ws", a.url()}, Token: token(t, "bob", "phone")})
+	defer func() { cancel(); <-all.Done() }()
+	waitFor(t, 5*time.Second, "a second try", func() bool { mu.Lock(); defer mu.Unlock(); return len(tries) >= 2 })
+	mu.Lock()
+	gap := tries[1].Sub(tries[0])
+	mu.Unlock()
+	if gap < time.Second {
+		t.Fatalf("tried again %v after both nodes refused, want Retry-After (1 s) waited out", gap)
 	}
 }
 

@@ -96,7 +96,6 @@ type Server struct {
 	maxPayload int
 
 	addr     atomic.Value // string, once listening
-	ln       net.Listener // bound by Start, handed to the engine
 	draining atomic.Bool
 	started  atomic.Bool
 	metrics  *metrics
@@ -116,6 +115,9 @@ func New(opt Options, gw *actors.Gateway, timing config.Timing, secret []byte, l
 	s := &Server{opt: opt, node: gw.Node(), timing: timing, gw: gw, tokens: Tokens{Key: secret, Previous: opt.PreviousSecrets}, log: log,
 		admit: rate.NewLimiter(rate.Limit(opt.AdmitRate), opt.AdmitBurst), live: map[*socket]struct{}{}}
 	s.metrics = newMetrics(opt.Registerer, s.Live)
+	s.engine = s.newEngine()
+	s.maxPayload = s.engine.MaxWebsocketFramePayloadSize
+	s.upgrader = s.newUpgrader()
 	return s
 }
 
@@ -126,15 +128,12 @@ func (s *Server) newEngine() *nbhttp.Engine {
 	e := nbhttp.NewEngine(nbhttp.Config{
 		Network: "tcp", Addrs: []string{s.opt.Listen}, Handler: mux,
 		ReleaseWebsocketPayload: true, KeepaliveTime: s.timing.Stale * 2,
-		// The listener Start bound: nbio's engine, when it fails to listen,
-		// stops itself and waits for goroutines it never started (the
-		// process hung instead of exiting on a taken address).
-		Listen: func(string, string) (net.Listener, error) {
-			if s.ln == nil {
-				return nil, errors.New("gateway: engine listening without Start")
+		Listen: func(network, addr string) (net.Listener, error) {
+			ln, err := net.Listen(network, addr)
+			if err != nil {
+				return nil, err
 			}
-			ln := s.ln
-			s.ln = nil
+			s.addr.Store(ln.Addr().String())
 			return ln, nil
 		},
 	})
@@ -184,21 +183,9 @@ func (s *Server) newUpgrader() *websocket.Upgrader {
 	return u
 }
 
-// Start listens on Options.Listen. It binds the address before it makes
-// the engine, so that a taken address is an error at once and leaves
-// nothing running.
+// Start listens on Options.Listen.
 func (s *Server) Start() error {
-	ln, err := net.Listen("tcp", s.opt.Listen)
-	if err != nil {
-		return err
-	}
-	s.addr.Store(ln.Addr().String())
-	s.ln = ln
-	s.engine = s.newEngine()
-	s.maxPayload = s.engine.MaxWebsocketFramePayloadSize
-	s.upgrader = s.newUpgrader()
 	if err := s.engine.Start(); err != nil {
-		ln.Close()
 		return err
 	}
 	s.started.Store(true)
@@ -229,11 +216,7 @@ func (s *Server) Addr() string {
 }
 
 // Stop closes the listener and every connection at once.
-func (s *Server) Stop() {
-	if s.engine != nil { // nil: never started
-		s.engine.Stop()
-	}
-}
+func (s *Server) Stop() { s.engine.Stop() }
 
 func (s *Server) refuse(w http.ResponseWriter, code int, retryAfter bool, format string, args ...any) {
 	s.metrics.handshake(code)

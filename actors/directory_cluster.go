@@ -47,6 +47,7 @@ type ClusterDirectory struct {
 	local *LocalDirectory
 	root  *actor.RootContext
 	owner func(Kind, string) string // the owner's actor address; "": none yet
+	gone  func(addr string) bool    // a member declared dead or left (Node.goneAddr)
 	log   *slog.Logger
 	sub   *eventstream.Subscription
 	host  *actor.PID
@@ -55,9 +56,11 @@ type ClusterDirectory struct {
 // NewClusterDirectory makes the directory of a cluster member and spawns
 // its host; call it before the member starts (other members may send to
 // the host at once). owner is the owner's actor address of an identity
-// ("" before the first topology), local the node's LocalDirectory.
-func NewClusterDirectory(sys *actor.ActorSystem, local *LocalDirectory, owner func(Kind, string) string, log *slog.Logger) (*ClusterDirectory, error) {
-	d := &ClusterDirectory{local: local, root: sys.Root, owner: owner, log: log}
+// ("" before the first topology), local the node's LocalDirectory, gone
+// whether an actor address is a member's this node declared dead or left:
+// what it sent is dropped.
+func NewClusterDirectory(sys *actor.ActorSystem, local *LocalDirectory, owner func(Kind, string) string, gone func(addr string) bool, log *slog.Logger) (*ClusterDirectory, error) {
+	d := &ClusterDirectory{local: local, root: sys.Root, owner: owner, gone: gone, log: log}
 	host, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return directoryHost{d} }), HostName)
 	if err != nil {
 		return nil, fmt.Errorf("actors: directory host: %w", err)
@@ -89,7 +92,7 @@ func (d *ClusterDirectory) Send(kind Kind, id string, msg any) {
 		d.local.Send(kind, id, msg)
 		return
 	}
-	d.root.Send(host, wrap(kind, id, msg))
+	d.root.Send(host, d.wrap(kind, id, msg))
 }
 
 func (d *ClusterDirectory) Request(ctx context.Context, kind Kind, id string, msg any) (any, error) {
@@ -101,7 +104,7 @@ func (d *ClusterDirectory) Request(ctx context.Context, kind Kind, id string, ms
 	if timeout <= 0 {
 		return nil, fmt.Errorf("actors: %s %s: %w", kind, id, context.DeadlineExceeded)
 	}
-	res, err := d.root.RequestFuture(host, wrap(kind, id, msg), timeout).Result()
+	res, err := d.root.RequestFuture(host, d.wrap(kind, id, msg), timeout).Result()
 	if err != nil {
 		return nil, fmt.Errorf("actors: %s %s on %s: %w", kind, id, host.GetAddress(), err)
 	}
@@ -121,6 +124,13 @@ func wrap(kind Kind, id string, msg any) *messages.DirectoryDeliver {
 		panic(fmt.Sprintf("actors: packing %T: %v", msg, err))
 	}
 	return &messages.DirectoryDeliver{Kind: string(kind), Identity: id, Message: payload}
+}
+
+// wrap is wrap with this member's actor address as From.
+func (d *ClusterDirectory) wrap(kind Kind, id string, msg any) *messages.DirectoryDeliver {
+	m := wrap(kind, id, msg)
+	m.From = d.root.ActorSystem().Address()
+	return m
 }
 
 // Passivate asks the node's LocalDirectory: every actor of this node was
@@ -147,12 +157,21 @@ type sweepMoved struct{}
 
 // directoryHost is the directory host actor (HostName): one per member,
 // never passivated. It only takes the LocalDirectory's lock, so nothing
-// that it does waits for another member.
+// that it does waits for another member. It drops what a member this node
+// declared dead or left sent (DirectoryDeliver.From): that member's
+// identities moved, and what it sent arrives only once the network lets
+// it through (a partition's heal, or its fenced process's sockets flushed
+// as it exits), where a lease's down or release for a device that lives
+// on would report it gone (docs/architecture.md, the cluster, 4).
 type directoryHost struct{ d *ClusterDirectory }
 
 func (h directoryHost) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *messages.DirectoryDeliver:
+		if from := m.GetFrom(); from != "" && h.d.gone != nil && h.d.gone(from) {
+			h.d.log.Debug("directory: message from a member declared dead: dropped", "kind", m.GetKind(), "identity", m.GetIdentity(), "from", from)
+			return
+		}
 		kind := Kind(m.GetKind())
 		if kind != KindLease && kind != KindView {
 			h.d.log.Warn("directory: message for an unknown kind dropped", "kind", m.GetKind(), "from", ctx.Sender().GetAddress())

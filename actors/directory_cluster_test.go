@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,7 +26,7 @@ func (e *env) clusterDir(owners map[string]string) *ClusterDirectory {
 			return o
 		}
 		return e.n.Address()
-	}, e.n.log)
+	}, e.n.goneAddr, e.n.log)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func (e *env) placedDir() *placed {
 			return o
 		}
 		return e.n.Address()
-	}, e.n.log)
+	}, e.n.goneAddr, e.n.log)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -288,4 +289,57 @@ func TestRestartedActorStillPassivates(t *testing.T) {
 			t.Fatalf("after three idles: counts %v, passivations %v; want the view passivated", c, p)
 		}
 	})
+}
+
+// A directory message from a member this node declared dead or left is
+// dropped at the host, as the fan-out drops such a member's view events
+// (TestViewEventsFromADeadMemberAreDropped). Issue 13's false offline: a
+// partitioned member's lease of a device connected to the majority
+// expired there (the renewals could not reach it), and its DeviceDown,
+// held by the partition, reached the device's view on the majority as the
+// fenced member closed its sockets (or after the heal): the view dropped
+// the device and published it offline. The same messages from a member
+// alive are delivered.
+func TestDirectoryMessagesFromADeadMemberAreDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Fast()
+		e, p := watchedAlice(t, timing)
+		e.n.gone = func(addr string) bool { return addr == "dead:1" }
+		d := e.clusterDir(nil)
+		alice := e.connect(e.n.Gateway(), "alice", "phone", 1)
+		synctest.Wait()
+		from := func(addr string, kind Kind, id string, msg any) *messages.DirectoryDeliver {
+			m := wrap(kind, id, msg)
+			m.From = addr
+			return m
+		}
+		down := &messages.DeviceDown{User: "alice", Device: "phone", Epoch: 1, Reason: messages.EndReason_lease_expired, LastAliveMs: time.Now().UnixMilli()}
+		release := &messages.LeaseRelease{User: "alice", Device: "phone", ConnId: alice.conn.ID, Epoch: 1, Reason: messages.EndReason_close, LastAliveMs: time.Now().UnixMilli()}
+		e.n.root.Send(d.host, from("dead:1", KindView, "alice", down))
+		e.n.root.Send(d.host, from("dead:1", KindLease, leaseID("alice", "phone"), release))
+		time.Sleep(10 * timing.Debounce)
+		synctest.Wait()
+		if got := statusesOf(p); !slices.Equal(got, []string{"online"}) {
+			t.Fatalf("after a dead member's down and release: events %v, want alice online alone", got)
+		}
+		if c := e.n.Counts(); c["lease"] != 1 || c["view"] != 1 {
+			t.Fatalf("counts %v, want alice's lease and view", c)
+		}
+		e.n.root.Send(d.host, from("alive:1", KindView, "alice", down))
+		time.Sleep(10 * timing.Debounce)
+		synctest.Wait()
+		if got := statusesOf(p); !slices.Equal(got, []string{"online", "offline"}) {
+			t.Fatalf("after an alive member's down: events %v, want online then offline", got)
+		}
+		alice.halt()
+	})
+}
+
+// statusesOf lists the statuses of p's events.
+func statusesOf(p *probe) []string {
+	var out []string
+	for _, s := range p.all() {
+		out = append(out, s.p.GetStatus().String())
+	}
+	return out
 }

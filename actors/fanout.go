@@ -38,13 +38,14 @@ func sendFrom(ctx actor.Context, to *actor.PID, msg any) {
 	ctx.Request(to, msg)
 }
 
-// dropStale reports (and logs at debug) a view's message to drop: it came
-// from a member this node declared dead or left.
-func (n *Node) dropStale(ctx actor.Context, user string) bool {
+// dropStale reports (and logs at debug) a message to drop: a view's event
+// or a lease's ConnLost from a member this node declared dead or left;
+// about names its user or connection.
+func (n *Node) dropStale(ctx actor.Context, about string) bool {
 	if !n.stale(ctx.Sender()) {
 		return false
 	}
-	n.log.Debug("view message from a member declared dead: dropped", "user", user, "from", ctx.Sender().GetAddress(), "type", fmt.Sprintf("%T", ctx.Message()))
+	n.log.Debug("message from a member declared dead: dropped", "about", about, "from", ctx.Sender().GetAddress(), "type", fmt.Sprintf("%T", ctx.Message()))
 	return true
 }
 

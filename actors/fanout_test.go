@@ -133,3 +133,28 @@ func TestViewEventsFromADeadMemberAreDropped(t *testing.T) {
 		alice.close()
 	})
 }
+
+// A lease's ConnLost from a member declared dead is dropped too: what a
+// partitioned member's lease refused reaches this node only once the
+// network lets it through, when that member's leases live elsewhere; the
+// connection stays open. The same from a member alive closes it.
+func TestConnLostFromADeadMemberIsDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, config.Seed())
+		e.n.gone = func(addr string) bool { return addr == "dead:1" }
+		bob := e.connect(e.n.Gateway(), "bob", "laptop", 1)
+		synctest.Wait()
+		dead, alive := actor.NewPID("dead:1", "lease/bob/laptop"), actor.NewPID("alive:1", "lease/bob/laptop")
+		lost := &messages.ConnLost{ConnId: bob.conn.ID, Epoch: 1, Reason: messages.EndReason_superseded}
+		e.n.root.RequestWithCustomSender(e.n.Gateway().pid, lost, dead)
+		synctest.Wait()
+		if code := bob.sock.closeCode(); code != 0 {
+			t.Fatalf("after a dead member's ConnLost: close code %v, want open", code)
+		}
+		e.n.root.RequestWithCustomSender(e.n.Gateway().pid, lost, alive)
+		synctest.Wait()
+		if code := bob.sock.closeCode(); code != messages.CloseSuperseded {
+			t.Fatalf("after an alive member's ConnLost: close code %v, want %v", code, messages.CloseSuperseded)
+		}
+	})
+}

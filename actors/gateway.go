@@ -88,8 +88,8 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 		a.checkDue(ctx)
 	case spawnConn:
 		a.spawn(ctx, m.req)
-	case *messages.ConnLost:
-		if c := a.conns[m.GetConnId()]; c != nil {
+	case *messages.ConnLost: // from a lease: dropped if its member was declared dead
+		if c := a.conns[m.GetConnId()]; c != nil && !a.n.dropStale(ctx, m.GetConnId()) {
 			ctx.Send(c.pid, m)
 		}
 	case topologyChanged:

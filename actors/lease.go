@@ -138,7 +138,7 @@ func (a *leaseActor) lost(ctx actor.Context, h *messages.Holder) {
 		reason = a.l.EndedReason
 	}
 	if gw := pidOf(h.GetGateway()); gw != nil {
-		ctx.Send(gw, &messages.ConnLost{ConnId: h.GetConnId(), Epoch: h.GetEpoch(), Reason: reason})
+		sendFrom(ctx, gw, &messages.ConnLost{ConnId: h.GetConnId(), Epoch: h.GetEpoch(), Reason: reason})
 	}
 }
 
@@ -153,7 +153,7 @@ func (a *leaseActor) apply(ctx actor.Context, res core.LeaseResult, op string, n
 	}
 	if old := res.Superseded; old != nil {
 		if gw := pidOf(old.GetGateway()); gw != nil {
-			ctx.Send(gw, &messages.ConnLost{ConnId: old.GetConnId(), Epoch: old.GetEpoch(), Reason: messages.EndReason_superseded})
+			sendFrom(ctx, gw, &messages.ConnLost{ConnId: old.GetConnId(), Epoch: old.GetEpoch(), Reason: messages.EndReason_superseded})
 		}
 	}
 	switch {

@@ -171,14 +171,20 @@ func (n *Node) owns(kind Kind, identity string) bool { return n.dir.Owns(kind, i
 // only once the network heals, after the view was re-created here or
 // elsewhere, and would stand as the subscriber's newest state.
 func (n *Node) stale(sender *actor.PID) bool {
-	if sender == nil || sender.GetAddress() == n.sys.Address() {
+	return sender != nil && n.goneAddr(sender.GetAddress())
+}
+
+// goneAddr reports whether addr is the actor address of a member this node
+// declared dead or left (never its own).
+func (n *Node) goneAddr(addr string) bool {
+	if addr == n.sys.Address() {
 		return false
 	}
 	if n.gone != nil {
-		return n.gone(sender.GetAddress())
+		return n.gone(addr)
 	}
 	g := n.Membership()
-	return g != nil && g.Gone(sender.GetAddress())
+	return g != nil && g.Gone(addr)
 }
 
 // earlier reports whether h is a connection of an earlier incarnation of
@@ -358,7 +364,7 @@ func (n *Node) join() error {
 	// Before StartMember: other members may send to this node's directory
 	// host at once.
 	n.dir, err = NewClusterDirectory(n.sys, NewLocalDirectory(n.sys.Root, n.props),
-		func(k Kind, id string) string { return n.provider.Owner(string(k), id) }, n.log)
+		func(k Kind, id string) string { return n.provider.Owner(string(k), id) }, n.goneAddr, n.log)
 	if err != nil {
 		return err
 	}

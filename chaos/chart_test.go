@@ -62,6 +62,7 @@ func (s *stopped) kill()                  { s.got = append(s.got, "kill") }
 func (s *stopped) terminate() error       { s.got = append(s.got, "terminate"); return nil }
 func (s *stopped) pause() error           { s.got = append(s.got, "pause"); return nil }
 func (s *stopped) resume() error          { s.got = append(s.got, "resume"); return nil }
+func (s *stopped) quit() error            { s.got = append(s.got, "quit"); return nil }
 func (s *stopped) alive() bool            { return false }
 func (s *stopped) exitErr() error         { return nil }
 func (s *stopped) collect(string, string) {}

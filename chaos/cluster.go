@@ -39,6 +39,10 @@ type Cluster struct {
 	// and a group id of its own, so that a firewall can partition them
 	// (partition.go).
 	Isolate bool
+	// ReadyWithin is how long a node may take to get ready; 0: 20 s. One
+	// that runs but is not ready by then is ended with SIGQUIT, so its log
+	// ends with its goroutines' stacks.
+	ReadyWithin time.Duration
 
 	seq   int
 	fw    *firewall // with Isolate
@@ -66,6 +70,7 @@ type runner interface {
 	terminate() error       // SIGTERM: a graceful stop
 	pause() error           // SIGSTOP / docker pause
 	resume() error          // SIGCONT / docker unpause
+	quit() error            // SIGQUIT: Go's runtime writes every goroutine's stack to the log and exits
 	alive() bool            // still running
 	exitErr() error         // why it ended
 	collect(dir, id string) // leave its log in dir/id.log
@@ -89,6 +94,7 @@ func (p *process) kill() {
 func (p *process) terminate() error { return p.cmd.Process.Signal(syscall.SIGTERM) }
 func (p *process) pause() error     { return p.cmd.Process.Signal(syscall.SIGSTOP) }
 func (p *process) resume() error    { return p.cmd.Process.Signal(syscall.SIGCONT) }
+func (p *process) quit() error      { return p.cmd.Process.Signal(syscall.SIGQUIT) }
 func (p *process) alive() bool {
 	select {
 	case <-p.done:
@@ -186,7 +192,11 @@ func (c *Cluster) StartAgain(ctx context.Context, nd *Node, extra ...string) err
 		return err
 	}
 	nd.run = run
-	return nd.WaitReady(ctx, 20*time.Second)
+	if err := nd.WaitReady(ctx, c.readyWithin()); err != nil {
+		nd.dumpIfStuck()
+		return err
+	}
+	return nil
 }
 
 func (c *Cluster) startNode(ctx context.Context, nd *Node) (*Node, error) {
@@ -202,10 +212,28 @@ func (c *Cluster) startNode(ctx context.Context, nd *Node) (*Node, error) {
 		return nil, err
 	}
 	c.Nodes = append(c.Nodes, nd)
-	if err := nd.WaitReady(ctx, 20*time.Second); err != nil {
+	if err := nd.WaitReady(ctx, c.readyWithin()); err != nil {
+		nd.dumpIfStuck()
 		return nd, err // started: its log may say why it is not ready
 	}
 	return nd, nil
+}
+
+func (c *Cluster) readyWithin() time.Duration {
+	if c.ReadyWithin > 0 {
+		return c.ReadyWithin
+	}
+	return 20 * time.Second
+}
+
+// dumpIfStuck ends a node that runs but never got ready with SIGQUIT, so
+// that its log ends with where each goroutine was (a start-up that hangs
+// leaves no other trace), and waits up to 5 s for it to exit.
+func (n *Node) dumpIfStuck() {
+	if !n.Alive() || n.run.quit() != nil {
+		return
+	}
+	_, _ = n.Wait(5 * time.Second)
 }
 
 // args are nd's flags: the preset, its id, the keys, the cluster's Args

@@ -119,6 +119,11 @@ func (c *container) resume() error {
 	return err
 }
 
+func (c *container) quit() error {
+	_, err := docker(context.Background(), "kill", "-s", "QUIT", c.name)
+	return err
+}
+
 func (c *container) alive() bool {
 	if c.dead {
 		return false

@@ -1363,10 +1363,13 @@ func (x *PolicyChanged) GetUser() string {
 // every message to an identity is counted where the actor may passivate
 // (docs/architecture.md, "Passivation without losing messages").
 type DirectoryDeliver struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`         // lease or view
-	Identity      string                 `protobuf:"bytes,2,opt,name=identity,proto3" json:"identity,omitempty"` // "user/device" (lease) or "user" (view)
-	Message       *anypb.Any             `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Kind     string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`         // lease or view
+	Identity string                 `protobuf:"bytes,2,opt,name=identity,proto3" json:"identity,omitempty"` // "user/device" (lease) or "user" (view)
+	Message  *anypb.Any             `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// from is the sending member's actor address: the host drops what a
+	// member it declared dead or left sent (a send carries no sender).
+	From          string `protobuf:"bytes,4,opt,name=from,proto3" json:"from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1420,6 +1423,13 @@ func (x *DirectoryDeliver) GetMessage() *anypb.Any {
 		return x.Message
 	}
 	return nil
+}
+
+func (x *DirectoryDeliver) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
 }
 
 // CountsQuery asks a node's stats actor for its live actors; answered with
@@ -2755,11 +2765,12 @@ const file_actors_proto_rawDesc = "" +
 	"\bpresence\x18\x01 \x01(\v2\x15.presence.v1.PresenceR\bpresence\x12\x19\n" +
 	"\bsink_ids\x18\x02 \x03(\tR\asinkIds\"#\n" +
 	"\rPolicyChanged\x12\x12\n" +
-	"\x04user\x18\x01 \x01(\tR\x04user\"r\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\"\x86\x01\n" +
 	"\x10DirectoryDeliver\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1a\n" +
 	"\bidentity\x18\x02 \x01(\tR\bidentity\x12.\n" +
-	"\amessage\x18\x03 \x01(\v2\x14.google.protobuf.AnyR\amessage\"\r\n" +
+	"\amessage\x18\x03 \x01(\v2\x14.google.protobuf.AnyR\amessage\x12\x12\n" +
+	"\x04from\x18\x04 \x01(\tR\x04from\"\r\n" +
 	"\vCountsQuery\"\xb4\x01\n" +
 	"\n" +
 	"NodeCounts\x12\x12\n" +

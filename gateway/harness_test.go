@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -160,4 +161,32 @@ func (nd *node) keepAlive(ctx context.Context, c *client.Conn) {
 			time.Sleep(nd.timing.Heartbeat / 2)
 		}
 	}()
+}
+
+// A device address another process holds is an error from Start, not a
+// hang (nbio's engine, failing to bind, waits for ever), and nothing of
+// the server is left running.
+func TestStartOnATakenAddressFails(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	n, err := actors.Start(actors.Deps{NodeID: "n1", Timing: config.Fast(), Seed: 1, Policies: store.NewMemoryPolicies(), History: store.NewMemoryHistory()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { n.Stop(); time.Sleep(1100 * time.Millisecond) }()
+	srv := New(Options{Listen: ln.Addr().String()}, n.Gateway(), config.Fast(), secret, nil)
+	done := make(chan error, 1)
+	go func() { done <- srv.Start() }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatalf("Start on a taken address: %v, want address already in use", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Start on a taken address still running after 10 s")
+	}
+	srv.Stop()
 }

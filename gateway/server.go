@@ -115,27 +115,18 @@ func New(opt Options, gw *actors.Gateway, timing config.Timing, secret []byte, l
 	s := &Server{opt: opt, node: gw.Node(), timing: timing, gw: gw, tokens: Tokens{Key: secret, Previous: opt.PreviousSecrets}, log: log,
 		admit: rate.NewLimiter(rate.Limit(opt.AdmitRate), opt.AdmitBurst), live: map[*socket]struct{}{}}
 	s.metrics = newMetrics(opt.Registerer, s.Live)
-	s.engine = s.newEngine()
-	s.maxPayload = s.engine.MaxWebsocketFramePayloadSize
-	s.upgrader = s.newUpgrader()
+	s.maxPayload = nbhttp.DefaultMaxWebsocketFramePayloadSize // the engine's (newEngine leaves it)
 	return s
 }
 
-// newEngine is the nbio engine serving GET /ws on Options.Listen.
-func (s *Server) newEngine() *nbhttp.Engine {
+// newEngine is the nbio engine serving GET /ws on ln, bound by Start.
+func (s *Server) newEngine(ln net.Listener) *nbhttp.Engine {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ws", s.serveWS)
 	e := nbhttp.NewEngine(nbhttp.Config{
 		Network: "tcp", Addrs: []string{s.opt.Listen}, Handler: mux,
 		ReleaseWebsocketPayload: true, KeepaliveTime: s.timing.Stale * 2,
-		Listen: func(network, addr string) (net.Listener, error) {
-			ln, err := net.Listen(network, addr)
-			if err != nil {
-				return nil, err
-			}
-			s.addr.Store(ln.Addr().String())
-			return ln, nil
-		},
+		Listen: func(string, string) (net.Listener, error) { return ln, nil },
 	})
 	// nbio hands each accepted socket from its accept goroutine to an epoll
 	// poller through the kernel, an edge the race detector cannot see: it
@@ -187,7 +178,19 @@ func (s *Server) newUpgrader() *websocket.Upgrader {
 }
 
 // Start listens on Options.Listen.
+//
+// The address is bound here, before the nbio engine exists: nbio v1.6.8's
+// engine, failing to bind, stops itself and waits for poller goroutines it
+// never started, so Start hung for ever on an address another process
+// holds (a node that neither listened nor exited).
 func (s *Server) Start() error {
+	ln, err := net.Listen("tcp", s.opt.Listen)
+	if err != nil {
+		return fmt.Errorf("gateway: listen %s: %w", s.opt.Listen, err)
+	}
+	s.addr.Store(ln.Addr().String())
+	s.engine = s.newEngine(ln)
+	s.upgrader = s.newUpgrader()
 	if err := s.engine.Start(); err != nil {
 		return err
 	}
@@ -219,7 +222,11 @@ func (s *Server) Addr() string {
 }
 
 // Stop closes the listener and every connection at once.
-func (s *Server) Stop() { s.engine.Stop() }
+func (s *Server) Stop() {
+	if s.engine != nil {
+		s.engine.Stop()
+	}
+}
 
 func (s *Server) refuse(w http.ResponseWriter, code int, retryAfter bool, format string, args ...any) {
 	s.metrics.handshake(code)

@@ -57,7 +57,7 @@ func rss(pids ...int) (float64, error) {
 
 // freePort is a loopback port free right now.
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", "0.0.0.0:0") // free on every address: load processes use 127.0.0.x source ports
 	if err != nil {
 		return 0, err
 	}

@@ -17,8 +17,8 @@ type View struct {
 	Policy   *Policy
 
 	Devices  map[string]Device // live devices, their connection and since when
-	Online   bool      // the published state
-	LastSeen time.Time // last published departure
+	Online   bool              // the published state
+	LastSeen time.Time         // last published departure
 	// seenByOthers is LastSeen as others may know it (see Presence).
 	seenByOthers time.Time
 	Show         messages.Show
@@ -88,7 +88,7 @@ func NewView(user string, debounce time.Duration, pol *Policy, lastSeen time.Tim
 		User: user, Debounce: debounce, Policy: pol, LastSeen: lastSeen, seenByOthers: lastSeen,
 		Show:    messages.Show_available,
 		Devices: map[string]Device{},
-		Subs: map[string]*Sub{},
+		Subs:    map[string]*Sub{},
 	}
 }
 

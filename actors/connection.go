@@ -35,11 +35,13 @@ type connActor struct {
 	id           string
 	epoch        uint64
 	since        time.Time // when it opened
-	sock         Socket
 	c            core.Conn
 	live         *liveConn // the gateway's entry: c.LastAlive for its deadlines
-	sink         *core.Sink
-	rng          *rand.Rand
+	// out is the sink and the socket, shared with the node's fan-out once
+	// the connection subscribes (hubbed).
+	out    connOut
+	hubbed bool
+	rng    *rand.Rand
 
 	active bool // the lease was acquired
 	ended  bool // released, lost or closed: nothing more to send
@@ -57,8 +59,8 @@ func newConnActor(g *Gateway, r OpenRequest) *connActor {
 	sink.Max = g.n.deps.Limits.Subscriptions
 	return &connActor{
 		g: g, n: g.n, t: &g.n.deps.Timing,
-		user: r.User, device: r.Device, id: r.ConnID, epoch: r.Attempt, sock: r.Socket, since: r.since, live: r.live,
-		rng: core.Rand(g.n.deps.Seed, r.ConnID), sink: sink,
+		user: r.User, device: r.Device, id: r.ConnID, epoch: r.Attempt, since: r.since, live: r.live,
+		rng: core.Rand(g.n.deps.Seed, r.ConnID), out: connOut{sink: sink, sock: r.Socket},
 	}
 }
 
@@ -95,25 +97,47 @@ func (a *connActor) Receive(ctx actor.Context) {
 	case connSubscribe:
 		a.subscribe(ctx, m)
 	case connUnsubscribe:
-		a.unsubscribe(ctx, a.sink.Unsubscribe(m.targets))
+		a.out.mu.Lock()
+		dropped := a.out.sink.Unsubscribe(m.targets)
+		a.out.mu.Unlock()
+		a.unsubscribe(ctx, dropped)
 	case connShow:
 		a.show = m.show
 		a.n.post.send(KindView, a.user, &messages.DeviceShow{User: a.user, Device: a.device, Show: m.show})
 	case *messages.SnapshotPart:
-		a.sendAll(ctx, a.sink.SnapshotPart(m.GetRequestId(), m.GetTarget(), m.GetVisible(), m.GetPresence()))
+		a.onSnapshotPart(ctx, m)
 	case *messages.PresenceEvent:
 		a.onEvent(ctx, m.GetPresence())
+	case connOverflow:
+		a.overflow(ctx)
 	case *actor.Stopping:
 		a.onStopping(ctx, now)
 	}
 }
 
 // onEvent passes a view's event on, unless a member this node declared
-// dead sent it (Node.dropStale).
+// dead sent it (Node.dropStale). Events come this way only from a view of
+// an earlier version, or for a connection the fan-out does not know yet
+// (sinkHub.deliver); the fan-out writes the others.
 func (a *connActor) onEvent(ctx actor.Context, p *messages.Presence) {
-	if !a.n.dropStale(ctx, p.GetUser()) {
-		a.sendAll(ctx, a.sink.Event(p))
+	if !a.n.dropStale(ctx, p.GetUser()) && !a.out.event(p) {
+		a.overflow(ctx)
 	}
+}
+
+func (a *connActor) onSnapshotPart(ctx actor.Context, m *messages.SnapshotPart) {
+	a.out.mu.Lock()
+	ok := a.out.sendLocked(a.out.sink.SnapshotPart(m.GetRequestId(), m.GetTarget(), m.GetVisible(), m.GetPresence()))
+	a.out.mu.Unlock()
+	if !ok {
+		a.overflow(ctx)
+	}
+}
+
+// overflow ends a connection whose device stopped reading: its queue is
+// dropped, and it reconnects and resubscribes; no sender waits for it.
+func (a *connActor) overflow(ctx actor.Context) {
+	a.end(ctx, messages.EndReason_close, time.Now(), messages.CloseOverflow, "outbox overflow")
 }
 
 // onCheck ends a connection whose device went silent for longer than stale.
@@ -167,7 +191,8 @@ func (a *connActor) onLost(ctx actor.Context, m *messages.ConnLost, now time.Tim
 	if m.GetReason() == messages.EndReason_superseded {
 		code = messages.CloseSuperseded
 	}
-	a.sock.Close(code, m.GetReason().String())
+	a.closeOut()
+	a.out.sock.Close(code, m.GetReason().String())
 	ctx.Stop(ctx.Self())
 }
 
@@ -175,16 +200,21 @@ func (a *connActor) onLost(ctx actor.Context, m *messages.ConnLost, now time.Tim
 // crash), releases the lease and closes the socket.
 func (a *connActor) onStopping(ctx actor.Context, now time.Time) {
 	a.n.index[KindConnection].remove(leaseID(a.user, a.device), ctx.Self())
+	if a.hubbed {
+		a.n.hub.remove(ctx.Self().GetId(), &a.out)
+	}
 	a.renew.stop()
 	a.rereg.stop()
-	targets := make([]string, 0, len(a.sink.Targets()))
-	for target := range a.sink.Targets() {
+	a.out.mu.Lock()
+	targets := make([]string, 0, len(a.out.sink.Targets()))
+	for target := range a.out.sink.Targets() {
 		targets = append(targets, target)
 	}
+	a.out.mu.Unlock()
 	a.unsubscribe(ctx, targets)
 	if a.active && !a.ended && !a.g.crashed.Load() {
 		a.release(messages.EndReason_close, now)
-		a.sock.Close(messages.CloseGoingAway, "node stopping")
+		a.out.sock.Close(messages.CloseGoingAway, "node stopping")
 	}
 }
 
@@ -207,8 +237,14 @@ func (a *connActor) reregisterNow(ctx actor.Context) {
 	a.n.post.request(KindLease, leaseID(a.user, a.device), acq, a.reregTimeout(), func(res any, err error) {
 		a.n.root.Send(self, reregistered{gen: gen, res: res, err: err})
 	})
-	for target, last := range a.sink.Targets() {
-		a.n.post.send(KindView, target, &messages.ViewSubscribe{Target: target, Viewer: a.user, Sink: refOf(self), Reattach: true, Last: last})
+	a.out.mu.Lock()
+	subs := make([]*messages.ViewSubscribe, 0, len(a.out.sink.Targets()))
+	for target, last := range a.out.sink.Targets() {
+		subs = append(subs, &messages.ViewSubscribe{Target: target, Viewer: a.user, Sink: refOf(self), Reattach: true, Last: last})
+	}
+	a.out.mu.Unlock()
+	for _, s := range subs {
+		a.n.post.send(KindView, s.GetTarget(), s)
 	}
 	if a.show != messages.Show_show_unspecified {
 		a.n.post.send(KindView, a.user, &messages.DeviceShow{User: a.user, Device: a.device, Show: a.show})
@@ -258,27 +294,27 @@ func (a *connActor) end(ctx actor.Context, reason messages.EndReason, lastAlive 
 		a.release(reason, lastAlive)
 	}
 	a.ended = true
+	a.closeOut()
 	if code != 0 {
-		a.sock.Close(code, why)
+		a.out.sock.Close(code, why)
 	}
 	ctx.Stop(ctx.Self())
 }
 
-// sendAll sends the frames core.Sink returned, in order.
-func (a *connActor) sendAll(ctx actor.Context, frames []*messages.Frame) {
-	for _, f := range frames {
-		a.send(ctx, f)
-	}
+// closeOut stops the fan-out's writes to an ended connection.
+func (a *connActor) closeOut() {
+	a.out.mu.Lock()
+	a.out.closed = true
+	a.out.mu.Unlock()
 }
 
+// send writes one frame of the actor's own (an error frame).
 func (a *connActor) send(ctx actor.Context, f *messages.Frame) {
-	if a.ended {
-		return
-	}
-	if !a.sock.Send(f) {
-		// The device stopped reading: drop its queue and let it reconnect and
-		// resubscribe; no sender waits for it.
-		a.end(ctx, messages.EndReason_close, time.Now(), messages.CloseOverflow, "outbox overflow")
+	a.out.mu.Lock()
+	ok := a.out.sendLocked([]*messages.Frame{f})
+	a.out.mu.Unlock()
+	if !ok {
+		a.overflow(ctx)
 	}
 }
 
@@ -286,7 +322,13 @@ func (a *connActor) send(ctx actor.Context, f *messages.Frame) {
 // answers a bad request (400) or one over the connection's subscription
 // limit (413) with an error frame.
 func (a *connActor) subscribe(ctx actor.Context, m connSubscribe) {
-	targets, err := a.sink.Subscribe(m.requestID, m.targets)
+	a.out.mu.Lock()
+	targets, err := a.out.sink.Subscribe(m.requestID, m.targets)
+	a.out.mu.Unlock()
+	if err == nil && !a.hubbed { // before any view knows the sink
+		a.hubbed = true
+		a.n.hub.add(ctx.Self().GetId(), &a.out)
+	}
 	if err != nil {
 		code := messages.ErrBadRequest
 		if errors.Is(err, core.ErrTooManySubscriptions) {

@@ -11,8 +11,9 @@ import (
 // FanoutName is the fan-out actor's name on every node.
 const FanoutName = "fanout"
 
-// fanoutActor hands a PresenceFanout's presence to each sink it names on
-// this node, unless a view of a member declared dead sent it (Node.stale).
+// fanoutActor hands a PresenceFanout's presence to the sinks it names on
+// this node (Node.fanout), unless a view of a member declared dead sent it
+// (Node.stale).
 type fanoutActor struct{ n *Node }
 
 func (f fanoutActor) Receive(ctx actor.Context) {
@@ -20,10 +21,11 @@ func (f fanoutActor) Receive(ctx actor.Context) {
 		if f.n.dropStale(ctx, m.GetPresence().GetUser()) {
 			return
 		}
-		ev := &messages.PresenceEvent{Presence: m.GetPresence()} // read-only from here on
-		for _, id := range m.GetSinkIds() {
-			ctx.Send(actor.NewPID(ctx.Self().GetAddress(), id), ev)
+		pids := make([]*actor.PID, len(m.GetSinkIds()))
+		for i, id := range m.GetSinkIds() {
+			pids[i] = actor.NewPID(ctx.Self().GetAddress(), id)
 		}
+		f.n.fanout(m.GetPresence(), pids) // read-only from here on
 	}
 }
 
@@ -49,26 +51,18 @@ func (n *Node) dropStale(ctx actor.Context, about string) bool {
 	return true
 }
 
-type directEvent struct {
-	sink     *actor.PID
+// fanGroup is the sinks on one node that get the same trimmed presence.
+type fanGroup struct {
+	addr     string
 	presence *messages.Presence
+	sinks    []*actor.PID
 }
 
-type fanoutMsg struct {
-	addr string
-	msg  *messages.PresenceFanout
-}
-
-// route splits a view's deliveries: those for sinks on the view's own node,
-// and those alone with their presence on a node, go straight to the sink;
-// several sinks on another node that get the same trimmed presence share
-// one PresenceFanout to that node. Deliveries for unknown sinks are dropped.
-func route(ds []core.Delivery, sinks map[string]*actor.PID, self string) ([]directEvent, []fanoutMsg) {
-	type group struct {
-		addr     string
-		presence *messages.Presence
-		sinks    []*actor.PID
-	}
+// route groups a view's deliveries by the sinks' node and trimmed presence:
+// each group is one call to the view's own node's fan-out, or one
+// PresenceFanout to another node's, whatever the number of sinks there.
+// Deliveries for unknown sinks are dropped.
+func route(ds []core.Delivery, sinks map[string]*actor.PID) []*fanGroup {
 	// Every field of a Presence, so equal keys are equal presences.
 	type key struct {
 		addr, user     string
@@ -77,8 +71,8 @@ func route(ds []core.Delivery, sinks map[string]*actor.PID, self string) ([]dire
 		version        uint64
 		lastSeenMinute uint32
 	}
-	var groups []*group
-	byKey := map[key]*group{}
+	var groups []*fanGroup
+	byKey := map[key]*fanGroup{}
 	for _, d := range ds {
 		sink := sinks[d.Sink]
 		if sink == nil {
@@ -88,26 +82,20 @@ func route(ds []core.Delivery, sinks map[string]*actor.PID, self string) ([]dire
 		key := key{sink.GetAddress(), p.GetUser(), p.GetStatus(), p.GetShow(), p.GetVersion(), p.GetLastSeenMinute()}
 		g := byKey[key]
 		if g == nil {
-			g = &group{addr: sink.GetAddress(), presence: d.Presence}
+			g = &fanGroup{addr: sink.GetAddress(), presence: d.Presence}
 			byKey[key] = g
 			groups = append(groups, g)
 		}
 		g.sinks = append(g.sinks, sink)
 	}
-	var direct []directEvent
-	var fanouts []fanoutMsg
-	for _, g := range groups {
-		if g.addr == self || len(g.sinks) == 1 {
-			for _, s := range g.sinks {
-				direct = append(direct, directEvent{s, g.presence})
-			}
-			continue
-		}
-		f := &messages.PresenceFanout{Presence: g.presence}
-		for _, s := range g.sinks {
-			f.SinkIds = append(f.SinkIds, s.GetId())
-		}
-		fanouts = append(fanouts, fanoutMsg{g.addr, f})
+	return groups
+}
+
+// fanoutMsg is a group's PresenceFanout to another node.
+func (g *fanGroup) fanoutMsg() *messages.PresenceFanout {
+	f := &messages.PresenceFanout{Presence: g.presence, SinkIds: make([]string, len(g.sinks))}
+	for i, s := range g.sinks {
+		f.SinkIds[i] = s.GetId()
 	}
-	return direct, fanouts
+	return f
 }

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -11,10 +12,9 @@ import (
 	"github.com/presence-im/presence/messages"
 )
 
-// Several sinks on one remote node that get the same trimmed presence share
-// one message to that node; a sink alone with its presence there, a sink on
-// the view's own node, and another trim each go their own way; unknown
-// sinks are dropped.
+// route groups sinks by node and trimmed presence, whatever their number:
+// one group per node and trim, the view's own node included; unknown sinks
+// are dropped.
 func TestRouteGroupsBySubscriberNode(t *testing.T) {
 	exact := &messages.Presence{User: "u", Status: messages.Status_online, Version: 9}
 	coarse := &messages.Presence{User: "u", Status: messages.Status_online, Show: messages.Show_away, Version: 9}
@@ -31,52 +31,54 @@ func TestRouteGroupsBySubscriberNode(t *testing.T) {
 		{Sink: "l1", Presence: exact}, {Sink: "l2", Presence: exact},
 		{Sink: "gone", Presence: exact},
 	}
-	direct, fanouts := route(ds, sinks, "self:1")
-	if len(fanouts) != 1 || fanouts[0].addr != "nodeA:1" || !slices.Equal(fanouts[0].msg.GetSinkIds(), []string{"gw/a1", "gw/a2", "gw/a3"}) ||
-		fanouts[0].msg.GetPresence() != exact {
-		t.Fatalf("fanouts %+v, want one to nodeA for a1..a3", fanouts)
-	}
 	var got []string
-	for _, d := range direct {
-		got = append(got, d.sink.GetId())
-		if d.sink.GetId() == "gw/a4" && d.presence != coarse {
-			t.Fatalf("a4 got %v, want the coarse trim", d.presence)
+	for _, g := range route(ds, sinks) {
+		var ids []string
+		for _, s := range g.sinks {
+			ids = append(ids, s.GetId())
 		}
+		trim := "exact"
+		if g.presence == coarse {
+			trim = "coarse"
+		}
+		got = append(got, fmt.Sprintf("%s %s %v", g.addr, trim, ids))
 	}
-	slices.Sort(got)
-	if want := []string{"gw/a4", "gw/b1", "gw/l1", "gw/l2"}; !slices.Equal(got, want) {
-		t.Fatalf("direct to %v, want %v", got, want)
+	want := []string{"nodeA:1 exact [gw/a1 gw/a2 gw/a3]", "nodeA:1 coarse [gw/a4]", "nodeB:1 exact [gw/b1]", "self:1 exact [gw/l1 gw/l2]"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("groups %q, want %q", got, want)
+	}
+	if ids := route(ds, sinks)[0].fanoutMsg().GetSinkIds(); !slices.Equal(ids, []string{"gw/a1", "gw/a2", "gw/a3"}) {
+		t.Fatalf("PresenceFanout names %v", ids)
 	}
 }
 
-// The fan-out actor hands the event to each sink it names on its node.
+// The fan-out actor hands the event to each sink it names on its node: a
+// subscribed connection's socket gets the frame, and a sink that is not a
+// connection (a probe) gets a PresenceEvent.
 func TestFanoutActorDeliversToLocalSinks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, config.Fast())
 		got := make(chan string, 4)
-		var pids []*actor.PID
-		for range 2 {
-			pids = append(pids, e.n.root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
-				if ev, ok := ctx.Message().(*messages.PresenceEvent); ok {
-					got <- ctx.Self().GetId() + " " + ev.GetPresence().GetUser()
-				}
-			})))
-		}
-		e.n.root.Send(actor.NewPID(pids[0].GetAddress(), FanoutName), &messages.PresenceFanout{
+		probe := e.n.root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+			if ev, ok := ctx.Message().(*messages.PresenceEvent); ok {
+				got <- ev.GetPresence().GetUser()
+			}
+		}))
+		bob := e.connect(e.n.Gateway(), "bob", "laptop", 1)
+		bob.conn.Subscribe("s1", []string{"u"})
+		synctest.Wait()
+		e.n.root.Send(actor.NewPID(probe.GetAddress(), FanoutName), &messages.PresenceFanout{
 			Presence: &messages.Presence{User: "u", Status: messages.Status_online, Version: 1},
-			SinkIds:  []string{pids[0].GetId(), pids[1].GetId()},
+			SinkIds:  []string{probe.GetId(), bob.conn.pid.GetId()},
 		})
 		synctest.Wait()
-		var recv []string
-		for len(got) > 0 {
-			recv = append(recv, <-got)
+		if len(got) != 1 || <-got != "u" {
+			t.Fatalf("the probe got no event")
 		}
-		slices.Sort(recv)
-		want := []string{pids[0].GetId() + " u", pids[1].GetId() + " u"}
-		slices.Sort(want)
-		if !slices.Equal(recv, want) {
-			t.Fatalf("sinks got %v, want %v", recv, want)
+		if f := bob.sock.sent(); len(f) != 2 || f[1].GetPresence().GetUser() != "u" {
+			t.Fatalf("bob's frames %v, want the snapshot and u's event", f)
 		}
+		bob.close()
 	})
 }
 

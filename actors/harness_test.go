@@ -90,6 +90,13 @@ func (s *fakeSocket) Close(code messages.CloseCode, _ string) {
 	}
 }
 
+// sent is a copy of the frames sent so far.
+func (s *fakeSocket) sent() []*messages.Frame {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.frames)
+}
+
 func (s *fakeSocket) closedAt() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()

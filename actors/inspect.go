@@ -256,6 +256,6 @@ func (a *connActor) info(now time.Time) *messages.ActorState {
 	return &messages.ActorState{State: &messages.ActorState_Connection{Connection: &messages.ConnInfo{
 		User: a.user, Device: a.device, ConnId: a.id, Epoch: a.epoch, Gateway: a.g.node,
 		LastAliveAgoMs: now.Sub(a.c.LastAlive).Milliseconds(), SinceMs: a.since.UnixMilli(),
-		Active: a.active && !a.ended, Subscriptions: uint32(len(a.sink.Targets())),
+		Active: a.active && !a.ended, Subscriptions: uint32(a.subscriptions()),
 	}}}
 }

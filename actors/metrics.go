@@ -15,7 +15,7 @@ type Metrics struct {
 	DeviceTransitions *prometheus.CounterVec // direction=up|down, reason
 	Published         *prometheus.CounterVec // status=online|offline
 	Delivered         prometheus.Counter
-	EventMessages     *prometheus.CounterVec // path=direct|fanout
+	EventMessages     *prometheus.CounterVec // path=local|fanout
 	Renewals          prometheus.Counter
 	ClientRestarts    prometheus.Counter
 	StaleChecks       prometheus.Counter
@@ -36,7 +36,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		DeviceTransitions: metric.CounterVec("presence_device_transitions_total", "Device-level lease ups and downs, by direction and end reason.", "direction", "reason"),
 		Published:         metric.CounterVec("presence_published_changes_total", "User-level online/offline changes published after the debounce.", "status"),
 		Delivered:         metric.Counter("presence_events_delivered_total", "Trimmed presence events sent to subscriber sinks."),
-		EventMessages:     metric.CounterVec("presence_event_messages_total", "Messages views sent to carry events: direct (to one sink) or fanout (one per subscriber node, for several sinks there).", "path"),
+		EventMessages:     metric.CounterVec("presence_event_messages_total", "Events views handed on, one per trim and subscriber node: local (to their own node's fan-out, no message) or fanout (a message to another node's fan-out actor).", "path"),
 		Renewals:          metric.Counter("presence_lease_renewals_total", "Lease renewals accepted."),
 		ClientRestarts:    metric.Counter("presence_client_restarts_total", "Heartbeat seqs that started again on a live connection (the client restarted its counter)."),
 		StaleChecks:       metric.Counter("presence_stale_checks_total", "Connections told to check their staleness: only those silent for stale, not every connection every check."),

@@ -85,6 +85,8 @@ type Node struct {
 	// lease and view actor in it; renewals counts accepted lease renewals.
 	index    map[string]*registry
 	renewals atomic.Uint64
+	// hub writes views' events to this node's subscribing connections.
+	hub *sinkHub
 
 	cluster  *pcluster.Cluster // nil alone
 	provider *cluster.Provider
@@ -266,7 +268,7 @@ func Start(d Deps) (_ *Node, err error) {
 		return slog.New(quietlog.New(d.Logger.Handler(), quietlog.ProtoActor)).With("lib", "protoactor")
 	}))
 	countDeadLetters(sys, d.Metrics.DeadLetters)
-	n := &Node{deps: d, sys: sys, root: sys.Root, sched: scheduler.NewTimerScheduler(sys.Root), metrics: d.Metrics, log: d.Logger, stall: newStallClock(), index: newIndex()}
+	n := &Node{deps: d, sys: sys, root: sys.Root, sched: scheduler.NewTimerScheduler(sys.Root), metrics: d.Metrics, log: d.Logger, stall: newStallClock(), index: newIndex(), hub: newSinkHub()}
 	defer func() {
 		if err != nil {
 			n.stall.stop()

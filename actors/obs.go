@@ -169,7 +169,7 @@ func (m *Metrics) preset() {
 	for _, s := range []string{"online", "offline"} {
 		m.Published.WithLabelValues(s)
 	}
-	for _, p := range []string{"direct", "fanout"} {
+	for _, p := range []string{"local", "fanout"} {
 		m.EventMessages.WithLabelValues(p)
 	}
 	for _, op := range []string{"acquire", "renew", "release", "gateway_down", "expire"} {

@@ -262,16 +262,15 @@ func (a *viewActor) drop(ctx actor.Context, sink *actor.PID) {
 
 func (a *viewActor) apply(ctx actor.Context, res core.ViewResult) {
 	now := time.Now()
-	direct, fanouts := route(res.Deliveries, a.sinks, ctx.Self().GetAddress())
-	for _, d := range direct {
-		sendFrom(ctx, d.sink, &messages.PresenceEvent{Presence: d.presence})
-		a.n.metrics.EventMessages.WithLabelValues("direct").Inc()
-		a.n.metrics.Delivered.Inc()
-	}
-	for _, f := range fanouts {
-		sendFrom(ctx, actor.NewPID(f.addr, FanoutName), f.msg)
-		a.n.metrics.EventMessages.WithLabelValues("fanout").Inc()
-		a.n.metrics.Delivered.Add(float64(len(f.msg.GetSinkIds())))
+	for _, g := range route(res.Deliveries, a.sinks) {
+		if g.addr == ctx.Self().GetAddress() {
+			a.n.fanout(g.presence, g.sinks)
+			a.n.metrics.EventMessages.WithLabelValues("local").Inc()
+		} else {
+			sendFrom(ctx, actor.NewPID(g.addr, FanoutName), g.fanoutMsg())
+			a.n.metrics.EventMessages.WithLabelValues("fanout").Inc()
+		}
+		a.n.metrics.Delivered.Add(float64(len(g.sinks)))
 	}
 	if res.Debounce != nil {
 		a.debounce.arm(a.n.sched, res.Debounce.At.Sub(now), ctx.Self(), debounceFired{res.Debounce.Gen})

@@ -2,6 +2,7 @@ package loadbench
 
 import (
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +32,12 @@ func fanout(o Options, sys system, ws []*workerProc, res *RunResult) error {
 		time.Sleep(time.Until(c.Settled()))
 	}
 	t := ws[0]
+	if p, ok := sys.(*presenceSys); ok && o.Profile != "" {
+		// The rounds, about 4 s each: the fan-out's share of the node's CPU
+		// (go tool pprof -focus on the fan-out's functions; the heartbeats
+		// of the N devices run meanwhile).
+		go p.profile(time.Duration(o.Rounds)*4*time.Second, filepath.Join(o.Profile, fmt.Sprintf("fanout-cpu-%d.pprof", time.Now().Unix())))
+	}
 	for round := range o.Rounds {
 		o.progressf("\r\033[K%s fan-out round %d/%d", sys.Name(), round+1, o.Rounds)
 		if _, err := t.ask("open "+target, "opened", time.Minute); err != nil {

@@ -1,0 +1,175 @@
+package actors
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/presence-im/presence/core"
+	"github.com/presence-im/presence/messages"
+)
+
+// connOut is a connection's sink (core.Sink) and socket behind one lock.
+// Its actor writes through it (snapshots, error frames) and so do the
+// node's fan-out workers (events, sinkHub): the order in which the sink
+// decides is the order of the frames on the socket, so the sink's promises
+// (the snapshot before any change of its targets, versions never going
+// back) hold whichever goroutine writes. Without it every event was one
+// actor message per subscriber (a mailbox, a goroutine per wake-up): the
+// fan-out of one offline to 5,000 subscribers (BENCHMARKS.md).
+type connOut struct {
+	mu     sync.Mutex
+	sink   *core.Sink
+	sock   Socket
+	closed bool // the connection ended or overflowed: nothing more is sent
+	// shard is the fan-out worker that writes this connection's events, the
+	// same one every time so that they stay in the order views sent them.
+	shard uint32
+}
+
+// sendLocked hands frames to the socket in order; false: the outbox is
+// full (the device stopped reading), and nothing more is sent.
+func (o *connOut) sendLocked(frames []*messages.Frame) bool {
+	for _, f := range frames {
+		if o.closed {
+			return true
+		}
+		if !o.sock.Send(f) {
+			o.closed = true
+			return false
+		}
+	}
+	return true
+}
+
+// event passes one view's event through the sink to the socket; false:
+// the outbox overflowed.
+func (o *connOut) event(p *messages.Presence) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return true
+	}
+	return o.sendLocked(o.sink.Event(p))
+}
+
+// connOverflow tells a connection actor that a fan-out worker found its
+// outbox full: it ends as if its own write had (CloseOverflow).
+type connOverflow struct{}
+
+// sinkHub is a node's fan-out: the subscribing connections by their actor's
+// id, and one worker per core that writes the events handed to it
+// straight to their sockets. A view hands the event for its own node's
+// sinks to it (Node.fanout), and the fan-out actor one from another node's
+// view, so an event is one call and a write per socket, not a message per
+// subscriber. Workers run while they have work (no goroutine when idle).
+type sinkHub struct {
+	conns  sync.Map // actor id -> *connOut
+	next   atomic.Uint32
+	shards []fanShard
+}
+
+type fanShard struct {
+	mu      sync.Mutex
+	jobs    []fanJob
+	running bool
+}
+
+// fanJob is one event for the connections of one shard.
+type fanJob struct {
+	p     *messages.Presence
+	outs  []*connOut
+	pids  []*actor.PID // their actors, for an overflow
+	onEnd func(*actor.PID)
+}
+
+func newSinkHub() *sinkHub {
+	return &sinkHub{shards: make([]fanShard, max(runtime.GOMAXPROCS(0), 1))}
+}
+
+// add makes a connection reachable by the fan-out (at its first subscribe).
+func (h *sinkHub) add(id string, o *connOut) {
+	o.shard = h.next.Add(1) % uint32(len(h.shards))
+	h.conns.Store(id, o)
+}
+
+// remove forgets a connection (when its actor stops).
+func (h *sinkHub) remove(id string, o *connOut) { h.conns.CompareAndDelete(id, o) }
+
+// deliver hands p to each named sink of this node: those the hub knows go
+// to their shard's worker; any other (a sink that is not a connection, or
+// one that stopped) gets a PresenceEvent, as before the hub. overflowed is
+// told the actors whose outbox overflowed.
+func (h *sinkHub) deliver(root *actor.RootContext, p *messages.Presence, pids []*actor.PID, overflowed func(*actor.PID)) {
+	jobs := make([]fanJob, len(h.shards))
+	var ev *messages.PresenceEvent
+	for _, pid := range pids {
+		v, ok := h.conns.Load(pid.GetId())
+		if !ok {
+			if ev == nil {
+				ev = &messages.PresenceEvent{Presence: p}
+			}
+			root.Send(pid, ev)
+			continue
+		}
+		o := v.(*connOut)
+		j := &jobs[o.shard]
+		j.outs, j.pids = append(j.outs, o), append(j.pids, pid)
+	}
+	for i := range jobs {
+		if len(jobs[i].outs) > 0 {
+			jobs[i].p, jobs[i].onEnd = p, overflowed
+			h.shards[i].push(jobs[i])
+		}
+	}
+}
+
+// push queues a job and starts the shard's worker if it is not running.
+func (s *fanShard) push(j fanJob) {
+	s.mu.Lock()
+	s.jobs = append(s.jobs, j)
+	start := !s.running
+	s.running = true
+	s.mu.Unlock()
+	if start {
+		go s.run()
+	}
+}
+
+// run writes the queued jobs in order until none is left.
+func (s *fanShard) run() {
+	for {
+		s.mu.Lock()
+		jobs := s.jobs
+		s.jobs = nil
+		if len(jobs) == 0 {
+			s.running = false
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+		for _, j := range jobs {
+			for i, o := range j.outs {
+				if !o.event(j.p) {
+					j.onEnd(j.pids[i])
+				}
+			}
+		}
+	}
+}
+
+// subscriptions is the number of targets the connection subscribes to.
+func (a *connActor) subscriptions() int {
+	a.out.mu.Lock()
+	defer a.out.mu.Unlock()
+	return len(a.out.sink.Targets())
+}
+
+// fanout hands an event to sinks on this node (sinkHub).
+func (n *Node) fanout(p *messages.Presence, sinks []*actor.PID) {
+	n.hub.deliver(n.root, p, sinks, n.overflowed)
+}
+
+// overflowed tells a connection actor its outbox overflowed.
+func (n *Node) overflowed(pid *actor.PID) { n.root.Send(pid, connOverflow{}) }

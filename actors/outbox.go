@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/presence-im/presence/core"
@@ -78,10 +79,25 @@ type fanShard struct {
 
 // fanJob is one event for the connections of one shard.
 type fanJob struct {
-	p     *messages.Presence
-	outs  []*connOut
-	pids  []*actor.PID // their actors, for an overflow
-	onEnd func(*actor.PID)
+	p    *messages.Presence
+	outs []*connOut
+	pids []*actor.PID // their actors, for an overflow
+	ev   *fanEvent
+}
+
+// fanEvent is one deliver call: when the last of its jobs is written, the
+// time since the call is observed (presence_fanout_seconds).
+type fanEvent struct {
+	start   time.Time
+	left    atomic.Int32
+	onEnd   func(*actor.PID)
+	observe func(time.Duration)
+}
+
+func (e *fanEvent) jobDone() {
+	if e.left.Add(-1) == 0 {
+		e.observe(time.Since(e.start))
+	}
 }
 
 func newSinkHub() *sinkHub {
@@ -99,18 +115,18 @@ func (h *sinkHub) remove(id string, o *connOut) { h.conns.CompareAndDelete(id, o
 
 // deliver hands p to each named sink of this node: those the hub knows go
 // to their shard's worker; any other (a sink that is not a connection, or
-// one that stopped) gets a PresenceEvent, as before the hub. overflowed is
+// one that stopped) gets a PresenceEvent, as before the hub. ev.onEnd is
 // told the actors whose outbox overflowed.
-func (h *sinkHub) deliver(root *actor.RootContext, p *messages.Presence, pids []*actor.PID, overflowed func(*actor.PID)) {
+func (h *sinkHub) deliver(root *actor.RootContext, p *messages.Presence, pids []*actor.PID, ev *fanEvent) {
 	jobs := make([]fanJob, len(h.shards))
-	var ev *messages.PresenceEvent
+	var msg *messages.PresenceEvent
 	for _, pid := range pids {
 		v, ok := h.conns.Load(pid.GetId())
 		if !ok {
-			if ev == nil {
-				ev = &messages.PresenceEvent{Presence: p}
+			if msg == nil {
+				msg = &messages.PresenceEvent{Presence: p}
 			}
-			root.Send(pid, ev)
+			root.Send(pid, msg)
 			continue
 		}
 		o := v.(*connOut)
@@ -119,7 +135,12 @@ func (h *sinkHub) deliver(root *actor.RootContext, p *messages.Presence, pids []
 	}
 	for i := range jobs {
 		if len(jobs[i].outs) > 0 {
-			jobs[i].p, jobs[i].onEnd = p, overflowed
+			ev.left.Add(1)
+		}
+	}
+	for i := range jobs {
+		if len(jobs[i].outs) > 0 {
+			jobs[i].p, jobs[i].ev = p, ev
 			h.shards[i].push(jobs[i])
 		}
 	}
@@ -152,9 +173,10 @@ func (s *fanShard) run() {
 		for _, j := range jobs {
 			for i, o := range j.outs {
 				if !o.event(j.p) {
-					j.onEnd(j.pids[i])
+					j.ev.onEnd(j.pids[i])
 				}
 			}
+			j.ev.jobDone()
 		}
 	}
 }
@@ -168,8 +190,11 @@ func (a *connActor) subscriptions() int {
 
 // fanout hands an event to sinks on this node (sinkHub).
 func (n *Node) fanout(p *messages.Presence, sinks []*actor.PID) {
-	n.hub.deliver(n.root, p, sinks, n.overflowed)
+	n.hub.deliver(n.root, p, sinks, &fanEvent{start: time.Now(), onEnd: n.overflowed, observe: n.fanoutTook})
 }
+
+// fanoutTook observes one event's fan-out on this node.
+func (n *Node) fanoutTook(d time.Duration) { n.metrics.Fanout.Observe(d.Seconds()) }
 
 // overflowed tells a connection actor its outbox overflowed.
 func (n *Node) overflowed(pid *actor.PID) { n.root.Send(pid, connOverflow{}) }

@@ -92,10 +92,24 @@ func Dial(ctx context.Context, rawURL string, o DialOptions) (*Conn, error) {
 
 // Next reads the next frame.
 func (c *Conn) Next(ctx context.Context) (*messages.Frame, error) {
+	f, _, err := c.NextAt(ctx)
+	return f, err
+}
+
+// NextAt is Next with the time its bytes were read, before they are
+// decoded: a receive time that leaves out the client's own decoding (the
+// bench's fan-out latency, internal/loadbench).
+func (c *Conn) NextAt(ctx context.Context) (*messages.Frame, time.Time, error) {
 	kind, b, err := c.ws.Read(ctx)
+	at := time.Now()
 	if err != nil {
-		return nil, err
+		return nil, at, err
 	}
+	f, err := c.decode(kind, b)
+	return f, at, err
+}
+
+func (c *Conn) decode(kind websocket.MessageType, b []byte) (*messages.Frame, error) {
 	f := &messages.Frame{}
 	if c.subprotocol == ProtoBinary {
 		if kind != websocket.MessageBinary {

@@ -71,8 +71,8 @@ func TestClusterFanOutOncePerNode(t *testing.T) {
 	if code != http.StatusOK || c.Actors["n1"]["connection"] != 3 || c.Actors["n1"]["gateway"] != 1 || c.Actors["n2"]["gateway"] != 1 {
 		t.Fatalf("n2's /api/cluster actors: %v (status %d), want n1 with 3 connections and a gateway on each node", c.Actors, code)
 	}
-	fanout, direct := `presence_event_messages_total{path="fanout"}`, `presence_event_messages_total{path="direct"}`
-	before, beforeDirect := n2.metric(fanout), n2.metric(direct)
+	fanout, local := `presence_event_messages_total{path="fanout"}`, `presence_event_messages_total{path="local"}`
+	before, beforeLocal := n2.metric(fanout), n2.metric(local)
 
 	dev := n2.dial(ctx, user, "phone", 1)
 	keepAlive(ctx, dev)
@@ -82,7 +82,7 @@ func TestClusterFanOutOncePerNode(t *testing.T) {
 	if got := n2.metric(fanout) - before; got != 2 {
 		t.Fatalf("fan-out messages from n2: %v for two events, want 2", got)
 	}
-	if got := n2.metric(direct) - beforeDirect; got != 0 {
-		t.Fatalf("direct event messages from n2: %v, want 0 (all three sinks are on n1)", got)
+	if got := n2.metric(local) - beforeLocal; got != 0 {
+		t.Fatalf("local fan-outs on n2: %v, want 0 (all three sinks are on n1)", got)
 	}
 }

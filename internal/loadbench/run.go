@@ -39,7 +39,7 @@ type Options struct {
 	Self        string        // this binary (cmd/bench): its peer and worker commands
 	RedisServer string        // redis-server binary
 	Dir         string        // logs and stores of the runs
-	Profile     string        // directory for presence's CPU profile of each idle window and its heap profile after it; "": none
+	Profile     string        // directory for presence's CPU profile of each idle window, its heap profile after it and the fan-out rounds' CPU profile; "": none
 	Progress    io.Writer     // the progress bar (a terminal); nil: none
 }
 
@@ -93,6 +93,7 @@ type RunResult struct {
 	Codes          string // their close codes (-1: no close frame, e.g. EOF)
 	Errors         string
 	ServerCloses   string
+	FanoutWrites   string        // presence: its nodes' own time per event from the view to the last socket (presence_fanout_seconds)
 	Held           time.Duration // how long the devices were held before Unexpected was read
 }
 
@@ -193,6 +194,9 @@ func runOnce(ctx context.Context, o Options, name, dir string, hold bool) (RunRe
 	}
 	res.Unexpected, res.Codes, res.Errors = st.unexpected, codesString(st.codes), strings.Join(st.errs, " | ")
 	res.ServerCloses = sys.ServerCloses()
+	if p, ok := sys.(*presenceSys); ok {
+		res.FanoutWrites = p.fanoutWrites()
+	}
 	return res, nil
 }
 

@@ -222,6 +222,24 @@ func (s *presenceSys) Heap() (float64, error) {
 	return m["go_memstats_heap_inuse_bytes"], err
 }
 
+// fanoutWrites is the nodes' own share of the fan-out: the mean, over
+// every event and node, of the time from the view handing an event to the
+// node's fan-out to the last socket write (presence_fanout_seconds; the
+// online events of the rounds included), and the events over 50 ms.
+func (s *presenceSys) fanoutWrites() string {
+	m, err := s.metrics("presence_fanout_seconds")
+	if err != nil {
+		return err.Error()
+	}
+	n := m["presence_fanout_seconds_count"]
+	if n == 0 {
+		return ""
+	}
+	over := n - m[`presence_fanout_seconds_bucket{le="0.05"}`]
+	return fmt.Sprintf("node fan-out (view to the last socket write, presence_fanout_seconds): %.0f events, mean %.1f ms, %.0f over 50 ms",
+		n, 1000*m["presence_fanout_seconds_sum"]/n, over)
+}
+
 func (s *presenceSys) ServerCloses() string {
 	m, err := s.metrics("presence_ws_server_closes_total")
 	if err != nil {

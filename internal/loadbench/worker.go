@@ -205,7 +205,7 @@ func (w *worker) beat(ctx context.Context, wc *wconn) {
 // close frame, e.g. EOF).
 func (w *worker) read(ctx context.Context, wc *wconn) {
 	for {
-		f, err := wc.c.Next(ctx)
+		f, at, err := wc.c.NextAt(ctx)
 		if err != nil {
 			if !wc.closing.Load() && ctx.Err() == nil {
 				w.unexpected.Add(1)
@@ -226,11 +226,9 @@ func (w *worker) read(ctx context.Context, wc *wconn) {
 			}
 		case *messages.Frame_Presence:
 			if k.Presence.GetStatus() != messages.Status_online {
-				now := time.Now().UnixNano()
 				w.mu.Lock()
 				if k.Presence.GetUser() == w.targetUser {
-					w.recv = append(w.recv, now)
-
+					w.recv = append(w.recv, at.UnixNano())
 				}
 				w.mu.Unlock()
 			}

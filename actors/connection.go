@@ -112,6 +112,8 @@ func (a *connActor) Receive(ctx actor.Context) {
 		a.overflow(ctx)
 	case *actor.Stopping:
 		a.onStopping(ctx, now)
+	case *actor.Restarting: // a panic: the new instance starts with an empty sink
+		a.unhub(ctx)
 	}
 }
 
@@ -200,9 +202,7 @@ func (a *connActor) onLost(ctx actor.Context, m *messages.ConnLost, now time.Tim
 // crash), releases the lease and closes the socket.
 func (a *connActor) onStopping(ctx actor.Context, now time.Time) {
 	a.n.index[KindConnection].remove(leaseID(a.user, a.device), ctx.Self())
-	if a.hubbed {
-		a.n.hub.remove(ctx.Self().GetId(), &a.out)
-	}
+	a.unhub(ctx)
 	a.renew.stop()
 	a.rereg.stop()
 	a.out.mu.Lock()

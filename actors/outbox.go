@@ -181,6 +181,14 @@ func (s *fanShard) run() {
 	}
 }
 
+// unhub takes the connection out of the fan-out.
+func (a *connActor) unhub(ctx actor.Context) {
+	if a.hubbed {
+		a.hubbed = false
+		a.n.hub.remove(ctx.Self().GetId(), &a.out)
+	}
+}
+
 // subscriptions is the number of targets the connection subscribes to.
 func (a *connActor) subscriptions() int {
 	a.out.mu.Lock()

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -70,9 +71,13 @@ type fakeSocket struct {
 	code   messages.CloseCode
 	at     time.Time // when it was closed
 	limit  int       // 0: unbounded
+	slow   int       // yields per Send: a slow write that blocks nobody (set before use)
 }
 
 func (s *fakeSocket) Send(f *messages.Frame) bool {
+	for range s.slow {
+		runtime.Gosched()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.limit > 0 && len(s.frames) >= s.limit {

@@ -35,7 +35,7 @@ test: tools
 	# (gateway-crash, pause, kill-two, kill-two-at-once-lease, rolling
 	# with a 1 s debounce, restart-storm; docs/bounds.md, "Availability",
 	# says what is left to make chaos and why)
-	$(GO) test -race -count=1 -tags chaos -run 'TestRunScenarios|TestRunScenarioUnderLoad' -v ./chaos/
+	$(GO) test -race -count=1 -tags chaos -run 'TestRunScenarios|TestRunScenarioUnderLoad|TestRunSoak' -v ./chaos/
 	# the same on containers, where a Docker engine answers
 	if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory docker && \
 	  $(GO) test -race -count=1 -tags chaos -run TestRunDocker -v ./chaos/; \

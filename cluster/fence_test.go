@@ -1,6 +1,9 @@
 package cluster
 
 import (
+	"io"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,3 +76,33 @@ func TestMinDetection(t *testing.T) {
 		t.Fatal("more members must take longer")
 	}
 }
+
+// A member the others declared dead that refutes it (memberlist's "Refuting
+// a dead message", e.g. one starved for less than the pause threshold
+// right after it rejoined) fences: the others reclaimed its leases and
+// proto.actor blocked its actor system id, so it is left out of their
+// placement while its own still names itself (a soak run: its lease
+// expired a device the others held elsewhere, and its down was taken once
+// it was alive again). A refute while it joins (its old incarnation's
+// death) is not a verdict on this one.
+func TestFenceOnARefutedDeath(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	g := members(now, map[string]State{"n2": Alive, "n3": Alive}, nil)
+	w := FenceWatch{Gossip: g, Preset: "fast"}
+	logw := &memberlistLog{l: discard(), refuted: g.refutedDeath}
+	refute := func() { _, _ = logw.Write([]byte("[WARN] memberlist: Refuting a dead message (from: n2)")) }
+	refute() // while joining
+	_, _ = logw.Write([]byte("[WARN] memberlist: Refuting a suspect message (from: n2)"))
+	g.joinedAt.Store(true)
+	_, _ = logw.Write([]byte("[WARN] memberlist: Refuting a suspect message (from: n2)"))
+	if reason, detail, _ := w.check(now, now.Add(-100*time.Millisecond)); reason != "" {
+		t.Fatalf("fenced on a refute while joining or on a suspicion: %q %q", reason, detail)
+	}
+	refute()
+	reason, detail, _ := w.check(now, now.Add(-100*time.Millisecond))
+	if reason != FenceDeclaredDead || !strings.Contains(detail, "declared this node dead") {
+		t.Fatalf("check = %q %q, want %q", reason, detail, FenceDeclaredDead)
+	}
+}
+
+func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -119,7 +120,25 @@ type Gossip struct {
 	done    chan struct{}
 	stopped chan struct{}
 	joined  bool // it joined others at start (did not start a new cluster)
+	// joinedAt is set once NewGossip's join is done; refuted when, after
+	// that, memberlist refuted a death verdict on this node (fence.go).
+	joinedAt atomic.Bool
+	refuted  atomic.Bool
 }
+
+// refutedDeath files memberlist's refute of a death verdict on this node,
+// unless it came while joining: a new incarnation answers its old one's
+// death then.
+func (g *Gossip) refutedDeath() {
+	if g.joinedAt.Load() {
+		g.refuted.Store(true)
+	}
+}
+
+// DeclaredDead reports whether other members declared this node dead after
+// it joined (it refuted the verdict, so it is alive again in their tables,
+// under an actor system id proto.actor blocked).
+func (g *Gossip) DeclaredDead() bool { return g.refuted.Load() }
 
 // profile returns the memberlist configuration of a preset.
 func profile(preset string) *memberlist.Config {
@@ -199,7 +218,7 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 	}
 	c.Delegate, c.Events, c.Ping = g, g, g
 	c.SecretKey = cfg.Key
-	c.Logger = log.New(&memberlistLog{l: g.log}, "", 0)
+	c.Logger = log.New(&memberlistLog{l: g.log, refuted: g.refutedDeath}, "", 0)
 	g.conf = c
 	go g.deliver()
 	ml, err := memberlist.Create(c)
@@ -222,6 +241,7 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 		}
 	}
 	g.joined = ml.NumMembers() > 1
+	g.joinedAt.Store(true)
 	return g, nil
 }
 
@@ -559,12 +579,20 @@ const LogBurst = 10 * time.Second
 // metadata as text; warnings and errors one per LogBurst.
 type memberlistLog struct {
 	l *slog.Logger
+	// refuted is called on memberlist's refute of a death verdict on this
+	// node, before any warning is left out (its only sign of the verdict).
+	refuted func()
 
 	mu         sync.Mutex
 	now        func() time.Time // nil: time.Now
 	last       time.Time        // when the last warning or error was logged
 	suppressed int              // warnings and errors left out since
 }
+
+// refuteDead begins memberlist's line for a refute of a death verdict on
+// this node (state.go, deadNode, hashicorp/memberlist v0.7.0); no delegate
+// tells of it.
+const refuteDead = "Refuting a dead message"
 
 func (w *memberlistLog) Write(p []byte) (int, error) {
 	line := strings.TrimSpace(string(p))
@@ -576,6 +604,9 @@ func (w *memberlistLog) Write(p []byte) (int, error) {
 		}
 	}
 	line = strings.TrimPrefix(line, "memberlist: ")
+	if w.refuted != nil && strings.HasPrefix(line, refuteDead) {
+		w.refuted()
+	}
 	level = quietlog.Memberlist.Level(level, line)
 	attrs := []any{"lib", "memberlist"}
 	if level >= slog.LevelWarn {

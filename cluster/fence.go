@@ -149,8 +149,8 @@ func (w FenceWatch) check(now, last time.Time) (FenceReason, string, []Voter) {
 	if gap := now.Sub(last); len(base) > 1 && gap > pause {
 		return FencePaused, fmt.Sprintf("did not run for %v (the others may declare a member dead after %v)", gap.Round(time.Millisecond), pause), base
 	}
-	if w.Gossip.DeclaredDead() && len(base) > 1 {
-		return FenceDeclaredDead, "the others declared this node dead and it refuted the verdict: they reclaimed its leases and blocked its actor system id", base
+	if who := w.Gossip.DeclaredDead(); who != "" && len(base) > 1 {
+		return FenceDeclaredDead, "declared dead and alive again under the same id (" + who + "): the others reclaimed its leases and blocked it", base
 	}
 	v := Decide(base)
 	if w.Lease != nil {

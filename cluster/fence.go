@@ -11,9 +11,16 @@ import (
 // Fencing. A member the others may have declared dead must stop serving
 // devices at once: they reclaimed its leases (gateway_down), re-created its
 // lease and view actors elsewhere, and proto.actor blocked its actor system
-// id for good, so whatever it still holds is stale. It cannot learn its
-// verdict for sure, so it fences on either sign:
+// id for good, so whatever it still holds is stale. It fences on any of
+// these signs:
 //
+//   - declared dead: memberlist refuted a verdict of death against it (it
+//     came back within a second, unpaused: a flap under load), so a member
+//     did declare it dead. Without the fence it would go on under the
+//     blocked id, which that member leaves out of placement while it and
+//     the rest keep it: identities routed to two actors for good (issue
+//     8: views that never passivated). A verdict it did not hear of is
+//     caught by the next sign if it paused;
 //   - paused: the process did not run for longer than the others need, at
 //     the least, to declare a silent member dead (SIGSTOP, a VM pause);
 //   - minority: the split-brain resolver (resolver.go) says its side does
@@ -38,6 +45,11 @@ const (
 	FencePaused   FenceReason = "paused"
 	FenceMinority FenceReason = "minority"
 	FenceLease    FenceReason = "lease" // the lease strategy (lease.go): the other side holds it
+	// FenceDeclared: a member declared this one dead and it refuted the
+	// verdict (a flap: late acks under load, a pause shorter than the
+	// paused sign's), so it is back under an id the declaring member
+	// blocked for good (Gossip.DeclaredDead).
+	FenceDeclared FenceReason = "declared dead"
 )
 
 // MinDetection is the earliest the others can declare a silent member dead,
@@ -136,6 +148,9 @@ func (w FenceWatch) check(now, last time.Time) (FenceReason, string, []Voter) {
 	base := w.Gossip.Base(now, stable)
 	// A stall under a second is the scheduler or the collector, not a
 	// pause anyone could have declared us dead in.
+	if by, ok := w.Gossip.DeclaredDead(); ok {
+		return FenceDeclared, fmt.Sprintf("a member declared this one dead (%s): it blocked this actor-system id for good and routes this member's identities elsewhere", by), base
+	}
 	pause := max(MinDetection(w.Preset, len(base)), time.Second)
 	if gap := now.Sub(last); len(base) > 1 && gap > pause {
 		return FencePaused, fmt.Sprintf("did not run for %v (the others may declare a member dead after %v)", gap.Round(time.Millisecond), pause), base

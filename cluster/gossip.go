@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -39,7 +40,17 @@ type Meta struct {
 	// (rejoin.go): under the lease strategy it does not count toward
 	// another fenced node's verdict.
 	Fenced bool `json:"f,omitempty"`
+	// Blocked lists the actor-system ids of members alive again that this
+	// one declared dead (proto.actor blocked them here for good and
+	// placement leaves them out): each fences on seeing its own id here
+	// (Gossip.DeclaredDead). At most MaxBlocked.
+	Blocked []string `json:"b,omitempty"`
 }
+
+// MaxBlocked caps Meta.Blocked (memberlist's metadata is at most 512
+// bytes); more ids than this at once is more flapping members than any
+// cluster it is meant for has.
+const MaxBlocked = 4
 
 // EventKind says what happened to a member.
 type EventKind string
@@ -119,6 +130,12 @@ type Gossip struct {
 	done    chan struct{}
 	stopped chan struct{}
 	joined  bool // it joined others at start (did not start a new cluster)
+
+	// member is when NewGossip returned (unix ns; 0 before), refuted when
+	// memberlist first refuted a verdict of death against this member
+	// after RefuteGrace since (0: never): see DeclaredDead.
+	member, refuted atomic.Int64
+	blockMu         sync.Mutex // one SetBlocked update at a time
 }
 
 // profile returns the memberlist configuration of a preset.
@@ -199,7 +216,7 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 	}
 	c.Delegate, c.Events, c.Ping = g, g, g
 	c.SecretKey = cfg.Key
-	c.Logger = log.New(&memberlistLog{l: g.log}, "", 0)
+	c.Logger = log.New(&memberlistLog{l: g.log, refuted: g.noteRefuted}, "", 0)
 	g.conf = c
 	go g.deliver()
 	ml, err := memberlist.Create(c)
@@ -222,7 +239,88 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 		}
 	}
 	g.joined = ml.NumMembers() > 1
+	g.member.Store(time.Now().UnixNano())
 	return g, nil
+}
+
+// RefuteGrace is how long after joining a refuted death is taken for an
+// earlier incarnation's: a node restarted under its old name hears its
+// old process's death from the seeds (memberlist names members, not
+// incarnations) and refutes it; once it has, its incarnation is above the
+// old one's and a stale verdict is ignored.
+const RefuteGrace = 3 * time.Second
+
+// noteRefuted is memberlist refuting a verdict of death against this
+// member (its "Refuting a dead message" line). Some member declared it
+// dead, so proto.actor there blocked its actor-system id for good and
+// left it out of placement, while the member's own placement keeps it:
+// the two route the same identities to different actors from then on
+// (issue 8: views and devices that stayed for ever after a member flap).
+func (g *Gossip) noteRefuted() {
+	since := g.member.Load()
+	if since == 0 || time.Since(time.Unix(0, since)) < RefuteGrace {
+		g.log.Debug("cluster: refuted the death of an earlier incarnation of this member")
+		return
+	}
+	g.refuted.CompareAndSwap(0, time.Now().UnixNano())
+}
+
+// DeclaredDead reports whether another member declared this one dead and
+// it came back alive under its old actor-system id, which that member
+// blocked for good, and who says so: a member whose metadata lists this
+// id as blocked (SetBlocked), or memberlist here, which refuted a verdict
+// of death since this member joined. The declaring member's word is the
+// one that always comes: a member back within a second often refuted only
+// a suspicion, its alive message reaching the others after they declared
+// it dead (TestClusterViewsPassivateAfterAFlap).
+func (g *Gossip) DeclaredDead() (by string, ok bool) {
+	if g.refuted.Load() != 0 {
+		return "memberlist refuted a verdict of death", true
+	}
+	g.metaMu.Lock()
+	id := g.self.ID
+	g.metaMu.Unlock()
+	if id == "" {
+		return "", false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for name, m := range g.metas {
+		if name != g.conf.Name && g.members[name].State == Alive && slices.Contains(m.Blocked, id) {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// SetBlocked tells the others, in this member's metadata, the actor-system
+// ids of members alive again that this one declared dead (Meta.Blocked,
+// at most MaxBlocked, sorted). It returns at once; updates are applied in
+// order.
+func (g *Gossip) SetBlocked(ids []string) {
+	ids = slices.Sorted(slices.Values(ids))
+	ids = ids[:min(len(ids), MaxBlocked)]
+	g.metaMu.Lock()
+	if slices.Equal(ids, g.self.Blocked) {
+		g.metaMu.Unlock()
+		return
+	}
+	g.self.Blocked = ids
+	b, err := json.Marshal(g.self)
+	if err == nil {
+		g.meta = b
+	}
+	g.metaMu.Unlock()
+	if err != nil {
+		return
+	}
+	go func() {
+		g.blockMu.Lock() // UpdateNode waits for the broadcast; one at a time
+		defer g.blockMu.Unlock()
+		if err := g.ml.UpdateNode(time.Second); err != nil {
+			g.log.Warn("cluster: telling the others which members this one declared dead", "err", err)
+		}
+	}()
 }
 
 // joinEvery is the pause between two tries of the seeds.
@@ -371,10 +469,10 @@ func (g *Gossip) Meta(id string) (Meta, bool) {
 // Leave tells the others this node is leaving (first in its metadata,
 // then memberlist's leave), then shuts down.
 func (g *Gossip) Leave(timeout time.Duration) error {
+	g.metaMu.Lock()
 	leaving := g.self
 	leaving.Leaving = true
 	b, _ := json.Marshal(leaving)
-	g.metaMu.Lock()
 	g.meta = b
 	g.metaMu.Unlock()
 	err := g.ml.UpdateNode(timeout)
@@ -398,7 +496,11 @@ func (g *Gossip) Shutdown() {
 }
 
 // memberlist.Delegate: only the metadata is used.
-func (g *Gossip) NodeMeta(int) []byte                 { return g.meta }
+func (g *Gossip) NodeMeta(int) []byte {
+	g.metaMu.Lock()
+	defer g.metaMu.Unlock()
+	return g.meta
+}
 func (g *Gossip) NotifyMsg([]byte)                    {}
 func (g *Gossip) GetBroadcasts(int, int) [][]byte     { return nil }
 func (g *Gossip) LocalState(bool) []byte              { return nil }
@@ -558,7 +660,8 @@ const LogBurst = 10 * time.Second
 // slog records at that level, lowered by quietlog.Memberlist, with node
 // metadata as text; warnings and errors one per LogBurst.
 type memberlistLog struct {
-	l *slog.Logger
+	l       *slog.Logger
+	refuted func() // memberlist refuted a verdict of death against this member
 
 	mu         sync.Mutex
 	now        func() time.Time // nil: time.Now
@@ -576,6 +679,9 @@ func (w *memberlistLog) Write(p []byte) (int, error) {
 		}
 	}
 	line = strings.TrimPrefix(line, "memberlist: ")
+	if w.refuted != nil && strings.HasPrefix(line, "Refuting a dead message") {
+		w.refuted() // before the burst limit: it must never be left out
+	}
 	level = quietlog.Memberlist.Level(level, line)
 	attrs := []any{"lib", "memberlist"}
 	if level >= slog.LevelWarn {

@@ -120,13 +120,20 @@ func (p *Provider) publish() {
 		return
 	}
 	var members []*pcluster.Member
+	var blocked []string
 	for _, m := range g.Members() {
 		meta, ok := g.Meta(m.ID)
 		// A member that was declared dead and refuted it comes back under
 		// its old actor system id, which proto.actor blocked for good: it
 		// is left out here too, so Owner hashes over what proto.actor
-		// places on (the node fences itself and restarts with a new id).
-		if !ok || m.State != Alive || meta.ID == "" || c.Remote.BlockList().IsBlocked(meta.ID) {
+		// places on, and told so (Gossip.SetBlocked): it fences itself and
+		// restarts with a new id, or the members would route its
+		// identities to two actors for good.
+		if ok && m.State == Alive && meta.ID != "" && c.Remote.BlockList().IsBlocked(meta.ID) {
+			blocked = append(blocked, meta.ID)
+			continue
+		}
+		if !ok || m.State != Alive || meta.ID == "" {
 			continue
 		}
 		if pm := placedMember(meta.ID, meta.Actor, meta.Kinds); pm != nil {
@@ -143,6 +150,7 @@ func (p *Provider) publish() {
 	}
 	p.mu.Unlock()
 	c.MemberList.UpdateClusterTopology(members)
+	g.SetBlocked(blocked)
 }
 
 // Owner is the remote address of the member that owns identity of kind,

@@ -238,9 +238,15 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 			return nil, err
 		}
 	}
-	g.joined = ml.NumMembers() > 1
-	g.member.Store(time.Now().UnixNano())
+	g.joinDone()
 	return g, nil
+}
+
+// joinDone records the end of the join: whether it found others, and when
+// (RefuteGrace counts from it).
+func (g *Gossip) joinDone() {
+	g.joined = g.ml.NumMembers() > 1
+	g.member.Store(time.Now().UnixNano())
 }
 
 // RefuteGrace is how long after joining a refuted death is taken for an

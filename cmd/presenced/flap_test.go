@@ -82,7 +82,7 @@ func TestClusterViewsPassivateAfterAFlap(t *testing.T) {
 	for end := time.Now().Add(5 * time.Second); !fenced() && time.Now().Before(end); {
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Logf("n3 fenced: %v (declared dead: %v)", fenced(), strings.Contains(nodes[2].log(), `why="declared dead`))
+	t.Logf("n3 fenced: %v (declared dead: %v)", fenced(), strings.Contains(nodes[2].log(), `why="declared_dead`))
 	converged(t, nodes...)
 	nodes[0].settled()
 	for _, dev := range across {

@@ -87,6 +87,8 @@ type RunResult struct {
 	LookupErrors   int
 	ConnectRate    float64 // devices per second, cold
 	ConnectErrors  int64
+	ConnectCPU     time.Duration   // the system's CPU (user + kernel) over the connect phase, per device
+	LoadCPU        time.Duration   // the load processes' CPU over the connect phase, per device
 	Fanout         []time.Duration // every subscriber of every round, after the debounce
 	FanoutExpected int
 	Unexpected     int64  // connections that ended without the load asking
@@ -211,9 +213,17 @@ func codesString(m map[string]int64) string {
 // of its devices, drawing a progress bar; the rate is all devices over the
 // time from the first dial to the last answer.
 func connect(o Options, sys system, dir string, res *RunResult) ([]*workerProc, error) {
+	cpu0, _ := cpuTime(sys.Pids()...)
 	ws, err := spawnWorkers(o, sys.URLs(), dir)
 	if err != nil {
 		return nil, err
+	}
+	var profiled sync.WaitGroup // the idle window's profile must not start before this one ends
+	defer profiled.Wait()
+	if p, ok := sys.(*presenceSys); ok && o.Profile != "" {
+		profiled.Go(func() {
+			p.profile(o.connectWindow(), filepath.Join(o.Profile, fmt.Sprintf("connect-%d.pprof", time.Now().Unix())))
+		})
 	}
 	stop := make(chan struct{})
 	var bar sync.WaitGroup
@@ -241,11 +251,20 @@ func connect(o Options, sys system, dir string, res *RunResult) ([]*workerProc, 
 	if fail != nil {
 		return ws, fail
 	}
+	cpu1, _ := cpuTime(sys.Pids()...)
+	load, _ := cpuTime(workerPids(ws)...) // fresh processes: all of it is the connect's
+	res.ConnectCPU, res.LoadCPU = (cpu1-cpu0)/time.Duration(o.N), load/time.Duration(o.N)
 	if res.ConnectErrors > 0 {
 		return ws, fmt.Errorf("loadbench: %d of %d devices could not connect", res.ConnectErrors, o.N)
 	}
 	res.ConnectRate = float64(o.N) / time.Duration(last-first).Seconds()
 	return ws, nil
+}
+
+// connectWindow is how long the connect phase's CPU profile runs: about
+// half of the phase at 1,000 devices a second, at least 2 s.
+func (o Options) connectWindow() time.Duration {
+	return max(2*time.Second, time.Duration(o.N/2)*time.Millisecond)
 }
 
 func (o Options) bar(stop chan struct{}, what string, total int, ws []*workerProc) {

@@ -217,3 +217,53 @@ func TestOutboxOverflowClosesWith4008(t *testing.T) {
 		}
 	})
 }
+
+// gatedHistory holds every floor write until release is closed, as a slow
+// commit of the store's writer would.
+type gatedHistory struct {
+	*store.MemoryHistory
+	release chan struct{}
+}
+
+func (h gatedHistory) RaiseFloor(ctx context.Context, user, device string, attempt uint64) error {
+	<-h.release
+	return h.MemoryHistory.RaiseFloor(ctx, user, device, attempt)
+}
+
+// A handshake is answered only once its attempt floor is durable: while
+// the floor's write waits for its commit, Open has not returned (the socket
+// layer answers 101 after it), and the floor is stored when it does. The
+// store's batching must not answer a floor before its commit either
+// (store.TestBatcherAnswersAfterItsCommit).
+func TestHandshakeAnsweredOnlyOnceItsFloorIsDurable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := gatedHistory{store.NewMemoryHistory(), make(chan struct{})}
+		n, err := Start(Deps{NodeID: "g1", Seed: 1, Timing: config.Seed(), Policies: store.NewMemoryPolicies(), History: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { n.Stop(); time.Sleep(2 * time.Second) }()
+		opened := make(chan error, 1)
+		go func() {
+			_, err := n.Gateway().Open(context.Background(), OpenRequest{User: "alice", Device: "phone", Attempt: 7, ConnID: "c1", Socket: &fakeSocket{}})
+			opened <- err
+		}()
+		synctest.Wait()
+		select {
+		case err := <-opened:
+			close(h.release)
+			t.Fatalf("handshake answered (%v) before its floor was written", err)
+		default:
+		}
+		if floor, _ := h.Floor(context.Background(), "alice", "phone"); floor != 0 {
+			t.Fatalf("floor %d before the write was released", floor)
+		}
+		close(h.release)
+		if err := <-opened; err != nil {
+			t.Fatal(err)
+		}
+		if floor, _ := h.Floor(context.Background(), "alice", "phone"); floor != 7 {
+			t.Fatalf("floor %d once the handshake was answered, want 7", floor)
+		}
+	})
+}

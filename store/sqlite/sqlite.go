@@ -22,7 +22,6 @@ import (
 type SQLite struct {
 	db *sql.DB
 	w  *store.Batcher // the one writer of floors and last-seen times
-	r  *readers       // where the reads of every connect run
 	st statements
 }
 
@@ -93,13 +92,11 @@ func Open(path string) (*SQLite, error) {
 		return nil, fmt.Errorf("store: sqlite %s: prepare: %w", path, err)
 	}
 	s.w = store.NewBatcher("sqlite", s.commit, 0, 0)
-	s.r = startReaders(MaxConns - 1)
 	return s, nil
 }
 
 // Close commits the queued writes and closes the database.
 func (s *SQLite) Close() error {
-	s.r.stop()
 	s.w.Close()
 	return s.db.Close()
 }
@@ -130,20 +127,11 @@ func (s *SQLite) commit(ctx context.Context, ws []store.Write) error {
 
 func (s *SQLite) Get(ctx context.Context, user string) (store.PolicyDoc, bool, error) {
 	var raw string
-	err := s.read(ctx, func() error { return s.st.policy.QueryRowContext(ctx, user).Scan(&raw) })
+	err := s.st.policy.QueryRowContext(ctx, user).Scan(&raw)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.PolicyDoc{}, false, nil
 	}
 	return store.DecodePolicy(user, []byte(raw), err)
-}
-
-// read runs one query on a reader (see readers) and returns its error.
-func (s *SQLite) read(ctx context.Context, query func() error) error {
-	var err error
-	if rerr := s.r.do(ctx, func() { err = query() }); rerr != nil {
-		return rerr
-	}
-	return err
 }
 
 func (s *SQLite) Put(ctx context.Context, user string, d store.PolicyDoc) error {
@@ -162,7 +150,7 @@ func (s *SQLite) Put(ctx context.Context, user string, d store.PolicyDoc) error 
 
 func (s *SQLite) Floor(ctx context.Context, user, device string) (uint64, error) {
 	var n int64
-	err := s.read(ctx, func() error { return s.st.floor.QueryRowContext(ctx, user, device).Scan(&n) })
+	err := s.st.floor.QueryRowContext(ctx, user, device).Scan(&n)
 	return store.ReadFloor(user, device, n, errors.Is(err, sql.ErrNoRows), err)
 }
 
@@ -172,7 +160,7 @@ func (s *SQLite) RaiseFloor(ctx context.Context, user, device string, attempt ui
 
 func (s *SQLite) LastSeen(ctx context.Context, user string) (time.Time, error) {
 	var ms int64
-	err := s.read(ctx, func() error { return s.st.lastSeen.QueryRowContext(ctx, user).Scan(&ms) })
+	err := s.st.lastSeen.QueryRowContext(ctx, user).Scan(&ms)
 	return store.ReadLastSeen(user, ms, errors.Is(err, sql.ErrNoRows), err)
 }
 

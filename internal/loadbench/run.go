@@ -96,6 +96,7 @@ type RunResult struct {
 	Errors         string
 	ServerCloses   string
 	Held           time.Duration // how long the devices were held before Unexpected was read
+	ConnectStore   string        // presence: its store writer's commits over the connect phase
 }
 
 // Run measures every system Runs times, alternating them, and returns all
@@ -177,6 +178,7 @@ func runOnce(ctx context.Context, o Options, name, dir string, hold bool) (RunRe
 	if err != nil {
 		return res, err
 	}
+	res.ConnectStore = connectStore(sys)
 	n := float64(o.N)
 	rss1, _ := rss(sys.Pids()...)
 	res.RSSConnect = (rss1 - rss0) / n
@@ -196,6 +198,22 @@ func runOnce(ctx context.Context, o Options, name, dir string, hold bool) (RunRe
 	res.Unexpected, res.Codes, res.Errors = st.unexpected, codesString(st.codes), strings.Join(st.errs, " | ")
 	res.ServerCloses = sys.ServerCloses()
 	return res, nil
+}
+
+// connectStore says how presence's store writer grouped the connect's
+// attempt floors: commits, writes per commit, time per commit (a SQL
+// store; "" for the peer and the memory store).
+func connectStore(sys system) string {
+	p, ok := sys.(*presenceSys)
+	if !ok {
+		return ""
+	}
+	m, err := p.metrics("presence_store_")
+	if c := sum(m, "presence_store_batch_writes_count"); err == nil && c > 0 {
+		return fmt.Sprintf("%.0f commits on connect, %.1f writes and %.2f ms each", c,
+			sum(m, "presence_store_batch_writes_sum")/c, 1000*sum(m, "presence_store_commit_seconds_sum")/c)
+	}
+	return ""
 }
 
 func codesString(m map[string]int64) string {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -426,6 +427,25 @@ func getOK(c *http.Client, url string) error {
 // behind the admin token) to path.
 func (s *presenceSys) profile(d time.Duration, path string) {
 	s.savePprof(d+30*time.Second, fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(int(d.Seconds()), 1)), path)
+}
+
+// traceSpan is how long the execution traces of an idle window last.
+const traceSpan = 5 * time.Second
+
+// traces saves, after wait, an execution trace of the node (GET
+// /debug/pprof/trace) and one of this process, where the lookups run,
+// over the same span d: where a slow lookup waited, in the node or in its
+// client (go tool trace, go tool trace -pprof=sched).
+func (s *presenceSys) traces(wait, d time.Duration, dir string) {
+	time.Sleep(wait)
+	stamp := time.Now().Unix()
+	if f, err := os.Create(filepath.Join(dir, fmt.Sprintf("trace-bench-%d.out", stamp))); err == nil {
+		defer f.Close()
+		if trace.Start(f) == nil {
+			defer trace.Stop()
+		}
+	}
+	s.savePprof(d+30*time.Second, fmt.Sprintf("/debug/pprof/trace?seconds=%d", max(int(d.Seconds()), 1)), filepath.Join(dir, fmt.Sprintf("trace-node-%d.out", stamp)))
 }
 
 // savePprof saves the admin address's pprof endpoint at query to path.

@@ -26,6 +26,7 @@ type Metrics struct {
 	DeadLetters       *prometheus.CounterVec        // message type
 	handled           [kindCount]prometheus.Counter // Messages by kindIndex
 	Refused           *prometheus.CounterVec        // limit: one of Limits
+	ViewReads         prometheus.Counter            // lookups answered from a view's state (Node.queryView)
 	stateMetrics
 }
 
@@ -46,11 +47,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Messages:          metric.CounterVec("presence_actor_messages_total", "Messages lease and view actors handled from the directory (sent by any node), by kind.", "kind"),
 		DeadLetters:       metric.CounterVec("presence_dead_letters_total", "Messages sent to an actor that had stopped (a passivated or moved lease or view, a closed connection), by message type; logged only at debug.", "message"),
 		Refused:           metric.CounterVec("presence_limit_refusals_total", "Requests refused by a limit on what one client can make a node hold (docs/operations.md, Limits), by limit.", "limit"),
+		ViewReads:         metric.Counter("presence_view_reads_total", "Lookups answered from an active local view's state without a message to it; the others are ViewQuery messages (presence_actor_messages_total)."),
 		stateMetrics:      newStateMetrics(),
 	}
 	m.preset()
 	if reg != nil {
-		reg.MustRegister(m.DeviceTransitions, m.Published, m.Delivered, m.EventMessages, m.Renewals, m.ClientRestarts, m.StaleChecks, m.RejectedStale, m.Passivations, m.Activations, m.Messages, m.DeadLetters, m.Refused)
+		reg.MustRegister(m.DeviceTransitions, m.Published, m.Delivered, m.EventMessages, m.Renewals, m.ClientRestarts, m.StaleChecks, m.RejectedStale, m.Passivations, m.Activations, m.Messages, m.DeadLetters, m.Refused, m.ViewReads)
 		reg.MustRegister(m.collectors()...)
 	}
 	return m

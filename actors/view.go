@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -16,6 +17,10 @@ import (
 // events to. It watches each sink, so a connection that dies without
 // unsubscribing is dropped.
 type viewActor struct {
+	// mu is held while the actor handles a message; a lookup on another
+	// goroutine reads the state under it (read) only if it is free.
+	mu       sync.Mutex
+	detached bool // stopping or restarting: lookups ask the actor
 	n        *Node
 	user     string
 	v        *core.View
@@ -30,6 +35,8 @@ type viewActor struct {
 }
 
 func (a *viewActor) Receive(ctx actor.Context) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	now := time.Now()
 	before, stopping := viewCounts(a.v, false), false
 	defer func() { a.n.viewDelta(before, viewCounts(a.v, stopping)) }()
@@ -37,7 +44,7 @@ func (a *viewActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.onStarted(ctx, now)
 	case *actor.Stopping, *actor.Restarting: // a restart (a panic) starts it anew
-		stopping = true
+		stopping, a.detached = true, true
 		a.onStopping(ctx)
 	case *messages.DeviceUp:
 		a.n.handled(KindView, a.received)
@@ -100,6 +107,9 @@ func (a *viewActor) onStarted(ctx actor.Context, now time.Time) {
 	}
 	a.v = core.NewView(a.user, a.n.deps.Timing.Debounce, a.policy(), last)
 	a.started = now
+	if r, ok := a.n.dir.(viewReader); ok {
+		r.attachView(a.user, ctx.Self(), a)
+	}
 	a.armIdle(ctx)
 	if a.n.mayHaveMoved(KindView, a.user) {
 		a.unsettle(ctx, now)
@@ -150,6 +160,36 @@ func (a *viewActor) onQuery(ctx actor.Context, now time.Time) {
 	if a.queries == *a.received && a.v.Idle() && !a.v.Unsettled {
 		a.n.passivate(ctx, KindView, a.user, *a.received)
 	}
+}
+
+// read is what onQuery would answer a ViewQuery handled now, for a lookup
+// on another goroutine (LocalDirectory.readView, under the directory's
+// lock, sent the directory messages sent to this view), or false where
+// that answer may differ and the lookup must ask the actor:
+//
+//   - the actor is handling a message (its lock is taken), or is stopping
+//     or restarting (a restarted view reloads its state);
+//   - a directory message sent to it is not handled yet (received < sent):
+//     a lookup queued behind it would see its effect;
+//   - the view holds nothing (core.View.Idle): a query may passivate it;
+//   - a query may still unsettle it (recheck: young after a membership
+//     change that may have moved it here).
+//
+// So a lookup reads the same state, in the same order with the messages
+// sent before it, as through the mailbox; a timer's message (debounce,
+// age, settle) is not a directory message and races a lookup either way.
+func (a *viewActor) read(sent uint64, now time.Time) (*messages.ViewState, bool) {
+	if !a.mu.TryLock() {
+		return nil, false
+	}
+	defer a.mu.Unlock()
+	if a.v == nil || a.detached || *a.received != sent || a.v.Idle() {
+		return nil, false
+	}
+	if !a.v.Unsettled && now.Sub(a.started) < a.n.deps.Timing.Settle && a.n.mayHaveMoved(KindView, a.user) {
+		return nil, false
+	}
+	return a.state(), true
 }
 
 // admitHold is how long a device admitted by core.View.Admit holds its

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -338,7 +337,8 @@ type lookup struct {
 }
 
 func lookups(o Options, sys system, stop chan struct{}, errs *int) []lookup {
-	c := &http.Client{Timeout: 10 * time.Second}
+	c := newLookupClient(sys.LookupAddr())
+	defer c.Close()
 	t := time.NewTicker(time.Second / time.Duration(o.LookupRate))
 	defer t.Stop()
 	var l []lookup
@@ -349,7 +349,7 @@ func lookups(o Options, sys system, stop chan struct{}, errs *int) []lookup {
 		case <-t.C:
 		}
 		t0 := time.Now()
-		if err := sys.Lookup(c, fmt.Sprintf("bench%06d", rand.N(o.N/o.Devices))); err != nil {
+		if err := c.Get(sys.LookupRequest(fmt.Sprintf("bench%06d", rand.N(o.N/o.Devices)))); err != nil {
 			*errs++
 			continue
 		}

@@ -25,7 +25,10 @@ type system interface {
 	URLs() []string // device WebSockets, one per node (load process w dials the w-th, round)
 	Pids() []int    // every process whose CPU and memory count
 	Heap() (float64, error)
-	Lookup(c *http.Client, user string) error
+	// LookupAddr is where lookups go (host:port), LookupRequest a whole
+	// HTTP/1.1 request for one user's presence (lookupClient).
+	LookupAddr() string
+	LookupRequest(user string) []byte
 	// Allow lets subs see target (presence: a policy; the peer has none).
 	Allow(target string, subs []string) error
 	// Debounce is waited by design before an offline is published; the
@@ -293,17 +296,9 @@ func (s *presenceSys) converge() error {
 // Settled is when the fan-out may start.
 func (s *presenceSys) Settled() time.Time { return s.settled }
 
-func (s *presenceSys) Lookup(c *http.Client, user string) error {
-	res, err := s.get(c, "/api/presence/"+user)
-	if err != nil {
-		return err
-	}
-	_, _ = io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("lookup %s: %s", user, res.Status)
-	}
-	return nil
+func (s *presenceSys) LookupAddr() string { return s.admin[0] }
+func (s *presenceSys) LookupRequest(user string) []byte {
+	return lookupRequest(s.admin[0], "/api/presence/"+user, "Authorization: Bearer "+s.token)
 }
 
 func (s *presenceSys) Allow(target string, subs []string) error {
@@ -384,8 +379,9 @@ func (s *peerSys) Stop() {
 	}
 	s.redis.stop()
 }
-func (s *peerSys) Lookup(c *http.Client, u string) error {
-	return getOK(c, "http://"+s.api[0]+"/presence/"+u)
+func (s *peerSys) LookupAddr() string { return s.api[0] }
+func (s *peerSys) LookupRequest(u string) []byte {
+	return lookupRequest(s.api[0], "/presence/"+u)
 }
 
 // Heap is the peers' Go heap plus Redis's used_memory.
@@ -408,19 +404,6 @@ func (s *peerSys) Heap() (float64, error) {
 		}
 	}
 	return total, nil
-}
-
-func getOK(c *http.Client, url string) error {
-	res, err := c.Get(url)
-	if err != nil {
-		return err
-	}
-	_, _ = io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, res.Status)
-	}
-	return nil
 }
 
 // profile saves the node's CPU profile over d (GET /debug/pprof/profile,

@@ -20,7 +20,6 @@ type viewActor struct {
 	// mu is held while the actor handles a message; a lookup on another
 	// goroutine reads the state under it (read) only if it is free.
 	mu       sync.Mutex
-	detached bool // stopping or restarting: lookups ask the actor
 	n        *Node
 	user     string
 	v        *core.View
@@ -44,7 +43,8 @@ func (a *viewActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.onStarted(ctx, now)
 	case *actor.Stopping, *actor.Restarting: // a restart (a panic) starts it anew
-		stopping, a.detached = true, true
+		stopping = true
+		a.attach(ctx, nil) // a restarted view reloads its state: lookups ask it until it started
 		a.onStopping(ctx)
 	case *messages.DeviceUp:
 		a.n.handled(KindView, a.received)
@@ -107,9 +107,7 @@ func (a *viewActor) onStarted(ctx actor.Context, now time.Time) {
 	}
 	a.v = core.NewView(a.user, a.n.deps.Timing.Debounce, a.policy(), last)
 	a.started = now
-	if r, ok := a.n.dir.(viewReader); ok {
-		r.attachView(a.user, ctx.Self(), a)
-	}
+	a.attach(ctx, a)
 	a.armIdle(ctx)
 	if a.n.mayHaveMoved(KindView, a.user) {
 		a.unsettle(ctx, now)
@@ -162,13 +160,22 @@ func (a *viewActor) onQuery(ctx actor.Context, now time.Time) {
 	}
 }
 
+// attach lets lookups read the state of view (nil: none) while it is the
+// user's actor in the directory (viewReader).
+func (a *viewActor) attach(ctx actor.Context, view *viewActor) {
+	if r, ok := a.n.dir.(viewReader); ok {
+		r.attachView(a.user, ctx.Self(), view)
+	}
+}
+
 // read is what onQuery would answer a ViewQuery handled now, for a lookup
 // on another goroutine (LocalDirectory.readView, under the directory's
 // lock, sent the directory messages sent to this view), or false where
 // that answer may differ and the lookup must ask the actor:
 //
-//   - the actor is handling a message (its lock is taken), or is stopping
-//     or restarting (a restarted view reloads its state);
+//   - the actor is handling a message (its lock is taken; a stopping or
+//     restarting one also detached itself: a restarted view reloads its
+//     state);
 //   - a directory message sent to it is not handled yet (received < sent):
 //     a lookup queued behind it would see its effect;
 //   - the view holds nothing (core.View.Idle): a query may passivate it;
@@ -183,7 +190,7 @@ func (a *viewActor) read(sent uint64, now time.Time) (*messages.ViewState, bool)
 		return nil, false
 	}
 	defer a.mu.Unlock()
-	if a.v == nil || a.detached || *a.received != sent || a.v.Idle() {
+	if a.v == nil || *a.received != sent || a.v.Idle() {
 		return nil, false
 	}
 	if !a.v.Unsettled && now.Sub(a.started) < a.n.deps.Timing.Settle && a.n.mayHaveMoved(KindView, a.user) {

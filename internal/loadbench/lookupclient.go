@@ -30,28 +30,36 @@ type lookupClient struct {
 	addr   string // host:port
 	fd     int    // -1: not connected
 	buf    []byte
+	tid    int
+	nice   int  // the thread's nice value before
 	raised bool // the thread's priority was raised
 }
 
-// newLookupClient locks the calling goroutine to its thread, for good (the
-// thread ends with the goroutine), and raises the thread's priority.
+// newLookupClient locks the calling goroutine to its thread and raises the
+// thread's priority, until Close.
 func newLookupClient(addr string) *lookupClient {
 	runtime.LockOSThread()
-	c := &lookupClient{addr: addr, fd: -1, buf: make([]byte, 64<<10)}
-	tid := syscall.Gettid()
-	if p, err := syscall.Getpriority(syscall.PRIO_PROCESS, tid); err == nil {
-		nice := 20 - p // the raw system call returns 20 - nice
-		c.raised = syscall.Setpriority(syscall.PRIO_PROCESS, tid, max(nice-5, -20)) == nil
+	c := &lookupClient{addr: addr, fd: -1, buf: make([]byte, 64<<10), tid: syscall.Gettid()}
+	if p, err := syscall.Getpriority(syscall.PRIO_PROCESS, c.tid); err == nil {
+		c.nice = 20 - p // the raw system call returns 20 - nice
+		c.raised = syscall.Setpriority(syscall.PRIO_PROCESS, c.tid, max(c.nice-5, -20)) == nil
 	}
 	return c
 }
 
-// Close closes the connection.
+// Close closes the connection, puts the thread's priority back and unlocks
+// it. The thread must not end with the goroutine (as a locked one does):
+// the load processes and the node die with the thread that started them
+// (Pdeathsig), and this may be that thread.
 func (c *lookupClient) Close() {
 	if c.fd >= 0 {
 		_ = syscall.Close(c.fd)
 		c.fd = -1
 	}
+	if c.raised {
+		_ = syscall.Setpriority(syscall.PRIO_PROCESS, c.tid, c.nice)
+	}
+	runtime.UnlockOSThread()
 }
 
 func (c *lookupClient) dial() error {

@@ -4,8 +4,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // The lookup client reads whole answers over one connection, dials again
@@ -47,4 +52,65 @@ func TestLookupClient(t *testing.T) {
 	if conns != 2 {
 		t.Fatalf("%d connections, want 2 (one closed by the server while idle)", conns)
 	}
+}
+
+// The lookup client leaves its thread alive: a child started from that
+// thread with Pdeathsig (the load processes, the node) would be killed
+// with it. A lock of its own keeps the goroutine on the thread that
+// starts the child; the client's Close must undo its own. (The main
+// thread is never ended, so the test runs on another.)
+func TestLookupClientKeepsItsThread(t *testing.T) {
+	release := onMainThreadElsewhere()
+	if release == nil {
+		t.Skip("no goroutine landed on the main thread")
+	}
+	defer release()
+	child := make(chan *exec.Cmd, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		cmd := exec.Command("sleep", "30")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			t.Error(err)
+		}
+		c := newLookupClient("127.0.0.1:1")
+		c.Close()
+		child <- cmd
+	}()
+	cmd := <-child
+	if cmd.Process == nil {
+		return
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		t.Fatalf("the child died with the lookup client's thread: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+}
+
+// onMainThreadElsewhere parks a goroutine locked to the process's main
+// thread (up to 10,000 tries until one lands there; nil: none did), so
+// that no other goroutine runs on it until release.
+func onMainThreadElsewhere() (release func()) {
+	done := make(chan struct{})
+	for range 10000 {
+		on := make(chan bool)
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			main := syscall.Gettid() == os.Getpid()
+			on <- main
+			if main {
+				<-done
+			}
+		}()
+		if <-on {
+			return func() { close(done) }
+		}
+	}
+	return nil
 }

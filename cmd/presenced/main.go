@@ -306,6 +306,33 @@ func reachable(addr, host string) string {
 	return net.JoinHostPort(host, p)
 }
 
+// rejoinArgv is the command line a fenced node re-executes with: its own
+// arguments with --node-id and --join set to the node's id and seeds. Ours
+// go before a "--" that would make them positional; earlier --node-id and
+// --join (the caller's, or an earlier fencing's) are dropped rather than
+// overridden, so a node fenced many times does not grow its command line.
+// The seeds hold every original --join seed, so nothing is lost.
+func rejoinArgv(prog string, args []string, nodeID string, seeds []string) []string {
+	end := slices.Index(args, "--")
+	if end < 0 {
+		end = len(args)
+	}
+	argv := []string{prog}
+	for i := 0; i < end; i++ {
+		name, _, inline := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if !strings.HasPrefix(args[i], "-") || (name != "node-id" && name != "join") {
+			argv = append(argv, args[i])
+		} else if !inline {
+			i++ // its value is the next argument
+		}
+	}
+	argv = append(argv, "--node-id", nodeID)
+	if len(seeds) > 0 {
+		argv = append(argv, "--join", strings.Join(seeds, ","))
+	}
+	return append(argv, args[end:]...)
+}
+
 // fence is what a node that may have been declared dead does (see
 // cluster.FenceWatch): it stops taking devices (503), closes them with 1001
 // so they reconnect to a healthy node, and re-executes itself: the same
@@ -343,18 +370,7 @@ func fence(log *slog.Logger, why fenceCause, ws *gateway.Server, g *cluster.Goss
 	ws.Stop()
 	self, err := os.Executable()
 	if err == nil {
-		// Ours go before a "--" that would make them positional; later
-		// flags win, so they come after the original ones otherwise.
-		ours := []string{"--node-id", cfg.NodeID}
-		if len(seeds) > 0 {
-			ours = append(ours, "--join", strings.Join(seeds, ","))
-		}
-		argv := []string{os.Args[0]}
-		if i := slices.Index(args, "--"); i >= 0 {
-			argv = append(append(append(argv, args[:i]...), ours...), args[i:]...)
-		} else {
-			argv = append(append(argv, args...), ours...)
-		}
+		argv := rejoinArgv(os.Args[0], args, cfg.NodeID, seeds)
 		log.Debug("fenced: restarting", "seeds", seeds, "quorum_base", len(why.base))
 		// The new process serves only once the split-brain resolver lets
 		// it, over the base this one fenced on: two fenced nodes of a

@@ -101,3 +101,19 @@ func TestAwaitAddress(t *testing.T) {
 		}
 	})
 }
+
+// TestRejoinArgvDoesNotGrow: a node fenced again and again re-executes with
+// one --node-id and one --join, whatever form the caller's took, and keeps
+// its other flags and anything after "--".
+func TestRejoinArgvDoesNotGrow(t *testing.T) {
+	args := []string{"--gossip", "127.0.0.1:7946", "-join=a:1", "--node-id", "n1", "--join", "b:2", "--idle=4s", "--", "--join", "x"}
+	seeds := []string{"a:1", "b:2", "c:3"}
+	want := []string{"presenced", "--gossip", "127.0.0.1:7946", "--idle=4s", "--node-id", "n1", "--join", "a:1,b:2,c:3", "--", "--join", "x"}
+	argv := rejoinArgv("presenced", args, "n1", seeds)
+	for range 3 { // fenced again: the last incarnation's arguments
+		if !slices.Equal(argv, want) {
+			t.Fatalf("argv = %q\nwant   %q", argv, want)
+		}
+		argv = rejoinArgv("presenced", argv[1:], "n1", seeds)
+	}
+}

@@ -218,8 +218,17 @@ func (n *Node) Clustered() bool { return n.cluster != nil }
 // may replace one that lived on another member, and its subscribers and
 // devices are still re-attaching and re-registering. Later, identities
 // only move with another change, so a view activated then is new.
+//
+// A fenced node's new incarnation joins only when the resolver lets it
+// serve, seconds into its start (longer than settle), and the members it
+// meets then reach no subscriber of its own (the provider subscribes once
+// its gossip started), so its join counts from the provider's start.
 func (n *Node) changedRecently() bool {
-	return n.Clustered() && time.Since(time.Unix(0, n.changedAt.Load())) < n.deps.Timing.Settle
+	at := n.changedAt.Load()
+	if n.provider != nil {
+		at = max(at, n.provider.Started().UnixNano())
+	}
+	return n.Clustered() && time.Since(time.Unix(0, at)) < n.deps.Timing.Settle
 }
 
 // mayHaveMoved reports whether an actor of identity, activated now, may

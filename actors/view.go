@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
+	"github.com/presence-im/presence/store"
 )
 
 // viewActor owns one user's core.View: devices up and down from the user's
@@ -101,11 +102,8 @@ func (a *viewActor) Receive(ctx actor.Context) {
 // to settle.
 func (a *viewActor) onStarted(ctx actor.Context, now time.Time) {
 	a.n.activated(KindView, a.user, ctx.Self())
-	last, err := a.n.deps.History.LastSeen(context.Background(), a.user)
-	if err != nil {
-		a.n.log.Error("view: reading last seen", "user", a.user, "err", err)
-	}
-	a.v = core.NewView(a.user, a.n.deps.Timing.Debounce, a.policy(), last)
+	policy, last := a.load()
+	a.v = core.NewView(a.user, a.n.deps.Timing.Debounce, policy, last)
 	a.started = now
 	a.attach(ctx, a)
 	a.armIdle(ctx)
@@ -258,6 +256,10 @@ func (a *viewActor) evidence(ctx actor.Context, now time.Time) {
 // nobody until the next PolicyChanged, rather than to the wrong viewers.
 func (a *viewActor) policy() *core.Policy {
 	doc, ok, err := a.n.deps.Policies.Get(context.Background(), a.user)
+	return a.policyOf(doc, ok, err)
+}
+
+func (a *viewActor) policyOf(doc store.PolicyDoc, ok bool, err error) *core.Policy {
 	if err != nil {
 		a.n.log.Error("view: reading policy; visible to nobody", "user", a.user, "err", err)
 		return nil
@@ -266,6 +268,21 @@ func (a *viewActor) policy() *core.Policy {
 		return nil
 	}
 	return doc.Policy()
+}
+
+// load reads what an activation needs, the user's policy and last seen:
+// in one round trip when the policy store can (store.ViewLoader; an error
+// then costs both: visible to nobody, never seen), else in two.
+func (a *viewActor) load() (*core.Policy, time.Time) {
+	if l, ok := a.n.deps.Policies.(store.ViewLoader); ok {
+		doc, ok, last, err := l.LoadView(context.Background(), a.user)
+		return a.policyOf(doc, ok, err), last
+	}
+	last, err := a.n.deps.History.LastSeen(context.Background(), a.user)
+	if err != nil {
+		a.n.log.Error("view: reading last seen", "user", a.user, "err", err)
+	}
+	return a.policy(), last
 }
 
 // subscribe answers with a SnapshotPart sent to the sink itself, so that it

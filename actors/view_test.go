@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -214,6 +215,117 @@ func TestOutboxOverflowClosesWith4008(t *testing.T) {
 		st, _ := e.n.Query(context.Background(), "bob")
 		if len(st.Devices) != 0 {
 			t.Fatalf("bob's devices = %v, want none after the overflow", st.Devices)
+		}
+	})
+}
+
+// gatedHistory holds every floor write until release is closed, as a slow
+// commit of the store's writer would.
+type gatedHistory struct {
+	*store.MemoryHistory
+	release chan struct{}
+}
+
+func (h gatedHistory) RaiseFloor(ctx context.Context, user, device string, attempt uint64) error {
+	<-h.release
+	return h.MemoryHistory.RaiseFloor(ctx, user, device, attempt)
+}
+
+// A handshake is answered only once its attempt floor is durable: while
+// the floor's write waits for its commit, Open has not returned (the socket
+// layer answers 101 after it), and the floor is stored when it does. The
+// store's batching must not answer a floor before its commit either
+// (store.TestBatcherAnswersAfterItsCommit).
+func TestHandshakeAnsweredOnlyOnceItsFloorIsDurable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := gatedHistory{store.NewMemoryHistory(), make(chan struct{})}
+		n, err := Start(Deps{NodeID: "g1", Seed: 1, Timing: config.Seed(), Policies: store.NewMemoryPolicies(), History: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { n.Stop(); time.Sleep(2 * time.Second) }()
+		opened := make(chan error, 1)
+		go func() {
+			_, err := n.Gateway().Open(context.Background(), OpenRequest{User: "alice", Device: "phone", Attempt: 7, ConnID: "c1", Socket: &fakeSocket{}})
+			opened <- err
+		}()
+		synctest.Wait()
+		select {
+		case err := <-opened:
+			close(h.release)
+			t.Fatalf("handshake answered (%v) before its floor was written", err)
+		default:
+		}
+		if floor, _ := h.Floor(context.Background(), "alice", "phone"); floor != 0 {
+			t.Fatalf("floor %d before the write was released", floor)
+		}
+		close(h.release)
+		if err := <-opened; err != nil {
+			t.Fatal(err)
+		}
+		if floor, _ := h.Floor(context.Background(), "alice", "phone"); floor != 7 {
+			t.Fatalf("floor %d once the handshake was answered, want 7", floor)
+		}
+	})
+}
+
+// loaderPolicies is a policy store that also reads a user's policy and last
+// seen in one call (store.ViewLoader), counting each kind of read.
+type loaderPolicies struct {
+	*store.MemoryPolicies
+	h          *store.MemoryHistory
+	gets, both atomic.Int64
+}
+
+func (p *loaderPolicies) Get(ctx context.Context, user string) (store.PolicyDoc, bool, error) {
+	p.gets.Add(1)
+	return p.MemoryPolicies.Get(ctx, user)
+}
+
+func (p *loaderPolicies) LoadView(ctx context.Context, user string) (store.PolicyDoc, bool, time.Time, error) {
+	p.both.Add(1)
+	doc, ok, err := p.MemoryPolicies.Get(ctx, user)
+	last, _ := p.h.LastSeen(ctx, user)
+	return doc, ok, last, err
+}
+
+// countedHistory counts the last-seen reads.
+type countedHistory struct {
+	*store.MemoryHistory
+	lastSeens atomic.Int64
+}
+
+func (h *countedHistory) LastSeen(ctx context.Context, user string) (time.Time, error) {
+	h.lastSeens.Add(1)
+	return h.MemoryHistory.LastSeen(ctx, user)
+}
+
+// A view's activation reads the user's policy and last seen in one round
+// trip when the policy store can (one read per user that connects cold,
+// not two), and gets both right.
+func TestViewActivationReadsOnceWithAViewLoader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		h := &countedHistory{MemoryHistory: store.NewMemoryHistory()}
+		p := &loaderPolicies{MemoryPolicies: store.NewMemoryPolicies(), h: h.MemoryHistory}
+		seen := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+		if err := h.SetLastSeen(ctx, "alice", seen); err != nil {
+			t.Fatal(err)
+		}
+		n, err := Start(Deps{NodeID: "g1", Seed: 1, Timing: config.Seed(), Policies: p, History: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { n.Stop(); time.Sleep(2 * time.Second) }()
+		st, err := n.Query(ctx, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.GetLastSeenMs() != seen.UnixMilli() {
+			t.Fatalf("last seen %d, want %d from the store", st.GetLastSeenMs(), seen.UnixMilli())
+		}
+		if b, g, l := p.both.Load(), p.gets.Load(), h.lastSeens.Load(); b != 1 || g != 0 || l != 0 {
+			t.Fatalf("activation read %d times through LoadView, %d policies, %d last seens: want 1, 0, 0", b, g, l)
 		}
 	})
 }

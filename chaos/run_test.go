@@ -5,10 +5,26 @@ package chaos
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
+
+// reportDir is where a test's run writes its report and the nodes' logs:
+// a temporary directory, or under $CHAOS_REPORT (kept, to read a failure
+// afterwards; PRESENCE_LOG_LEVEL=debug reaches the nodes through the
+// environment).
+func reportDir(t *testing.T) string {
+	if base := os.Getenv("CHAOS_REPORT"); base != "" {
+		dir := filepath.Join(base, strings.ReplaceAll(t.Name(), "/", "-"))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	return t.TempDir()
+}
 
 // Real runs (make test runs them on their own, after the parallel tests,
 // so that the latencies measure the service and not the load): a node
@@ -24,7 +40,7 @@ func TestRunScenarios(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The 2+2+1 partitions and soak are not here (docs/bounds.md says why).
+	// The 2+2+1 partitions are not here (docs/bounds.md says why).
 	short := func(name string, devices int) Options {
 		return Options{Scenario: name, Nodes: 3, Devices: devices, Rounds: 1, Bin: bin}
 	}
@@ -38,7 +54,7 @@ func TestRunScenarios(t *testing.T) {
 			if o.Scenario == "partition" && os.Geteuid() != 0 {
 				t.Skip("a real partition needs root (iptables)")
 			}
-			o.Report = t.TempDir()
+			o.Report = reportDir(t)
 			rep, err := Run(ctx, o)
 			if err != nil {
 				t.Fatal(err)
@@ -60,7 +76,7 @@ func TestRunScenarioUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Run(ctx, Options{Scenario: "close", Nodes: 3, Devices: 6, Rounds: 1, Report: t.TempDir(), Bin: bin, Load: 300})
+	rep, err := Run(ctx, Options{Scenario: "close", Nodes: 3, Devices: 6, Rounds: 1, Report: reportDir(t), Bin: bin, Load: 300})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,11 +87,12 @@ func TestRunScenarioUnderLoad(t *testing.T) {
 	}
 }
 
-// A short soak (about 40 s; not in make test: docs/bounds.md, "soak"):
+// A short soak (about 45 s; make test runs it after the scenarios):
 // 25 s of kill -9 and restart, SIGSTOP past death and SIGCONT, SIGTERM and
 // restart, drawn at random, on 12 SDK devices; after each, every watcher
 // holds every device online again and none that the fault did not touch
-// showed offline.
+// showed offline. The partition fault is left out: with it soak is not
+// clean yet (docs/bounds.md, "soak").
 func TestRunSoak(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -83,7 +100,7 @@ func TestRunSoak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Run(ctx, Options{Scenario: "soak", Nodes: 3, Devices: 12, Rounds: 1, Report: t.TempDir(), Bin: bin,
+	rep, err := Run(ctx, Options{Scenario: "soak", Nodes: 3, Devices: 12, Rounds: 1, Report: reportDir(t), Bin: bin,
 		Duration: 25 * time.Second, Faults: []string{"kill -9, restart", "SIGSTOP past death, SIGCONT", "SIGTERM, restart"}})
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +119,7 @@ func TestRunChurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Run(ctx, Options{Scenario: "churn", Nodes: 3, Devices: 3, Rounds: 1, Report: t.TempDir(), Bin: bin,
+	rep, err := Run(ctx, Options{Scenario: "churn", Nodes: 3, Devices: 3, Rounds: 1, Report: reportDir(t), Bin: bin,
 		Users: 1600, Online: 400, Stay: 1500 * time.Millisecond, Idle: 1500 * time.Millisecond, Waves: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +142,7 @@ func TestRunDocker(t *testing.T) {
 	defer cancel()
 	for _, name := range []string{"pause", "partition"} {
 		t.Run(name, func(t *testing.T) {
-			rep, err := Run(ctx, Options{Scenario: name, Nodes: 3, Devices: 9, Rounds: 1, Report: t.TempDir(), Backend: "docker", Image: "presence:dev"})
+			rep, err := Run(ctx, Options{Scenario: name, Nodes: 3, Devices: 9, Rounds: 1, Report: reportDir(t), Backend: "docker", Image: "presence:dev"})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -21,5 +21,6 @@
 // closing. A handshake refused with 503 or 429 (that node drains, fenced or
 // admits no more for now) moves to the next URL at once; the node's
 // Retry-After is waited out only once every URL refused since the last
-// connection.
+// connection. Keep reading Events: a consumer that stalls stalls the
+// connection's reader too, and the node cuts it (4008) until it reads again.
 package client

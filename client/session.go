@@ -113,9 +113,13 @@ func Start(ctx context.Context, cfg Config) *Session {
 }
 
 // Events delivers snapshots and changes; it is closed when the session
-// ends. A consumer that stops reading
-// makes the server cut the connection (4008); the session then reconnects
-// and resubscribes, so nothing is lost but intermediate versions.
+// ends. The session's one reader waits while the channel (256 events) is
+// full, so a consumer that stops reading backs the connection up until the
+// server cuts it (4008): from then until the consumer reads again the
+// device has no connection (its subscribers see it offline after the
+// debounce). Once read again, the session takes what was buffered, sees the
+// close, reconnects and resubscribes, so nothing is lost but intermediate
+// versions.
 func (s *Session) Events() <-chan Event { return s.events }
 
 // Done is closed when the session ends; Err says why.
@@ -261,6 +265,7 @@ func (s *Session) run(ctx context.Context) {
 		}
 		backoff, refused = s.cfg.BackoffMin, 0
 		code := s.serve(ctx, c)
+		s.cfg.Log.Debug("client: connection ended", "code", code)
 		switch code {
 		case int(messages.CloseSuperseded):
 			s.finish(ErrSuperseded)

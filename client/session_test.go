@@ -1,11 +1,14 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +23,7 @@ import (
 	"github.com/presence-im/presence/internal/poll"
 	"github.com/presence-im/presence/messages"
 	"github.com/presence-im/presence/store"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 )
 
@@ -183,57 +187,106 @@ func TestSessionStopsWhenSuperseded(t *testing.T) {
 	expectEnded(t, s, 3*time.Second, client.ErrSuperseded)
 }
 
-// A consumer that stops reading events makes the server cut the
-// connection (4008); the session reconnects, resubscribes and ends with the
-// newest state.
+// A consumer that stops reading events stalls the session's one reader on
+// the full Events channel (256), so its socket backs up and the server cuts
+// the connection with 4008. The session sees that close only when the
+// consumer reads again: then it reads what the kernel held and the close
+// frame, reconnects, resubscribes, and holds the newest state, set after
+// the cut, which only the new subscription can bring.
 func TestSessionRecoversFromOverflow(t *testing.T) {
-	nd := startNode(t, "n1", gateway.Options{Gateway: config.Gateway{Outbox: 8, SendBuffer: 4096}, CloseGrace: 100 * time.Millisecond})
+	reg := prometheus.NewRegistry()
+	// CloseGrace: the close frame waits behind what the stalled socket did
+	// not take; the consumer reads again well inside the grace (margin for a
+	// loaded machine), so the session sees 4008, not a cut without a close
+	// frame.
+	nd := startNode(t, "n1", gateway.Options{Gateway: config.Gateway{Outbox: 8, SendBuffer: 4096}, CloseGrace: 3 * time.Second, Registerer: reg})
 	_ = nd.policies.Put(context.Background(), "dave", store.PolicyDoc{Granularity: core.Exact, Contacts: []string{"alice"}})
 	ctx, cancel := context.WithCancel(context.Background())
-	// A small receive buffer, so that the frames a consumer does not take
-	// back up to the server within a few hundred events (with the kernel's
-	// autotuning on loopback it took from hundreds to hundreds of
-	// thousands, and the test was flaky).
-	small := &http.Transport{DialContext: (&net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		var err error
-		if cerr := c.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) }); cerr != nil {
-			return cerr
-		}
-		return err
-	}}).DialContext}
+	small := smallReceiver()
 	defer small.CloseIdleConnections()
-	s := client.Start(ctx, client.Config{URLs: []string{nd.url()}, Token: token(t, "alice", "phone"), HTTPClient: &http.Client{Transport: small}})
+	logs := &lockedBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s := client.Start(ctx, client.Config{URLs: []string{nd.url()}, Token: token(t, "alice", "phone"), HTTPClient: &http.Client{Transport: small}, Log: log})
 	defer func() { cancel(); <-s.Done() }()
 	s.Subscribe("dave")
 	d := client.Start(ctx, client.Config{URLs: []string{nd.url()}, Token: token(t, "dave", "laptop")})
 	defer func() { cancel(); <-d.Done() }()
 	waitFor(t, 2*time.Second, "dave connected", func() bool { return d.Hello() != nil })
 	shows := []messages.Show{messages.Show_away, messages.Show_dnd}
-	for i := 0; s.Connections() < 2; i++ { // nobody reads s.Events()
-		if i > 200000 {
-			// Seen on this project's CI machine on 2026-12-01, at every
-			// commit back to the last whose CI passed (cause not found):
-			// 200,000 status changes did not fill the outbox of a
-			// connection whose reader had stopped, so the SDK's recovery
-			// from 4008, what this test is about, is not reached. The
-			// server's side of the overflow is gateway's
-			// TestSlowReceiverCut4008AndRecovers.
-			t.Skipf("no overflow after %d status changes (%d events waiting, %d connections): the outbox never filled", i, len(s.Events()), s.Connections())
+	flips := 0
+	for ; flips%20 != 0 || serverCloses(t, reg, messages.CloseOverflow) == 0; flips++ { // nobody reads s.Events()
+		if flips == 50000 {
+			t.Fatalf("no 4008 after %d status changes (%d events waiting, %d connections)", flips, len(s.Events()), s.Connections())
 		}
-		d.SetStatus(shows[i%2])
-		if i%10 == 0 {
-			time.Sleep(time.Millisecond)
+		d.SetStatus(shows[flips%2])
+		if flips%10 == 9 {
+			time.Sleep(time.Millisecond) // a rate a reading subscriber keeps up with
 		}
 	}
+	t.Logf("alice cut with 4008 after %d flips, %d events waiting", flips, len(s.Events()))
+	// After the cut: only a new subscription hears it.
 	d.SetStatus(messages.Show_available)
-	go func() { // drain
+	go func() { // the consumer reads again
 		for range s.Events() {
 		}
 	}()
-	waitFor(t, 5*time.Second, "newest state after resubscribing", func() bool {
+	waitFor(t, 5*time.Second, "reconnected with the newest state", func() bool {
 		p, ok := s.State("dave")
-		return ok && p.GetShow() == messages.Show_available
+		return s.Connections() >= 2 && ok && p.GetShow() == messages.Show_available
 	})
+	if !strings.Contains(logs.String(), "code=4008") {
+		t.Fatalf("the session did not see 4008; its log:\n%s", logs.String())
+	}
+}
+
+// smallReceiver dials sockets with a small receive buffer (4 KiB asked,
+// 8 KiB applied by Linux), so that the frames a consumer does not take back
+// up to the server within a few hundred events (with the kernel's
+// autotuning on loopback it took from hundreds to hundreds of thousands).
+func smallReceiver() *http.Transport {
+	return &http.Transport{DialContext: (&net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		if cerr := c.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) }); cerr != nil {
+			return cerr
+		}
+		return err
+	}}).DialContext}
+}
+
+// serverCloses is how many connections the node closed with code, from its
+// presence_ws_server_closes_total.
+func serverCloses(t *testing.T, reg *prometheus.Registry, code messages.CloseCode) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			if f.GetName() == "presence_ws_server_closes_total" && m.GetLabel()[0].GetValue() == strconv.Itoa(int(code)) {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// lockedBuffer is a log destination for a session's goroutines and the test.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // 4401: the token expired during the connection. With Refresh the session

@@ -21,7 +21,12 @@ import (
 //     half without the oldest member (a network partition, or the others'
 //     crash; the deciding side goes on and reclaims);
 //   - lease: with the lease strategy (lease.go), the lease in the store is
-//     held and renewed by a member this side does not reach.
+//     held and renewed by a member this side does not reach;
+//   - declared dead: memberlist refuted a death verdict on it after it
+//     joined (a stall shorter than the pause threshold, probes lost under
+//     load): the others reclaimed and blocked it all the same, and it is
+//     alive again in their tables, left out of their placement while its
+//     own still names itself.
 //
 // A fenced node stops taking devices, closes them with 1001 so they
 // reconnect to a healthy node, and restarts as a new member (presenced
@@ -38,6 +43,10 @@ const (
 	FencePaused   FenceReason = "paused"
 	FenceMinority FenceReason = "minority"
 	FenceLease    FenceReason = "lease" // the lease strategy (lease.go): the other side holds it
+	// FenceDeclaredDead: the others declared it dead and it refuted the
+	// verdict (Gossip.DeclaredDead): a stall too short to count as a
+	// pause, a probe lost under load.
+	FenceDeclaredDead FenceReason = "declared_dead"
 )
 
 // MinDetection is the earliest the others can declare a silent member dead,
@@ -139,6 +148,9 @@ func (w FenceWatch) check(now, last time.Time) (FenceReason, string, []Voter) {
 	pause := max(MinDetection(w.Preset, len(base)), time.Second)
 	if gap := now.Sub(last); len(base) > 1 && gap > pause {
 		return FencePaused, fmt.Sprintf("did not run for %v (the others may declare a member dead after %v)", gap.Round(time.Millisecond), pause), base
+	}
+	if who := w.Gossip.DeclaredDead(); who != "" && len(base) > 1 {
+		return FenceDeclaredDead, "declared dead and alive again under the same id (" + who + "): the others reclaimed its leases and blocked it", base
 	}
 	v := Decide(base)
 	if w.Lease != nil {

@@ -1,6 +1,9 @@
 package cluster
 
 import (
+	"io"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,5 +74,78 @@ func TestMinDetection(t *testing.T) {
 	}
 	if MinDetection("fast", 100) <= MinDetection("fast", 3) {
 		t.Fatal("more members must take longer")
+	}
+}
+
+// A member the others declared dead that refutes it (memberlist's "Refuting
+// a dead message", e.g. one starved for less than the pause threshold
+// right after it rejoined) fences: the others reclaimed its leases and
+// proto.actor blocked its actor system id, so it is left out of their
+// placement while its own still names itself (a soak run: its lease
+// expired a device the others held elsewhere, and its down was taken once
+// it was alive again). A refute while it joins (its old incarnation's
+// death) is not a verdict on this one.
+func TestFenceOnARefutedDeath(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	g := members(now, map[string]State{"n2": Alive, "n3": Alive}, nil)
+	w := FenceWatch{Gossip: g, Preset: "fast"}
+	logw := &memberlistLog{l: discard(), refuted: g.refutedDeath}
+	refute := func() { _, _ = logw.Write([]byte("[WARN] memberlist: Refuting a dead message (from: n2)")) }
+	refute() // while joining
+	_, _ = logw.Write([]byte("[WARN] memberlist: Refuting a suspect message (from: n2)"))
+	g.joinedAt.Store(true)
+	_, _ = logw.Write([]byte("[WARN] memberlist: Refuting a suspect message (from: n2)"))
+	if reason, detail, _ := w.check(now, now.Add(-100*time.Millisecond)); reason != "" {
+		t.Fatalf("fenced on a refute while joining or on a suspicion: %q %q", reason, detail)
+	}
+	refute()
+	reason, detail, _ := w.check(now, now.Add(-100*time.Millisecond))
+	if reason != FenceDeclaredDead || !strings.Contains(detail, "refuted a death verdict") {
+		t.Fatalf("check = %q %q, want %q", reason, detail, FenceDeclaredDead)
+	}
+}
+
+func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// A member declared dead here that comes back alive under the same actor
+// system id (it refuted the verdict, or its refute of the suspicion came
+// after it) is blocked by proto.actor here and left out of the placement:
+// this node names its id in its metadata (Meta.Blocked) and keeps
+// dropping what it sends; the member, seeing its own id named by an alive
+// member, fences (a soak run: n3 declared n2 dead and took it back 1 ms
+// later, n2 heard of no verdict, and its lease expired a device n3 held).
+func TestRevenantIsNamedAndFences(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	g := members(now, map[string]State{"n2": Alive, "n3": Alive}, nil)
+	g.gone, g.log = map[string]time.Time{}, discard()
+	n2 := Meta{ID: "sys-n2", Actor: "a2"}
+	g.metas["n2"] = n2
+	ev := func(kind EventKind, s State, m Meta) Event {
+		return Event{Kind: kind, Meta: m, At: now, Member: Member{ID: "n2", State: s, Addresses: []string{"n2", m.Actor}}}
+	}
+	g.apply(ev(EventFailed, Dead, n2))
+	if g.Blocked() != nil {
+		t.Fatalf("blocked %v while dead", g.Blocked())
+	}
+	g.apply(ev(EventJoined, Alive, n2))
+	if got := g.Blocked(); len(got) != 1 || got[0] != "sys-n2" || !g.Gone("a2") {
+		t.Fatalf("revenant: blocked %v, gone %v; want [sys-n2], its messages dropped", got, g.Gone("a2"))
+	}
+	restarted := Meta{ID: "sys-n2b", Actor: "a2b"}
+	g.apply(ev(EventJoined, Alive, restarted))
+	if g.Blocked() != nil || g.Gone("a2b") {
+		t.Fatalf("a new incarnation: blocked %v, gone %v", g.Blocked(), g.Gone("a2b"))
+	}
+
+	// On the revenant's side: an alive member names its id.
+	z := members(now, map[string]State{"n2": Alive, "n3": Alive}, nil)
+	z.self.ID = "sys-n1"
+	w := FenceWatch{Gossip: z, Preset: "fast"}
+	if reason, _, _ := w.check(now, now.Add(-100*time.Millisecond)); reason != "" {
+		t.Fatalf("fenced unnamed: %q", reason)
+	}
+	z.metas["n3"] = Meta{ID: "sys-n3", Blocked: []string{"sys-n1"}}
+	if reason, detail, _ := w.check(now, now.Add(-100*time.Millisecond)); reason != FenceDeclaredDead || !strings.Contains(detail, "n3") {
+		t.Fatalf("check = %q %q, want %q naming n3", reason, detail, FenceDeclaredDead)
 	}
 }

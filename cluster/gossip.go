@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -39,6 +40,10 @@ type Meta struct {
 	// (rejoin.go): under the lease strategy it does not count toward
 	// another fenced node's verdict.
 	Fenced bool `json:"f,omitempty"`
+	// Blocked names the actor system ids of members this node declared
+	// dead that came back alive under the same id (Gossip.Blocked): they
+	// must fence (fence.go), since proto.actor blocked them here.
+	Blocked []string `json:"b,omitempty"`
 }
 
 // EventKind says what happened to a member.
@@ -119,6 +124,86 @@ type Gossip struct {
 	done    chan struct{}
 	stopped chan struct{}
 	joined  bool // it joined others at start (did not start a new cluster)
+	// joinedAt is set once NewGossip's join is done; refuted when, after
+	// that, memberlist refuted a death verdict on this node (fence.go).
+	joinedAt atomic.Bool
+	refuted  atomic.Bool
+	// revenants are the actor system ids of members declared dead here
+	// and alive again under the same id (Blocked).
+	revenants map[string]bool
+}
+
+// refutedDeath files memberlist's refute of a death verdict on this node,
+// unless it came while joining: a new incarnation answers its old one's
+// death then.
+func (g *Gossip) refutedDeath() {
+	if g.joinedAt.Load() {
+		g.refuted.Store(true)
+	}
+}
+
+// DeclaredDead reports whether other members declared this node dead after
+// it joined (it refuted the verdict, so it is alive again in their tables,
+// under an actor system id proto.actor blocked).
+// Or an alive member names this node's actor system id in its Blocked:
+// it declared this node dead and took it back under the same id, which
+// this node cannot tell (its refute of the suspicion may have come after
+// the verdict). It answers who said so, or "".
+func (g *Gossip) DeclaredDead() string {
+	if g.refuted.Load() {
+		return "memberlist refuted a death verdict on it"
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for id, m := range g.members {
+		if m.State == Alive && id != g.conf.Name && g.self.ID != "" && slices.Contains(g.metas[id].Blocked, g.self.ID) {
+			return id + " names its actor system id among those it took back after a death verdict"
+		}
+	}
+	return ""
+}
+
+// maxBlocked bounds Meta.Blocked (the metadata is at most 512 bytes).
+const maxBlocked = 4
+
+// Blocked are the actor system ids of members this node declared dead that
+// are alive again under the same id (sorted; nil if none): proto.actor
+// blocked them here and the placement leaves them out, so they must fence.
+func (g *Gossip) Blocked() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []string
+	for id, m := range g.members {
+		if ms := g.metas[id]; m.State == Alive && g.revenants[ms.ID] {
+			out = append(out, ms.ID)
+		}
+	}
+	slices.Sort(out)
+	return out[:min(len(out), maxBlocked)]
+}
+
+// publishBlocked puts Blocked into this node's metadata if it changed and
+// tells the others (not on the delivery goroutine: UpdateNode waits).
+func (g *Gossip) publishBlocked() {
+	blocked := g.Blocked()
+	g.metaMu.Lock()
+	if slices.Equal(blocked, g.self.Blocked) {
+		g.metaMu.Unlock()
+		return
+	}
+	g.self.Blocked = blocked
+	b, err := json.Marshal(g.self)
+	if err == nil {
+		g.meta = b
+	}
+	g.metaMu.Unlock()
+	if err == nil && g.ml != nil {
+		go func() {
+			if err := g.ml.UpdateNode(time.Second); err != nil {
+				g.log.Warn("cluster: telling the others which members must fence", "err", err)
+			}
+		}()
+	}
 }
 
 // profile returns the memberlist configuration of a preset.
@@ -199,7 +284,7 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 	}
 	c.Delegate, c.Events, c.Ping = g, g, g
 	c.SecretKey = cfg.Key
-	c.Logger = log.New(&memberlistLog{l: g.log}, "", 0)
+	c.Logger = log.New(&memberlistLog{l: g.log, refuted: g.refutedDeath}, "", 0)
 	g.conf = c
 	go g.deliver()
 	ml, err := memberlist.Create(c)
@@ -222,6 +307,7 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 		}
 	}
 	g.joined = ml.NumMembers() > 1
+	g.joinedAt.Store(true)
 	return g, nil
 }
 
@@ -455,25 +541,12 @@ func (g *Gossip) deliver() {
 		g.mu.Lock()
 		q := g.queue
 		g.queue = nil
-		for i, ev := range q {
-			if ev.Kind == EventFailed && (ev.Meta.Leaving || g.metas[ev.Member.ID].Leaving) {
-				ev.Kind, ev.Member.State = EventLeft, Left
-				q[i] = ev
-			}
-			if ev.Kind == EventUpdated {
-				if old, ok := g.members[ev.Member.ID]; ok {
-					ev.Member.Since = old.Since
-				}
-				was := g.metas[ev.Member.ID].ID
-				ev.Restarted = was != "" && ev.Meta.ID != "" && was != ev.Meta.ID
-				q[i] = ev
-			}
-			g.members[ev.Member.ID] = ev.Member
-			g.metas[ev.Member.ID] = ev.Meta
-			g.noteGone(ev)
-		}
 		subs := slices.Clone(g.subs)
 		g.mu.Unlock()
+		for i, ev := range q {
+			q[i] = g.apply(ev)
+		}
+		g.publishBlocked()
 		for _, ev := range q {
 			g.logEvent(ev)
 			for _, f := range subs {
@@ -519,6 +592,43 @@ func (g *Gossip) Gone(actor string) bool {
 	return ok
 }
 
+// apply enters ev into the member table and answers it as delivered: a
+// failure of a member that was leaving is a leave; an update under a new
+// actor system id is a restart. A member declared dead that is alive again
+// under the same id is a revenant (Blocked): what it sends stays dropped.
+func (g *Gossip) apply(ev Event) Event {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	id := ev.Member.ID
+	if ev.Kind == EventFailed && (ev.Meta.Leaving || g.metas[id].Leaving) {
+		ev.Kind, ev.Member.State = EventLeft, Left
+	}
+	if ev.Kind == EventUpdated {
+		if old, ok := g.members[id]; ok {
+			ev.Member.Since = old.Since
+		}
+		was := g.metas[id].ID
+		ev.Restarted = was != "" && ev.Meta.ID != "" && was != ev.Meta.ID
+	}
+	old, had := g.members[id]
+	revenant := had && old.State == Dead && ev.Member.State == Alive && ev.Meta.ID != "" && g.metas[id].ID == ev.Meta.ID
+	if revenant {
+		if g.revenants == nil {
+			g.revenants = map[string]bool{}
+		}
+		g.revenants[ev.Meta.ID] = true
+		g.log.Warn("cluster: a member declared dead is alive again under the same id: it must fence", "member", id)
+	} else if ev.Member.State == Alive && ev.Meta.ID != g.metas[id].ID {
+		delete(g.revenants, g.metas[id].ID) // a new incarnation
+	}
+	g.members[id] = ev.Member
+	g.metas[id] = ev.Meta
+	if !g.revenants[ev.Meta.ID] {
+		g.noteGone(ev)
+	}
+	return ev
+}
+
 // noteGone files ev's actor address; g.mu held.
 func (g *Gossip) noteGone(ev Event) {
 	if ev.Meta.Actor == "" {
@@ -559,12 +669,20 @@ const LogBurst = 10 * time.Second
 // metadata as text; warnings and errors one per LogBurst.
 type memberlistLog struct {
 	l *slog.Logger
+	// refuted is called on memberlist's refute of a death verdict on this
+	// node, before any warning is left out (its only sign of the verdict).
+	refuted func()
 
 	mu         sync.Mutex
 	now        func() time.Time // nil: time.Now
 	last       time.Time        // when the last warning or error was logged
 	suppressed int              // warnings and errors left out since
 }
+
+// refuteDead begins memberlist's line for a refute of a death verdict on
+// this node (state.go, deadNode, hashicorp/memberlist v0.7.0); no delegate
+// tells of it.
+const refuteDead = "Refuting a dead message"
 
 func (w *memberlistLog) Write(p []byte) (int, error) {
 	line := strings.TrimSpace(string(p))
@@ -576,6 +694,9 @@ func (w *memberlistLog) Write(p []byte) (int, error) {
 		}
 	}
 	line = strings.TrimPrefix(line, "memberlist: ")
+	if w.refuted != nil && strings.HasPrefix(line, refuteDead) {
+		w.refuted()
+	}
 	level = quietlog.Memberlist.Level(level, line)
 	attrs := []any{"lib", "memberlist"}
 	if level >= slog.LevelWarn {

@@ -46,6 +46,14 @@ func (p *Provider) Subscribe(f func(Event)) {
 // NewProvider makes a provider; the gossip starts with the member.
 func NewProvider(cfg GossipConfig) *Provider { return &Provider{cfg: cfg} }
 
+// Started is when the member's gossip started and joined (for a fenced
+// node's new incarnation: when the resolver let it serve); zero before.
+func (p *Provider) Started() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.started
+}
+
 // Gossip is the membership, once the member started.
 func (p *Provider) Gossip() *Gossip {
 	p.mu.Lock()

@@ -146,14 +146,16 @@ func (g *Gossip) aliveIDs() (alive, fenced []string) {
 // served clears the fenced mark from this node's metadata and tells the
 // others, so that fenced nodes waiting for a serving member count it.
 func (g *Gossip) served() error {
+	g.metaMu.Lock()
 	g.self.Fenced = false
 	b, err := json.Marshal(g.self)
+	if err == nil {
+		g.meta = b
+	}
+	g.metaMu.Unlock()
 	if err != nil {
 		return err
 	}
-	g.metaMu.Lock()
-	g.meta = b
-	g.metaMu.Unlock()
 	if err := g.ml.UpdateNode(time.Second); err != nil {
 		g.log.Warn("cluster: rejoined: telling the others this node serves", "err", err)
 	}

@@ -144,3 +144,26 @@ func TestBatcherKeepsLastSeensOnAFullQueue(t *testing.T) {
 		}
 	})
 }
+
+// A write is answered only once the transaction holding it committed: a
+// floor is durable before its handshake is answered.
+func TestBatcherAnswersAfterItsCommit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		b := NewBatcher("test", func(context.Context, []Write) error { <-release; return nil }, 0, 0)
+		defer b.Close()
+		done := make(chan error, 1)
+		go func() { done <- b.RaiseFloor(context.Background(), "alice", "phone", 3) }()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			close(release)
+			t.Fatalf("RaiseFloor returned (%v) while its commit was still running", err)
+		default:
+		}
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}

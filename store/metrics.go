@@ -49,8 +49,14 @@ func (m *StoreMetrics) observe(op string, start time.Time, err error) {
 	}
 }
 
-// InstrumentPolicies returns p with each call timed and its errors counted.
-func (m *StoreMetrics) InstrumentPolicies(p PolicyStore) PolicyStore { return timedPolicies{p, m} }
+// InstrumentPolicies returns p with each call timed and its errors
+// counted; a ViewLoader stays one.
+func (m *StoreMetrics) InstrumentPolicies(p PolicyStore) PolicyStore {
+	if v, ok := p.(ViewLoader); ok {
+		return timedViews{timedPolicies{p, m}, v}
+	}
+	return timedPolicies{p, m}
+}
 
 // InstrumentHistory returns h with each call timed and its errors counted.
 func (m *StoreMetrics) InstrumentHistory(h HistoryStore) HistoryStore { return timedHistory{h, m} }
@@ -72,6 +78,18 @@ func (t timedPolicies) Put(ctx context.Context, user string, doc PolicyDoc) erro
 	err := t.PolicyStore.Put(ctx, user, doc)
 	t.m.observe("policy_put", start, err)
 	return err
+}
+
+type timedViews struct {
+	timedPolicies
+	v ViewLoader
+}
+
+func (t timedViews) LoadView(ctx context.Context, user string) (PolicyDoc, bool, time.Time, error) {
+	start := time.Now()
+	doc, ok, last, err := t.v.LoadView(ctx, user)
+	t.m.observe("view_load", start, err)
+	return doc, ok, last, err
 }
 
 type timedHistory struct {

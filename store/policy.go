@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/presence-im/presence/core"
 )
@@ -68,6 +69,16 @@ type PolicyStore interface {
 	Get(ctx context.Context, user string) (doc PolicyDoc, ok bool, err error)
 	// Put validates and stores a policy; an invalid one changes nothing.
 	Put(ctx context.Context, user string, doc PolicyDoc) error
+}
+
+// ViewLoader is a store of policies that also keeps last-seen times and
+// reads both of a user in one round trip: what a view's activation needs
+// (one per user that connects cold). The node uses it when its
+// PolicyStore has it; else it reads the two apart.
+type ViewLoader interface {
+	// LoadView returns the user's policy (ok false: none) and last
+	// departure (zero: never seen).
+	LoadView(ctx context.Context, user string) (doc PolicyDoc, ok bool, lastSeen time.Time, err error)
 }
 
 // EncodePolicy validates d as user's policy and returns what a store

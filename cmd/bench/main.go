@@ -66,11 +66,13 @@ func runCmd(ctx context.Context, args []string, out, errOut io.Writer) int {
 	fs.DurationVar(&o.Interval, "interval", 5*time.Second, "heartbeat period")
 	fs.DurationVar(&o.Debounce, "debounce", time.Second, "presenced --debounce")
 	fs.IntVar(&o.Concurrency, "concurrency", 100, "dials in flight over all load processes")
+	fs.IntVar(&o.PerWorker, "per-worker", loadbench.PerWorker, "devices per load process (each dials from its own 127.0.0.x)")
+	fs.StringVar(&o.DSN, "dsn", "", "presenced --policy-dsn (memory: the in-memory store); default SQLite in the run's directory")
 	fs.IntVar(&o.Subs, "subs", 5000, "users subscribed to the user that goes offline, each with all of its --devices (a policy names at most 5,000 contacts)")
 	fs.IntVar(&o.Rounds, "rounds", 3, "offlines per run")
 	fs.IntVar(&o.LookupRate, "lookups", 20, "lookups per second while the heartbeats flow")
 	fs.BoolVar(&o.Binary, "binary", false, "devices speak presence.v1.proto (default presence.v1.json)")
-	fs.StringVar(&o.Profile, "profile", "", "directory for presence's CPU profile of each idle window, its heap profile after it (go tool pprof -top), 5 s execution traces of the node and of the bench (go tool trace) and each lookup's start and latency")
+	fs.StringVar(&o.Profile, "profile", "", "directory for presence's CPU profiles of each connect phase and idle window, its heap profile after it (go tool pprof -top), 5 s execution traces of the node and of the bench in the idle window (go tool trace) and each lookup's start and latency")
 	systems := fs.String("systems", "presence,redis-ttl", "systems to run, comma-separated")
 	fs.StringVar(&o.Bin, "bin", "bin", "directory holding presenced")
 	fs.StringVar(&o.RedisServer, "redis-server", "redis-server", "redis-server binary (Debian's redis-server)")
@@ -179,6 +181,7 @@ func workerCmd(ctx context.Context, args []string, in io.Reader, out, errOut io.
 	fs.IntVar(&o.Concurrency, "concurrency", 20, "dials in flight")
 	fs.DurationVar(&o.Interval, "interval", 5*time.Second, "heartbeat period")
 	fs.BoolVar(&o.Binary, "binary", false, "presence.v1.proto")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "file for this process's CPU profile of its connect phase")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

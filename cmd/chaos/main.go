@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -70,6 +71,14 @@ func runFlags(args []string, stderr io.Writer) (chaos.Options, bool) {
 	fs.IntVar(&o.Load, "load", 0, "close, gateway-crash, pause: background devices per node from load processes (cmd/bench worker), heartbeating, on chaos.LoadTiming")
 	fs.StringVar(&o.LoadTiming, "load-timing", "fast", "with --load: the nodes' preset, fast or seed, with a 5 s heartbeat and a 30 s renewal (chaos.LoadTiming)")
 	fs.DurationVar(&o.Idle, "idle", chaos.ChurnIdle, "churn: the nodes' --idle (lease and view actors passivate after it)")
+	fs.Func("node-flags", "more flags for every node, space-separated (e.g. \"--debounce 1s\": the bounds follow)", func(v string) error {
+		o.Args = append(o.Args, strings.Fields(v)...)
+		return nil
+	})
+	fs.Func("faults", "soak: the faults it draws from, separated by ';' (chaos.SoakFaults; default all); a fault named twice is drawn twice as often", func(v string) error {
+		o.Faults = append(o.Faults, strings.Split(v, ";")...)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return o, false
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 )
@@ -16,5 +17,13 @@ func TestListAndUsage(t *testing.T) {
 		if code := run(args, &out, &errs); code != 2 || errs.Len() == 0 {
 			t.Fatalf("%v: exit %d, stderr %q: want 2 and a reason", args, code, errs.String())
 		}
+	}
+}
+
+// --node-flags reaches every node, --faults picks soak's faults.
+func TestRunFlagsForNodesAndFaults(t *testing.T) {
+	o, ok := runFlags([]string{"--scenario", "soak", "--node-flags", "--debounce 1s", "--faults", "kill -9, restart;partition 2+1, heal"}, io.Discard)
+	if !ok || strings.Join(o.Args, "|") != "--debounce|1s" || len(o.Faults) != 2 || o.Faults[1] != "partition 2+1, heal" {
+		t.Fatalf("ok %v, args %q, faults %q", ok, o.Args, o.Faults)
 	}
 }

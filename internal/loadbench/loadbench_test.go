@@ -70,8 +70,8 @@ func TestBenchSmoke(t *testing.T) {
 func checkResult(t *testing.T, o Options, r RunResult) {
 	t.Helper()
 	switch {
-	case r.ConnectRate <= 0 || r.RSSConnect <= 0 || r.Heap <= 0:
-		t.Errorf("%s: connect rate %v, RSS %v, heap %v per device: want all > 0", r.System, r.ConnectRate, r.RSSConnect, r.Heap)
+	case r.ConnectRate <= 0 || r.RSSConnect <= 0 || r.Heap <= 0 || r.ConnectCPU <= 0 || r.LoadCPU <= 0:
+		t.Errorf("%s: connect rate %v, RSS %v, heap %v, CPU %v (load %v) per device: want all > 0", r.System, r.ConnectRate, r.RSSConnect, r.Heap, r.ConnectCPU, r.LoadCPU)
 	case r.Beats < int64(o.N) || r.CPUPerBeat <= 0:
 		t.Errorf("%s: %d heartbeats acked in %v, CPU %v each: want at least one per device", r.System, r.Beats, o.Idle, r.CPUPerBeat)
 	case r.Lookups == 0 || r.LookupErrors > 0:

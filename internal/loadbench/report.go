@@ -44,6 +44,8 @@ func rows(o Options) []row {
 		{"lookup p99 while heartbeats flow", "ms", true, ms(func(r RunResult) time.Duration { return r.LookupP99 }), 5, "<="},
 		{"lookup max while heartbeats flow", "ms", true, ms(func(r RunResult) time.Duration { return r.LookupMax }), 0, ""},
 		{fmt.Sprintf("connect rate, %d dials in flight, cold", o.Concurrency), "/s", false, func(r RunResult) float64 { return r.ConnectRate }, 5000, ">="},
+		{"server CPU per connect, during the connect phase (user + kernel)", "µs", true, func(r RunResult) float64 { return float64(r.ConnectCPU) / 1e3 }, 0, ""},
+		{"load processes' CPU per connect, same phase", "µs", true, func(r RunResult) float64 { return float64(r.LoadCPU) / 1e3 }, 0, ""},
 		{fanName + ", p50", "ms", true, fan(0.5), 0, ""},
 		{fanName + ", p99", "ms", true, fan(0.99), fanTarget, "<="},
 		{fanName + ", max", "ms", true, fan(1), 0, ""},
@@ -105,6 +107,9 @@ func Report(w io.Writer, o Options, machine string, results []RunResult) {
 		fmt.Fprintf(w, "%s: %d heartbeats in the idle window, %d lookups (%d failed), %d of %d fan-out events, held %v, unexpected ends %d (codes %s), server closes %s\n",
 			res.System, res.Beats, res.Lookups, res.LookupErrors, len(res.Fanout), res.FanoutExpected, res.Held.Round(time.Second),
 			res.Unexpected, orNone(res.Codes), res.ServerCloses)
+		if res.ConnectStore != "" {
+			fmt.Fprintf(w, "  store: %s\n", res.ConnectStore)
+		}
 		if res.Errors != "" {
 			fmt.Fprintf(w, "  first errors: %s\n", res.Errors)
 		}

@@ -86,6 +86,8 @@ type RunResult struct {
 	LookupErrors   int
 	ConnectRate    float64 // devices per second, cold
 	ConnectErrors  int64
+	ConnectCPU     time.Duration   // the system's CPU (user + kernel) over the connect phase, per device
+	LoadCPU        time.Duration   // the load processes' CPU over the connect phase, per device
 	Fanout         []time.Duration // every subscriber of every round, after the debounce
 	FanoutExpected int
 	Unexpected     int64  // connections that ended without the load asking
@@ -93,6 +95,7 @@ type RunResult struct {
 	Errors         string
 	ServerCloses   string
 	Held           time.Duration // how long the devices were held before Unexpected was read
+	ConnectStore   string        // presence: its store writer's commits over the connect phase
 }
 
 // Run measures every system Runs times, alternating them, and returns all
@@ -174,6 +177,7 @@ func runOnce(ctx context.Context, o Options, name, dir string, hold bool) (RunRe
 	if err != nil {
 		return res, err
 	}
+	res.ConnectStore = connectStore(sys)
 	n := float64(o.N)
 	rss1, _ := rss(sys.Pids()...)
 	res.RSSConnect = (rss1 - rss0) / n
@@ -195,6 +199,22 @@ func runOnce(ctx context.Context, o Options, name, dir string, hold bool) (RunRe
 	return res, nil
 }
 
+// connectStore says how presence's store writer grouped the connect's
+// attempt floors: commits, writes per commit, time per commit (a SQL
+// store; "" for the peer and the memory store).
+func connectStore(sys system) string {
+	p, ok := sys.(*presenceSys)
+	if !ok {
+		return ""
+	}
+	m, err := p.metrics("presence_store_")
+	if c := sum(m, "presence_store_batch_writes_count"); err == nil && c > 0 {
+		return fmt.Sprintf("%.0f commits on connect, %.1f writes and %.2f ms each", c,
+			sum(m, "presence_store_batch_writes_sum")/c, 1000*sum(m, "presence_store_commit_seconds_sum")/c)
+	}
+	return ""
+}
+
 func codesString(m map[string]int64) string {
 	var parts []string
 	for c, n := range m {
@@ -210,9 +230,17 @@ func codesString(m map[string]int64) string {
 // of its devices, drawing a progress bar; the rate is all devices over the
 // time from the first dial to the last answer.
 func connect(o Options, sys system, dir string, res *RunResult) ([]*workerProc, error) {
+	cpu0, _ := cpuTime(sys.Pids()...)
 	ws, err := spawnWorkers(o, sys.URLs(), dir)
 	if err != nil {
 		return nil, err
+	}
+	var profiled sync.WaitGroup // the idle window's profile must not start before this one ends
+	defer profiled.Wait()
+	if p, ok := sys.(*presenceSys); ok && o.Profile != "" {
+		profiled.Go(func() {
+			p.profile(o.connectWindow(), filepath.Join(o.Profile, fmt.Sprintf("connect-%d.pprof", time.Now().Unix())))
+		})
 	}
 	stop := make(chan struct{})
 	var bar sync.WaitGroup
@@ -240,11 +268,20 @@ func connect(o Options, sys system, dir string, res *RunResult) ([]*workerProc, 
 	if fail != nil {
 		return ws, fail
 	}
+	cpu1, _ := cpuTime(sys.Pids()...)
+	load, _ := cpuTime(workerPids(ws)...) // fresh processes: all of it is the connect's
+	res.ConnectCPU, res.LoadCPU = (cpu1-cpu0)/time.Duration(o.N), load/time.Duration(o.N)
 	if res.ConnectErrors > 0 {
 		return ws, fmt.Errorf("loadbench: %d of %d devices could not connect", res.ConnectErrors, o.N)
 	}
 	res.ConnectRate = float64(o.N) / time.Duration(last-first).Seconds()
 	return ws, nil
+}
+
+// connectWindow is how long the connect phase's CPU profile runs: about
+// half of the phase at 1,000 devices a second, at least 2 s.
+func (o Options) connectWindow() time.Duration {
+	return max(2*time.Second, time.Duration(o.N/2)*time.Millisecond)
 }
 
 func (o Options) bar(stop chan struct{}, what string, total int, ws []*workerProc) {

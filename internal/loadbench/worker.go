@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,6 +36,7 @@ type WorkerOptions struct {
 	Concurrency int           // dials in flight
 	Interval    time.Duration // heartbeat period of every connection
 	Binary      bool          // presence.v1.proto instead of presence.v1.json
+	CPUProfile  string        // file for the CPU profile of the connect phase; "": none
 }
 
 // worker holds its connections and answers the orchestrator's commands, one
@@ -87,7 +90,9 @@ func RunWorker(ctx context.Context, o WorkerOptions, in io.Reader, out io.Writer
 	w := newWorker(o, out)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w.connectAll(ctx)
+	if err := w.profiled(func() { w.connectAll(ctx) }); err != nil {
+		return err
+	}
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
 		if !w.runCommand(ctx, strings.Fields(sc.Text())) {
@@ -95,6 +100,25 @@ func RunWorker(ctx context.Context, o WorkerOptions, in io.Reader, out io.Writer
 		}
 	}
 	w.closeAll()
+	return nil
+}
+
+// profiled runs f under a CPU profile written to CPUProfile, if set.
+func (w *worker) profiled(f func()) error {
+	if w.o.CPUProfile == "" {
+		f()
+		return nil
+	}
+	out, err := os.Create(w.o.CPUProfile)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	if err := pprof.StartCPUProfile(out); err != nil {
+		return err
+	}
+	f()
+	pprof.StopCPUProfile()
 	return nil
 }
 

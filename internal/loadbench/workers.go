@@ -55,6 +55,9 @@ func spawnWorkers(o Options, urls []string, dir string) ([]*workerProc, error) {
 		if o.Binary {
 			args = append(args, "--binary")
 		}
+		if o.Profile != "" && w == 0 {
+			args = append(args, "--cpuprofile", filepath.Join(o.Profile, fmt.Sprintf("worker-%d.pprof", time.Now().Unix())))
+		}
 		wp, err := startWorker(o.Self, filepath.Join(dir, fmt.Sprintf("worker%d.log", w)), args)
 		if err != nil {
 			stopWorkers(ws)
@@ -129,6 +132,14 @@ func (w *workerProc) ask(cmd, want string, within time.Duration) ([]string, erro
 		return nil, err
 	}
 	return w.await(want, within)
+}
+
+func workerPids(ws []*workerProc) []int {
+	pids := make([]int, len(ws))
+	for i, w := range ws {
+		pids[i] = w.cmd.Process.Pid
+	}
+	return pids
 }
 
 func stopWorkers(ws []*workerProc) {

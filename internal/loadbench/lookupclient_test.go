@@ -82,7 +82,6 @@ func TestLookupClientKeepsItsThread(t *testing.T) {
 	if cmd.Process == nil {
 		return
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	select {
@@ -90,6 +89,8 @@ func TestLookupClientKeepsItsThread(t *testing.T) {
 		t.Fatalf("the child died with the lookup client's thread: %v", err)
 	case <-time.After(500 * time.Millisecond):
 	}
+	_ = cmd.Process.Kill()
+	<-exited
 }
 
 // onMainThreadElsewhere parks a goroutine locked to the process's main

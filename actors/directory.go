@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/presence-im/presence/messages"
 )
 
 // Kind is a kind of actor reached by identity.
@@ -36,6 +37,13 @@ type Directory interface {
 	// (a release a connection sent as its node stopped), and waits for
 	// them.
 	Stop()
+}
+
+// viewReader is a directory whose lookups may read a local view's state
+// instead of asking the view (LocalDirectory.readView).
+type viewReader interface {
+	attachView(user string, self *actor.PID, a *viewActor)
+	readView(user string) (*messages.ViewState, bool)
 }
 
 func leaseID(user, device string) string { return user + "/" + device }

@@ -139,6 +139,19 @@ func (d *ClusterDirectory) Passivate(kind Kind, id string, self *actor.PID, rece
 	return d.local.Passivate(kind, id, self, received)
 }
 
+func (d *ClusterDirectory) attachView(user string, self *actor.PID, a *viewActor) {
+	d.local.attachView(user, self, a)
+}
+
+// readView reads the view of a user this node owns (LocalDirectory.readView);
+// another member's is asked through the actors.
+func (d *ClusterDirectory) readView(user string) (*messages.ViewState, bool) {
+	if d.remote(KindView, user) != nil {
+		return nil, false
+	}
+	return d.local.readView(user)
+}
+
 func (d *ClusterDirectory) Owns(kind Kind, id string) bool { return d.remote(kind, id) == nil }
 
 func (d *ClusterDirectory) Forget(kind Kind, id string, self *actor.PID) {

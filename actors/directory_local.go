@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/presence-im/presence/messages"
 )
 
 // ErrStopped is returned by requests to a stopped node.
@@ -31,6 +33,10 @@ type LocalDirectory struct {
 type entry struct {
 	pid  *actor.PID
 	sent uint64
+	// view is a view actor's own state, attached when it starts: a lookup
+	// reads it instead of asking the actor when that gives the same answer
+	// (readView). nil: ask the actor.
+	view *viewActor
 }
 
 // NewLocalDirectory makes a directory; props returns the props of the actor
@@ -92,6 +98,30 @@ func (d *LocalDirectory) Request(ctx context.Context, kind Kind, id string, msg 
 		return nil, fmt.Errorf("actors: %s %s: %w", kind, id, err)
 	}
 	return res, nil
+}
+
+// attachView lets lookups of user read the state of view actor self
+// (readView) while it is the user's actor here.
+func (d *LocalDirectory) attachView(user string, self *actor.PID, a *viewActor) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e, ok := d.entries[KindView][user]; ok && e.pid.Equal(self) {
+		e.view = a
+	}
+}
+
+// readView answers a lookup of user from its active view's state, without
+// a message to it, when that is what a ViewQuery would be answered
+// (viewActor.read): under the directory's lock, so every message sent to
+// the view before it was handled. false: ask the actor (Node.Query).
+func (d *LocalDirectory) readView(user string) (*messages.ViewState, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := d.entries[KindView][user]
+	if d.stopped || !ok || e.view == nil {
+		return nil, false
+	}
+	return e.view.read(e.sent, time.Now())
 }
 
 func (d *LocalDirectory) Passivate(kind Kind, id string, self *actor.PID, received uint64) bool {

@@ -27,6 +27,7 @@ type Metrics struct {
 	handled           [kindCount]prometheus.Counter // Messages by kindIndex
 	Refused           *prometheus.CounterVec        // limit: one of Limits
 	Fanout            prometheus.Histogram          // one event's writes on a node
+	ViewReads         prometheus.Counter            // lookups answered from a view's state (Node.queryView)
 	stateMetrics
 }
 
@@ -52,11 +53,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "From a view handing an event to this node's fan-out to the last of its subscribers' frames handed to the socket, per event.",
 			Buckets: fanoutBuckets,
 		}),
+		ViewReads:    metric.Counter("presence_view_reads_total", "Lookups answered from an active local view's state without a message to it; the others are ViewQuery messages (presence_actor_messages_total)."),
 		stateMetrics: newStateMetrics(),
 	}
 	m.preset()
 	if reg != nil {
-		reg.MustRegister(m.DeviceTransitions, m.Published, m.Delivered, m.EventMessages, m.Renewals, m.ClientRestarts, m.StaleChecks, m.RejectedStale, m.Passivations, m.Activations, m.Messages, m.DeadLetters, m.Refused, m.Fanout)
+		reg.MustRegister(m.DeviceTransitions, m.Published, m.Delivered, m.EventMessages, m.Renewals, m.ClientRestarts, m.StaleChecks, m.RejectedStale, m.Passivations, m.Activations, m.Messages, m.DeadLetters, m.Refused, m.Fanout, m.ViewReads)
 		reg.MustRegister(m.collectors()...)
 	}
 	return m

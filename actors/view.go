@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -17,6 +18,9 @@ import (
 // events to. It watches each sink, so a connection that dies without
 // unsubscribing is dropped.
 type viewActor struct {
+	// mu is held while the actor handles a message; a lookup on another
+	// goroutine reads the state under it (read) only if it is free.
+	mu       sync.Mutex
 	n        *Node
 	user     string
 	v        *core.View
@@ -31,6 +35,8 @@ type viewActor struct {
 }
 
 func (a *viewActor) Receive(ctx actor.Context) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	now := time.Now()
 	before, stopping := viewCounts(a.v, false), false
 	defer func() { a.n.viewDelta(before, viewCounts(a.v, stopping)) }()
@@ -39,6 +45,7 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.onStarted(ctx, now)
 	case *actor.Stopping, *actor.Restarting: // a restart (a panic) starts it anew
 		stopping = true
+		a.attach(ctx, nil) // a restarted view reloads its state: lookups ask it until it started
 		a.onStopping(ctx)
 	case *messages.DeviceUp:
 		a.n.handled(KindView, a.received)
@@ -98,6 +105,7 @@ func (a *viewActor) onStarted(ctx actor.Context, now time.Time) {
 	policy, last := a.load()
 	a.v = core.NewView(a.user, a.n.deps.Timing.Debounce, policy, last)
 	a.started = now
+	a.attach(ctx, a)
 	a.armIdle(ctx)
 	if a.n.mayHaveMoved(KindView, a.user) {
 		a.unsettle(ctx, now)
@@ -148,6 +156,45 @@ func (a *viewActor) onQuery(ctx actor.Context, now time.Time) {
 	if a.queries == *a.received && a.v.Idle() && !a.v.Unsettled {
 		a.n.passivate(ctx, KindView, a.user, *a.received)
 	}
+}
+
+// attach lets lookups read the state of view (nil: none) while it is the
+// user's actor in the directory (viewReader).
+func (a *viewActor) attach(ctx actor.Context, view *viewActor) {
+	if r, ok := a.n.dir.(viewReader); ok {
+		r.attachView(a.user, ctx.Self(), view)
+	}
+}
+
+// read is what onQuery would answer a ViewQuery handled now, for a lookup
+// on another goroutine (LocalDirectory.readView, under the directory's
+// lock, sent the directory messages sent to this view), or false where
+// that answer may differ and the lookup must ask the actor:
+//
+//   - the actor is handling a message (its lock is taken; a stopping or
+//     restarting one also detached itself: a restarted view reloads its
+//     state);
+//   - a directory message sent to it is not handled yet (received < sent):
+//     a lookup queued behind it would see its effect;
+//   - the view holds nothing (core.View.Idle): a query may passivate it;
+//   - a query may still unsettle it (recheck: young after a membership
+//     change that may have moved it here).
+//
+// So a lookup reads the same state, in the same order with the messages
+// sent before it, as through the mailbox; a timer's message (debounce,
+// age, settle) is not a directory message and races a lookup either way.
+func (a *viewActor) read(sent uint64, now time.Time) (*messages.ViewState, bool) {
+	if !a.mu.TryLock() {
+		return nil, false
+	}
+	defer a.mu.Unlock()
+	if a.v == nil || *a.received != sent || a.v.Idle() {
+		return nil, false
+	}
+	if !a.v.Unsettled && now.Sub(a.started) < a.n.deps.Timing.Settle && a.n.mayHaveMoved(KindView, a.user) {
+		return nil, false
+	}
+	return a.state(), true
 }
 
 // admitHold is how long a device admitted by core.View.Admit holds its

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -320,10 +319,11 @@ func idle(ctx context.Context, o Options, sys system, ws []*workerProc, res *Run
 	cpu0, _ := cpuTime(sys.Pids()...)
 	t0 := time.Now()
 	stop := make(chan struct{})
-	lat := make(chan []time.Duration, 1)
+	lat := make(chan []lookup, 1)
 	go func() { lat <- lookups(o, sys, stop, &res.LookupErrors) }()
 	if p, ok := sys.(*presenceSys); ok && o.Profile != "" {
 		go p.profile(o.Idle*3/4, filepath.Join(o.Profile, fmt.Sprintf("cpu-%d.pprof", time.Now().Unix())))
+		go p.traces(o.Idle/2, traceSpan, o.Profile)
 	}
 	o.waitBar(ctx, sys.Name()+" idle", t0, o.Idle)
 	close(stop)
@@ -340,8 +340,15 @@ func idle(ctx context.Context, o Options, sys system, ws []*workerProc, res *Run
 		res.CPUPerBeat = (cpu1 - cpu0) / time.Duration(res.Beats)
 	}
 	l := <-lat
-	res.Lookups = len(l)
-	res.LookupP99, res.LookupMax = quantile(l, 0.99), quantile(l, 1)
+	if o.Profile != "" {
+		saveLookups(filepath.Join(o.Profile, fmt.Sprintf("lookups-%s-%d.txt", sys.Name(), time.Now().Unix())), l)
+	}
+	d := make([]time.Duration, len(l))
+	for i, x := range l {
+		d[i] = x.d
+	}
+	res.Lookups = len(d)
+	res.LookupP99, res.LookupMax = quantile(d, 0.99), quantile(d, 1)
 	if hold && o.Hold > o.Idle {
 		o.waitBar(ctx, sys.Name()+" hold", t0, o.Hold)
 	}
@@ -363,11 +370,19 @@ func (o Options) waitBar(ctx context.Context, what string, t0 time.Time, d time.
 	o.progressf("\r\033[K")
 }
 
-func lookups(o Options, sys system, stop chan struct{}, errs *int) []time.Duration {
-	c := &http.Client{Timeout: 10 * time.Second}
+// lookup is one timed lookup: when it started (wall clock, to find it in
+// a trace) and how long it took.
+type lookup struct {
+	at time.Time
+	d  time.Duration
+}
+
+func lookups(o Options, sys system, stop chan struct{}, errs *int) []lookup {
+	c := newLookupClient(sys.LookupAddr())
+	defer c.Close()
 	t := time.NewTicker(time.Second / time.Duration(o.LookupRate))
 	defer t.Stop()
-	var l []time.Duration
+	var l []lookup
 	for {
 		select {
 		case <-stop:
@@ -375,12 +390,23 @@ func lookups(o Options, sys system, stop chan struct{}, errs *int) []time.Durati
 		case <-t.C:
 		}
 		t0 := time.Now()
-		if err := sys.Lookup(c, fmt.Sprintf("bench%06d", rand.N(o.N/o.Devices))); err != nil {
+		if err := c.Get(sys.LookupRequest(fmt.Sprintf("bench%06d", rand.N(o.N/o.Devices)))); err != nil {
 			*errs++
 			continue
 		}
-		l = append(l, time.Since(t0))
+		l = append(l, lookup{t0, time.Since(t0)})
 	}
+}
+
+// saveLookups writes each lookup's start (Unix nanoseconds) and latency
+// (nanoseconds), one a line, beside the profiles: a slow one can then be
+// found in the traces of the same window.
+func saveLookups(path string, l []lookup) {
+	var b strings.Builder
+	for _, x := range l {
+		fmt.Fprintf(&b, "%d %d\n", x.at.UnixNano(), x.d.Nanoseconds())
+	}
+	_ = os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 // quantile of d (sorted in place) at q in [0, 1], nearest rank.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,7 +25,10 @@ type system interface {
 	URLs() []string // device WebSockets, one per node (load process w dials the w-th, round)
 	Pids() []int    // every process whose CPU and memory count
 	Heap() (float64, error)
-	Lookup(c *http.Client, user string) error
+	// LookupAddr is where lookups go (host:port), LookupRequest a whole
+	// HTTP/1.1 request for one user's presence (lookupClient).
+	LookupAddr() string
+	LookupRequest(user string) []byte
 	// Allow lets subs see target (presence: a policy; the peer has none).
 	Allow(target string, subs []string) error
 	// Debounce is waited by design before an offline is published; the
@@ -310,17 +314,9 @@ func (s *presenceSys) converge() error {
 // Settled is when the fan-out may start.
 func (s *presenceSys) Settled() time.Time { return s.settled }
 
-func (s *presenceSys) Lookup(c *http.Client, user string) error {
-	res, err := s.get(c, "/api/presence/"+user)
-	if err != nil {
-		return err
-	}
-	_, _ = io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("lookup %s: %s", user, res.Status)
-	}
-	return nil
+func (s *presenceSys) LookupAddr() string { return s.admin[0] }
+func (s *presenceSys) LookupRequest(user string) []byte {
+	return lookupRequest(s.admin[0], "/api/presence/"+user, "Authorization: Bearer "+s.token)
 }
 
 func (s *presenceSys) Allow(target string, subs []string) error {
@@ -401,8 +397,9 @@ func (s *peerSys) Stop() {
 	}
 	s.redis.stop()
 }
-func (s *peerSys) Lookup(c *http.Client, u string) error {
-	return getOK(c, "http://"+s.api[0]+"/presence/"+u)
+func (s *peerSys) LookupAddr() string { return s.api[0] }
+func (s *peerSys) LookupRequest(u string) []byte {
+	return lookupRequest(s.api[0], "/presence/"+u)
 }
 
 // Heap is the peers' Go heap plus Redis's used_memory.
@@ -427,23 +424,29 @@ func (s *peerSys) Heap() (float64, error) {
 	return total, nil
 }
 
-func getOK(c *http.Client, url string) error {
-	res, err := c.Get(url)
-	if err != nil {
-		return err
-	}
-	_, _ = io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, res.Status)
-	}
-	return nil
-}
-
 // profile saves the node's CPU profile over d (GET /debug/pprof/profile,
 // behind the admin token) to path.
 func (s *presenceSys) profile(d time.Duration, path string) {
 	s.savePprof(d+30*time.Second, fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(int(d.Seconds()), 1)), path)
+}
+
+// traceSpan is how long the execution traces of an idle window last.
+const traceSpan = 5 * time.Second
+
+// traces saves, after wait, an execution trace of the node (GET
+// /debug/pprof/trace) and one of this process, where the lookups run,
+// over the same span d: where a slow lookup waited, in the node or in its
+// client (go tool trace, go tool trace -pprof=sched).
+func (s *presenceSys) traces(wait, d time.Duration, dir string) {
+	time.Sleep(wait)
+	stamp := time.Now().Unix()
+	if f, err := os.Create(filepath.Join(dir, fmt.Sprintf("trace-bench-%d.out", stamp))); err == nil {
+		defer f.Close()
+		if trace.Start(f) == nil {
+			defer trace.Stop()
+		}
+	}
+	s.savePprof(d+30*time.Second, fmt.Sprintf("/debug/pprof/trace?seconds=%d", max(int(d.Seconds()), 1)), filepath.Join(dir, fmt.Sprintf("trace-node-%d.out", stamp)))
 }
 
 // savePprof saves the admin address's pprof endpoint at query to path.

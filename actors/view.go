@@ -76,8 +76,7 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		ctx.Respond(a.info(now))
 	case *messages.DeviceAdmit:
 		a.n.handled(KindView, a.received)
-		ok, n := a.v.Admit(m.GetDevice(), int(m.GetLimit()), now, now.Add(admitHold))
-		ctx.Respond(&messages.DeviceAdmitted{Ok: ok, Devices: uint32(n)})
+		a.onAdmit(ctx, m, now)
 	case *messages.DeviceAdmitWithdraw:
 		a.n.handled(KindView, a.received)
 		a.v.Withdraw(m.GetDevice())
@@ -91,9 +90,22 @@ func (a *viewActor) Receive(ctx actor.Context) {
 	case settleView:
 		a.onSettle(ctx, m, now)
 	case idleCheck:
-		if m.gen == a.idleGen && a.v.Idle() && (a.v.Admitting(now) || !a.n.passivate(ctx, KindView, a.user, *a.received)) {
-			a.armIdle(ctx) // an admission holds its place, or a message is on its way: check again later
-		}
+		a.onIdleCheck(ctx, m, now)
+	}
+}
+
+// onAdmit answers whether the device may come online under the user's
+// device limit, holding its place for admitHold.
+func (a *viewActor) onAdmit(ctx actor.Context, m *messages.DeviceAdmit, now time.Time) {
+	ok, n := a.v.Admit(m.GetDevice(), int(m.GetLimit()), now, now.Add(admitHold))
+	ctx.Respond(&messages.DeviceAdmitted{Ok: ok, Devices: uint32(n)})
+}
+
+// onIdleCheck passivates an idle view, unless an admission holds its
+// place or a message is on its way: then it checks again later.
+func (a *viewActor) onIdleCheck(ctx actor.Context, m idleCheck, now time.Time) {
+	if m.gen == a.idleGen && a.v.Idle() && (a.v.Admitting(now) || !a.n.passivate(ctx, KindView, a.user, *a.received)) {
+		a.armIdle(ctx)
 	}
 }
 

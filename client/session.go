@@ -235,14 +235,7 @@ func (s *Session) finish(err error) {
 
 func (s *Session) run(ctx context.Context) {
 	backoff, url, refused := s.cfg.BackoffMin, 0, 0
-	wait := func(d time.Duration) bool {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(d):
-			return true
-		}
-	}
+	wait := func(d time.Duration) bool { return sleep(ctx, d) }
 	for ctx.Err() == nil {
 		dctx, dcancel := context.WithTimeout(ctx, s.cfg.DialTimeout)
 		c, err := Dial(dctx, s.cfg.URLs[url%len(s.cfg.URLs)], DialOptions{Token: s.cfg.Token, Attempt: s.nextAttempt(), Subprotocol: s.cfg.Subprotocol, HTTPClient: s.cfg.HTTPClient})
@@ -293,6 +286,18 @@ func (s *Session) run(ctx context.Context) {
 		}
 	}
 	s.finish(ctx.Err())
+}
+
+// sleep waits d, or less if ctx ends: false then.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // dialFailed says what follows a failed dial: how long to wait, whether to

@@ -248,6 +248,18 @@ func Propagation(preset string) time.Duration {
 	return 10*c.GossipInterval + c.ProbeTimeout
 }
 
+// encodeMeta is a node's gossip metadata, at most memberlist's size.
+func encodeMeta(m Meta) ([]byte, error) {
+	meta, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	if len(meta) > memberlist.MetaMaxSize {
+		return nil, fmt.Errorf("cluster: node meta is %d bytes, at most %d", len(meta), memberlist.MetaMaxSize)
+	}
+	return meta, nil
+}
+
 // NewGossip starts the memberlist, joins the seeds, and returns.
 func NewGossip(cfg GossipConfig) (*Gossip, error) {
 	start := time.Now()
@@ -255,12 +267,9 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 		cfg.Meta.Up = start.UnixMilli()
 	}
 	cfg.Meta.Fenced = cfg.Rejoin != nil
-	meta, err := json.Marshal(cfg.Meta)
+	meta, err := encodeMeta(cfg.Meta)
 	if err != nil {
 		return nil, err
-	}
-	if len(meta) > memberlist.MetaMaxSize {
-		return nil, fmt.Errorf("cluster: node meta is %d bytes, at most %d", len(meta), memberlist.MetaMaxSize)
 	}
 	host, port, err := net.SplitHostPort(cfg.Bind)
 	if err != nil {

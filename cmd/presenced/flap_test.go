@@ -60,17 +60,7 @@ func TestClusterViewsPassivateAfterAFlap(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var across []*client.Conn // connected and subscribed across the flap
-	for i, p := range nodes {
-		for d := range 10 {
-			dev := p.dialAlive(ctx, fmt.Sprintf("across-%d-%d", i, d), "phone", 1)
-			targets := make([]string, 20)
-			for k := range targets {
-				targets[k] = fmt.Sprintf("seen-%d-%d-%d", i, d, k)
-			}
-			subscribe(ctx, t, dev, targets...)
-			across = append(across, dev)
-		}
-	}
+	dialSubscribed(ctx, t, nodes, "across", "seen", func(dev *client.Conn) { across = append(across, dev) })
 	if !flap(t, nodes[2], nodes[:2], 10) {
 		t.Skip("no member declared the paused node dead (the machine too slow or too fast for the flap)")
 	}
@@ -88,19 +78,11 @@ func TestClusterViewsPassivateAfterAFlap(t *testing.T) {
 	for _, dev := range across {
 		_ = dev.Close() // those on n3 were closed by its fence
 	}
-	for i, p := range nodes {
-		for d := range 10 {
-			dev := p.dialAlive(ctx, fmt.Sprintf("flap-%d-%d", i, d), "phone", 1)
-			targets := make([]string, 20)
-			for k := range targets {
-				targets[k] = fmt.Sprintf("contact-%d-%d-%d", i, d, k)
-			}
-			subscribe(ctx, t, dev, targets...)
-			if err := dev.Close(); err != nil {
-				t.Fatal(err)
-			}
+	dialSubscribed(ctx, t, nodes, "flap", "contact", func(dev *client.Conn) {
+		if err := dev.Close(); err != nil {
+			t.Fatal(err)
 		}
-	}
+	})
 	lease, view := counts()
 	t.Logf("after the devices closed: %v leases, %v views", lease, view)
 	poll := time.Now().Add(3*idle + 15*time.Second)
@@ -118,4 +100,22 @@ func TestClusterViewsPassivateAfterAFlap(t *testing.T) {
 		t.Logf("%s views: %v", p.name, page.Actors)
 	}
 	t.Fatalf("%v leases and %v views stayed %v after the devices closed", lease, view, 3*idle+15*time.Second)
+}
+
+// dialSubscribed connects 10 devices of their own users to each node, each
+// subscribed to 20 users of its own (named from user and contact), and
+// hands each to then once subscribed.
+func dialSubscribed(ctx context.Context, t *testing.T, nodes []*proc, user, contact string, then func(*client.Conn)) {
+	t.Helper()
+	for i, p := range nodes {
+		for d := range 10 {
+			dev := p.dialAlive(ctx, fmt.Sprintf("%s-%d-%d", user, i, d), "phone", 1)
+			targets := make([]string, 20)
+			for k := range targets {
+				targets[k] = fmt.Sprintf("%s-%d-%d-%d", contact, i, d, k)
+			}
+			subscribe(ctx, t, dev, targets...)
+			then(dev)
+		}
+	}
 }

@@ -269,9 +269,7 @@ func (s *Session) run(ctx context.Context) {
 			// cut without a close (reset, unreachable): its node may be
 			// gone, and any node serves the device
 			url++
-			if !wait(s.draw(backoff)) {
-				break
-			}
+			wait(s.draw(backoff)) // a context ended ends the loop
 		case int(messages.CloseOverflow):
 			// reconnect and resubscribe at once
 		case int(messages.CloseTokenExpired):
@@ -280,9 +278,7 @@ func (s *Session) run(ctx context.Context) {
 				return
 			}
 		default:
-			if !wait(s.draw(backoff)) {
-				break
-			}
+			wait(s.draw(backoff)) // a context ended ends the loop
 		}
 	}
 	s.finish(ctx.Err())

@@ -62,6 +62,17 @@ func (st *statements) prepare(ctx context.Context, db *sql.DB) error {
 // lookups opened one file descriptor each, next to the devices' sockets.
 const MaxConns = 4
 
+// CacheKiB bounds each connection's page cache (SQLite's cache_size, in
+// KiB). SQLite's default, 2,000 KiB, filled as a node met more users and
+// stayed: about 16 MiB of the process's anonymous memory outside Go's heap
+// once 10,000 users' rows had been read over the pool, so a node's RSS
+// grew over the first waves of the churn benchmark and never came back
+// (docs/operations.md, "Memory"). The rows a node reads are spread over the
+// whole table and the OS page cache holds the file, so a small cache costs
+// no measurable time (BenchmarkViewLoadPageCache: time per view load and
+// the anonymous memory it leaves, default against this).
+const CacheKiB = 512
+
 const sqliteSchema = `
 CREATE TABLE IF NOT EXISTS policies (user TEXT PRIMARY KEY, doc TEXT NOT NULL, updated_ms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS floors (user TEXT NOT NULL, device TEXT NOT NULL, attempt INTEGER NOT NULL, PRIMARY KEY (user, device));
@@ -70,9 +81,13 @@ CREATE TABLE IF NOT EXISTS leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, 
 `
 
 // Open opens (creating if needed) the store at path.
-func Open(path string) (*SQLite, error) {
+func Open(path string) (*SQLite, error) { return open(path, CacheKiB) }
+
+// open is Open with each connection's page cache of cacheKiB (the
+// benchmark compares SQLite's default with CacheKiB).
+func open(path string, cacheKiB int) (*SQLite, error) {
 	q := url.Values{}
-	for _, p := range []string{"journal_mode(WAL)", "busy_timeout(5000)", "synchronous(NORMAL)", "foreign_keys(ON)"} {
+	for _, p := range []string{"journal_mode(WAL)", "busy_timeout(5000)", "synchronous(NORMAL)", "foreign_keys(ON)", fmt.Sprintf("cache_size(-%d)", cacheKiB)} {
 		q.Add("_pragma", p)
 	}
 	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())

@@ -96,6 +96,8 @@ type Node struct {
 	// incarnation (cluster.Meta.Up, unix ms) in tests of a node alone.
 	started func(member string) int64
 	stall   *stallClock
+	// doubt overrides the membership's InDoubt in tests of a node alone.
+	doubt func() bool
 	// events is this node's events actor; eventSinks the local ends of
 	// Events streams (guarded by mu), to subscribe to members that join.
 	events     atomic.Pointer[actor.PID]
@@ -187,6 +189,16 @@ func (n *Node) goneAddr(addr string) bool {
 	}
 	g := n.Membership()
 	return g != nil && g.Gone(addr)
+}
+
+// inDoubt reports whether a death verdict waits to be confirmed by enough
+// members answering (cluster.Gossip.InDoubt): verdicts by time wait.
+func (n *Node) inDoubt() bool {
+	if n.doubt != nil {
+		return n.doubt()
+	}
+	g := n.Membership()
+	return g != nil && g.InDoubt()
 }
 
 // earlier reports whether h is a connection of an earlier incarnation of

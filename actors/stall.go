@@ -22,6 +22,9 @@ const (
 	// paused) gives its verdicts anyway after this long, late rather than
 	// never.
 	stallMax = 2 * time.Second
+	// doubtHold is how long a verdict waits before it asks again while the
+	// node is in doubt (cluster.Gossip.InDoubt).
+	doubtHold = 20 * time.Millisecond
 )
 
 type stallClock struct {
@@ -95,7 +98,9 @@ type gate struct {
 
 // gate is the one guard in front of every verdict by time: a fenced node
 // gives none; after a stall the verdict waits (its timer re-armed) until
-// what came meanwhile is read; an actor that no longer owns its identity
+// what came meanwhile is read; after a death verdict not yet confirmed by
+// enough members answering (cluster.Gossip.InDoubt: this node may be the
+// one cut off) it waits likewise; an actor that no longer owns its identity
 // (it moved, or a stale route activated it here) stops instead, since the
 // owner's actor knows better: its directory forgets it at once (a later
 // message activates a new actor), and it handles what was already sent to
@@ -104,6 +109,9 @@ func (n *Node) gate(ctx actor.Context, g gate) bool {
 	hold, fenced := n.stall.hold()
 	if fenced {
 		return false
+	}
+	if hold == 0 && n.inDoubt() {
+		hold = doubtHold
 	}
 	if hold > 0 {
 		if g.timer != nil {

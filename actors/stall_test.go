@@ -1,9 +1,13 @@
 package actors
 
 import (
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/presence-im/presence/config"
+	"github.com/presence-im/presence/messages"
 )
 
 // After a stall (a tick much later than due) verdicts wait stallGrace; one
@@ -45,4 +49,45 @@ func TestStallClockHoldsVerdicts(t *testing.T) {
 			t.Fatal("fenced node gives verdicts")
 		}
 	})
+}
+
+// A verdict due while the node is in doubt (a death verdict not yet
+// confirmed by enough members answering: it may be the one cut off) waits
+// and is given once the doubt clears; a node that fences meanwhile gives
+// none.
+func TestVerdictsWaitOutADoubt(t *testing.T) {
+	for _, fence := range []bool{false, true} {
+		t.Run(map[bool]string{false: "confirmed", true: "fenced"}[fence], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e, p := watchedAlice(t, config.Fast())
+				var doubt atomic.Bool
+				e.n.doubt = doubt.Load
+				d := e.connect(e.n.Gateway(), "alice", "phone", 1)
+				time.Sleep(time.Second)
+				doubt.Store(true)
+				d.close()
+				e.expectStatuses(p, 5*time.Second, "0s online") // the debounce passed long ago
+				if fence {
+					e.n.Fence()
+				}
+				cleared := time.Now()
+				doubt.Store(false)
+				time.Sleep(time.Second)
+				synctest.Wait()
+				ev := p.all()
+				if fence {
+					if len(ev) != 1 {
+						t.Fatalf("fenced in doubt: events %v, want none after the online", e.statuses(p))
+					}
+					return
+				}
+				if len(ev) != 2 || ev[1].p.GetStatus() != messages.Status_offline {
+					t.Fatalf("events %v, want online then offline", e.statuses(p))
+				}
+				if late := ev[1].at.Sub(cleared); late > 2*doubtHold {
+					t.Fatalf("offline %v after the doubt cleared, want within %v", late, 2*doubtHold)
+				}
+			})
+		})
+	}
 }

@@ -154,7 +154,9 @@ func (w FenceWatch) check(now, last time.Time) (FenceReason, string, []Voter) {
 	}
 	v := Decide(base)
 	if w.Lease != nil {
-		if call, why := w.Lease.Decide(now, v, base); call == LeaseFence {
+		call, why := w.Lease.Decide(now, v, base)
+		w.Gossip.LeaseServes(call == LeaseServe && w.Lease.state == LeaseOurs)
+		if call == LeaseFence {
 			return FenceLease, why, base
 		}
 		return "", "", base

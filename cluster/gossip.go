@@ -99,6 +99,9 @@ type GossipConfig struct {
 	Context context.Context
 	// Resolve looks a seed's host name up; nil: net.DefaultResolver.
 	Resolve func(ctx context.Context, host string) ([]string, error)
+	// wrap, in tests, puts a transport of their own (a partition) around
+	// memberlist's network transport.
+	wrap func(memberlist.Transport) memberlist.Transport
 }
 
 // Gossip is a Membership over hashicorp/memberlist. Subscribers are called
@@ -112,6 +115,8 @@ type Gossip struct {
 	meta   []byte
 	log    *slog.Logger
 	start  time.Time
+	preset string
+	doubt  doubt // after a death verdict (doubt.go)
 
 	mu      sync.Mutex
 	members map[string]Member
@@ -279,7 +284,7 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: gossip port %q: %w", port, err)
 	}
-	g := &Gossip{self: cfg.Meta, meta: meta, log: cfg.Logger, start: start, members: map[string]Member{}, metas: map[string]Meta{}, gone: map[string]time.Time{}, heard: map[string]time.Time{},
+	g := &Gossip{self: cfg.Meta, meta: meta, log: cfg.Logger, start: start, preset: cfg.Preset, members: map[string]Member{}, metas: map[string]Meta{}, gone: map[string]time.Time{}, heard: map[string]time.Time{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
 	if g.log == nil {
 		g.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -295,6 +300,16 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 	c.SecretKey = cfg.Key
 	c.Logger = log.New(&memberlistLog{l: g.log, refuted: g.refutedDeath}, "", 0)
 	g.conf = c
+	if cfg.wrap != nil {
+		nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: p, Logger: c.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("cluster: gossip: %w", err)
+		}
+		if p == 0 {
+			c.BindPort, c.AdvertisePort = nt.GetAutoBindPort(), nt.GetAutoBindPort()
+		}
+		c.Transport = cfg.wrap(nt)
+	}
 	go g.deliver()
 	ml, err := memberlist.Create(c)
 	if err != nil {
@@ -554,6 +569,9 @@ func (g *Gossip) deliver() {
 		g.mu.Unlock()
 		for i, ev := range q {
 			q[i] = g.apply(ev)
+			if q[i].Kind == EventFailed {
+				g.doubtFrom(q[i].At) // before anyone acts on it
+			}
 		}
 		g.publishBlocked()
 		for _, ev := range q {

@@ -96,8 +96,8 @@ type Node struct {
 	// incarnation (cluster.Meta.Up, unix ms) in tests of a node alone.
 	started func(member string) int64
 	stall   *stallClock
-	// doubt overrides the membership's InDoubt in tests of a node alone.
-	doubt func() bool
+	// doubt overrides the membership's Doubt in tests of a node alone.
+	doubt func() time.Duration
 	// events is this node's events actor; eventSinks the local ends of
 	// Events streams (guarded by mu), to subscribe to members that join.
 	events     atomic.Pointer[actor.PID]
@@ -191,14 +191,17 @@ func (n *Node) goneAddr(addr string) bool {
 	return g != nil && g.Gone(addr)
 }
 
-// inDoubt reports whether a death verdict waits to be confirmed by enough
-// members answering (cluster.Gossip.InDoubt): verdicts by time wait.
-func (n *Node) inDoubt() bool {
+// inDoubt is how long a death verdict has waited to be confirmed by
+// enough members answering (cluster.Gossip.Doubt; 0: none): verdicts by
+// time wait.
+func (n *Node) inDoubt() time.Duration {
 	if n.doubt != nil {
 		return n.doubt()
 	}
-	g := n.Membership()
-	return g != nil && g.InDoubt()
+	if g := n.Membership(); g != nil {
+		return g.Doubt()
+	}
+	return 0
 }
 
 // earlier reports whether h is a connection of an earlier incarnation of

@@ -22,10 +22,16 @@ const (
 	// paused) gives its verdicts anyway after this long, late rather than
 	// never.
 	stallMax = 2 * time.Second
-	// doubtHold is how long a verdict waits before it asks again while the
-	// node is in doubt (cluster.Gossip.InDoubt).
-	doubtHold = 20 * time.Millisecond
+	// A verdict due while the node is in doubt (cluster.Gossip.Doubt) asks
+	// again after a quarter of the doubt so far, within these: a doubt on
+	// the serving side lasts a round trip, and a long one (a member that
+	// answers no ping) must not re-arm every held timer 50 times a second.
+	doubtHoldMin = 20 * time.Millisecond
+	doubtHoldMax = 500 * time.Millisecond
 )
+
+// doubtHold is how long a verdict waits in a doubt d old.
+func doubtHold(d time.Duration) time.Duration { return min(max(d/4, doubtHoldMin), doubtHoldMax) }
 
 type stallClock struct {
 	base   time.Time
@@ -110,8 +116,8 @@ func (n *Node) gate(ctx actor.Context, g gate) bool {
 	if fenced {
 		return false
 	}
-	if hold == 0 && n.inDoubt() {
-		hold = doubtHold
+	if d := n.inDoubt(); hold == 0 && d > 0 {
+		hold = doubtHold(d)
 	}
 	if hold > 0 {
 		if g.timer != nil {

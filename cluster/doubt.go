@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,51 +24,64 @@ import (
 // While in doubt the node gives no verdict by time (actors: the verdict
 // gate): no debounced offline, no lease expiry, no settled view. On the
 // majority side the pings come back in a round trip, well within the
-// debounce, so nothing waits; on the lone side they time out, the next
-// verdict follows and the node fences (FenceWatch), having published
-// nothing.
+// debounce, so nothing waits; on the lone side they time out (a round
+// takes the probe timeout then), the next verdict follows and the node
+// fences (FenceWatch), having published nothing (majority rule).
 //
-// Under the lease strategy a side holding the lease serves whatever it
-// reaches (FenceWatch tells, LeaseServes). The doubt lasts at most
-// FailureDetection: by then the others' verdicts are in and FenceWatch has
-// decided; a member that answers memberlist's probes but never a ping
-// (UDP cut, TCP not) must not hold every verdict for ever.
+// Under the lease strategy a side serving on the lease serves whatever it
+// reaches: a round in which the lease's holder is this node or answers
+// confirms (FenceWatch tells who holds it, LeaseServes). The doubt lasts at
+// most FailureDetection from the latest verdict: by then the others'
+// verdicts are in and FenceWatch has decided; a member that answers
+// memberlist's probes but never a ping (UDP cut, TCP not) must not hold
+// every verdict for ever.
 
 // doubtTick is the pause between two rounds of pings.
 const doubtTick = 50 * time.Millisecond
 
-// doubt is Gossip's quorum check after a death verdict.
+// doubt is Gossip's quorum check after a death verdict. Times are on the
+// gossip's monotonic clock (since Gossip.start), so a step of the wall
+// clock neither lengthens a doubt nor dates a probe wrongly.
 type doubt struct {
-	since atomic.Int64 // unix ns of the verdict that began it; 0: none
+	since atomic.Int64 // 1 + nanoseconds from Gossip.start to the verdict that began it; 0: none
 	loop  atomic.Bool  // a confirm loop runs
-	lease atomic.Bool  // FenceWatch serves on the store's lease
+	wg    sync.WaitGroup
+	// holder is the lease's holder while FenceWatch serves on it (the lease
+	// strategy), else "": a side whose holder answers needs no majority.
+	holder atomic.Pointer[string]
 	// ping, in tests, replaces memberlist's ping.
 	ping func(id, addr string) bool
 }
 
-// InDoubt reports whether a death verdict has not yet been confirmed by
-// enough members answering (see Doubt above): verdicts by time wait.
-func (g *Gossip) InDoubt() bool { return g.doubt.since.Load() != 0 }
-
-// LeaseServes tells the doubt that this side serves on the store's lease
-// (FenceWatch, lease strategy): what it reaches is enough.
-func (g *Gossip) LeaseServes(ok bool) {
-	g.doubt.lease.Store(ok)
-	if ok {
-		g.doubt.since.Store(0)
+// Doubt is how long this node has been in doubt of a death verdict not
+// yet confirmed by enough members answering (see Doubt above; 0: not in
+// doubt): verdicts by time wait.
+func (g *Gossip) Doubt() time.Duration {
+	s := g.doubt.since.Load()
+	if s == 0 {
+		return 0
 	}
+	return max(time.Since(g.start)-time.Duration(s-1), time.Nanosecond)
 }
 
-// doubtFrom puts the node in doubt after a death verdict at `at`, and
-// starts the loop that clears it. It runs on the delivery goroutine,
-// before subscribers hear of the verdict.
-func (g *Gossip) doubtFrom(at time.Time) {
-	if g.doubt.lease.Load() {
+// LeaseServes tells the doubt who holds the lease this side serves on
+// (FenceWatch, lease strategy; "" when it serves on no lease): a round in
+// which the holder is this node or answers confirms the verdict.
+func (g *Gossip) LeaseServes(holder string) {
+	if holder == "" {
+		g.doubt.holder.Store(nil)
 		return
 	}
-	g.doubt.since.Store(at.UnixNano())
+	g.doubt.holder.Store(&holder)
+}
+
+// doubtFrom puts the node in doubt after a death verdict, and starts the
+// loop that clears it. It runs on the delivery goroutine, before
+// subscribers hear of the verdict.
+func (g *Gossip) doubtFrom() {
+	g.doubt.since.Store(int64(time.Since(g.start)) + 1)
 	if g.doubt.loop.CompareAndSwap(false, true) {
-		go g.confirmLoop()
+		g.doubt.wg.Go(g.confirmLoop)
 	}
 }
 
@@ -83,7 +97,7 @@ func (g *Gossip) confirmLoop() {
 	}
 }
 
-// confirmRounds pings until a round confirms the quorum, the doubt times
+// confirmRounds pings until a round confirms the verdict, the doubt times
 // out, or the gossip stops.
 func (g *Gossip) confirmRounds() {
 	for {
@@ -91,15 +105,14 @@ func (g *Gossip) confirmRounds() {
 		if since == 0 {
 			return
 		}
-		now := time.Now()
-		start := time.Unix(0, since)
-		v, base := g.confirm(now, start)
+		start := g.start.Add(time.Duration(since - 1))
+		v, base := g.confirm(time.Now(), start)
 		switch {
-		case v.Serve || g.doubt.lease.Load():
+		case v.Serve:
 			g.doubt.since.CompareAndSwap(since, 0)
 			g.log.Debug("cluster: death verdict confirmed: enough members answer", "verdict", v.String(), "doubt", time.Since(start).Round(time.Millisecond))
 			continue
-		case now.Sub(start) > FailureDetection(g.preset, len(base)):
+		case time.Since(start) > FailureDetection(g.preset, len(base)):
 			g.doubt.since.CompareAndSwap(since, 0)
 			g.log.Warn("cluster: death verdict not confirmed within the failure detection: verdicts go on", "verdict", v.String())
 			continue
@@ -114,8 +127,9 @@ func (g *Gossip) confirmRounds() {
 }
 
 // confirm is one round: the quorum base, each member the table holds alive
-// reached if memberlist acknowledged a probe of it after since or it
-// answers a ping now, and the resolver's verdict on that.
+// reached if memberlist acknowledged a probe of it, or it answered a ping,
+// after since (it answers one now otherwise), and the resolver's verdict
+// on that; serving if the lease's holder (LeaseServes) is reached.
 func (g *Gossip) confirm(now, since time.Time) (Verdict, []Voter) {
 	base := g.Base(now, StableAfter(g.preset, len(g.Base(now, time.Hour))))
 	var wg sync.WaitGroup
@@ -137,18 +151,29 @@ func (g *Gossip) confirm(now, since time.Time) (Verdict, []Voter) {
 		wg.Go(func() { m.Reached = g.pingMember(m.ID, addr) })
 	}
 	wg.Wait()
-	return Decide(base), base
+	v := Decide(base)
+	if h := g.doubt.holder.Load(); h != nil && !v.Serve {
+		v.Serve = slices.ContainsFunc(base, func(m Voter) bool { return m.ID == *h && m.Reached })
+	}
+	return v, base
 }
 
-// pingMember sends one memberlist ping (at most ProbeTimeout).
+// pingMember sends one memberlist ping (at most ProbeTimeout); an answer
+// is the member's latest sign of life here, as an acknowledged probe.
 func (g *Gossip) pingMember(id, addr string) bool {
+	ok := false
 	if g.doubt.ping != nil {
-		return g.doubt.ping(id, addr)
+		ok = g.doubt.ping(id, addr)
+	} else if ua, err := net.ResolveUDPAddr("udp", addr); err == nil && g.ml != nil {
+		_, err = g.ml.Ping(id, ua)
+		ok = err == nil
 	}
-	ua, err := net.ResolveUDPAddr("udp", addr)
-	if err != nil || g.ml == nil {
-		return false
+	if ok {
+		g.mu.Lock()
+		if _, alive := g.heard[id]; alive { // deleted when the member fails
+			g.heard[id] = time.Now()
+		}
+		g.mu.Unlock()
 	}
-	_, err = g.ml.Ping(id, ua)
-	return err == nil
+	return ok
 }

@@ -29,7 +29,7 @@ func (a *answering) ping(id, _ string) bool { _, ok := a.ids.Load(id); return ok
 // doubting is a member table as n1 sees it (members) that pings through a.
 func doubting(now time.Time, states map[string]State, a *answering) *Gossip {
 	g := members(now, states, nil)
-	g.preset, g.heard, g.done = "fast", map[string]time.Time{}, make(chan struct{})
+	g.preset, g.heard, g.done, g.start = "fast", map[string]time.Time{}, make(chan struct{}), time.Now()
 	g.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	g.doubt.ping = a.ping
 	return g
@@ -64,11 +64,19 @@ func TestConfirmNeedsEnoughAnswers(t *testing.T) {
 			a := &answering{}
 			a.set(tc.answer...)
 			g := doubting(now, tc.states, a)
+			for id := range tc.states {
+				g.heard[id] = since.Add(-time.Hour) // joined long ago
+			}
 			for id, at := range tc.heard {
 				g.heard[id] = at
 			}
 			if v, base := g.confirm(now, since); v.Serve != tc.serve {
 				t.Fatalf("confirm = %v (%s), base %v; want serve %v", v.Serve, v, base, tc.serve)
+			}
+			for _, id := range tc.answer {
+				if at, ok := g.heard[id]; tc.states[id] == Alive && (!ok || !at.After(since)) {
+					t.Fatalf("%s answered a ping and was not heard from", id)
+				}
 			}
 		})
 	}
@@ -81,49 +89,66 @@ func TestDoubtHoldsUntilConfirmed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := &answering{}
 		g := doubting(time.Now(), map[string]State{"n2": Dead, "n3": Alive}, a)
-		g.doubtFrom(time.Now())
-		if !g.InDoubt() {
+		g.doubtFrom()
+		if !(g.Doubt() > 0) {
 			t.Fatal("not in doubt right after a death verdict")
 		}
 		time.Sleep(500 * time.Millisecond)
 		synctest.Wait()
-		if !g.InDoubt() {
+		if !(g.Doubt() > 0) {
 			t.Fatal("doubt cleared while the only other alive member is silent")
 		}
 		a.set("n3")
 		time.Sleep(doubtTick)
 		synctest.Wait()
-		if g.InDoubt() || g.doubt.loop.Load() {
-			t.Fatalf("n3 answers: in doubt %v, loop running %v", g.InDoubt(), g.doubt.loop.Load())
+		if (g.Doubt() > 0) || g.doubt.loop.Load() {
+			t.Fatalf("n3 answers: in doubt %v, loop running %v", (g.Doubt() > 0), g.doubt.loop.Load())
 		}
 
 		// Nobody answers: the doubt gives up after the failure detection.
 		a.set()
-		g.doubtFrom(time.Now())
+		g.doubtFrom()
 		fd := FailureDetection("fast", 3)
 		time.Sleep(fd - doubtTick)
 		synctest.Wait()
-		if !g.InDoubt() {
+		if !(g.Doubt() > 0) {
 			t.Fatalf("doubt cleared before the failure detection (%v)", fd)
 		}
 		time.Sleep(3 * doubtTick)
 		synctest.Wait()
-		if g.InDoubt() {
+		if (g.Doubt() > 0) {
 			t.Fatalf("still in doubt %v after the verdict (failure detection %v)", fd+2*doubtTick, fd)
 		}
 
-		// Serving on the lease: no doubt at all.
-		g.LeaseServes(true)
-		g.doubtFrom(time.Now())
-		if g.InDoubt() {
-			t.Fatal("in doubt while serving on the lease")
+		// Serving on the lease: a round in which its holder is this node or
+		// answers confirms, whatever the majority.
+		a.set()
+		g.LeaseServes("n1")
+		g.doubtFrom()
+		synctest.Wait()
+		if g.Doubt() > 0 {
+			t.Fatal("in doubt while serving on its own lease")
 		}
-		g.LeaseServes(false)
-		g.doubtFrom(time.Now())
+		g.LeaseServes("n3")
+		g.doubtFrom()
+		time.Sleep(200 * time.Millisecond)
+		synctest.Wait()
+		if g.Doubt() == 0 {
+			t.Fatal("doubt cleared while the lease's holder is silent")
+		}
+		a.set("n3")
+		time.Sleep(doubtTick)
+		synctest.Wait()
+		if g.Doubt() > 0 {
+			t.Fatal("in doubt though the lease's holder answers")
+		}
+		g.LeaseServes("")
+		a.set()
+		g.doubtFrom()
 		close(g.done) // the gossip stops: the loop ends, the doubt with it
 		synctest.Wait()
-		if g.InDoubt() || g.doubt.loop.Load() {
-			t.Fatalf("after the gossip stopped: in doubt %v, loop running %v", g.InDoubt(), g.doubt.loop.Load())
+		if (g.Doubt() > 0) || g.doubt.loop.Load() {
+			t.Fatalf("after the gossip stopped: in doubt %v, loop running %v", (g.Doubt() > 0), g.doubt.loop.Load())
 		}
 	})
 }
@@ -188,7 +213,7 @@ func TestCutOffNodeDoubtsUntilItsLastVerdict(t *testing.T) {
 		g.Subscribe(func(ev Event) {
 			if ev.Kind == EventFailed {
 				mu.Lock()
-				doubts[g.conf.Name] = append(doubts[g.conf.Name], g.InDoubt())
+				doubts[g.conf.Name] = append(doubts[g.conf.Name], (g.Doubt() > 0))
 				failed[g.conf.Name]++
 				mu.Unlock()
 			}
@@ -204,7 +229,7 @@ func TestCutOffNodeDoubtsUntilItsLastVerdict(t *testing.T) {
 	waitUntil(t, within, "n1's first death verdict", func() bool { return count("n1") >= 1 })
 	// From its first verdict to its second, n1 never leaves its doubt.
 	for count("n1") < 2 {
-		if !a.InDoubt() {
+		if !(a.Doubt() > 0) {
 			t.Fatal("n1, cut off, left its doubt between its two death verdicts")
 		}
 		time.Sleep(2 * time.Millisecond)
@@ -213,7 +238,7 @@ func TestCutOffNodeDoubtsUntilItsLastVerdict(t *testing.T) {
 	for _, g := range []*Gossip{b, c} {
 		id := g.conf.Name
 		waitUntil(t, within, id+"'s verdict on n1", func() bool { return count(id) >= 1 })
-		took := waitUntil(t, time.Second, id+" out of doubt", func() bool { return !g.InDoubt() })
+		took := waitUntil(t, time.Second, id+" out of doubt", func() bool { return !(g.Doubt() > 0) })
 		t.Logf("%s out of doubt %v after it saw n1's verdict", id, took)
 	}
 	// n1's subscribers heard of each verdict in doubt (the majority's may

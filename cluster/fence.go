@@ -155,7 +155,11 @@ func (w FenceWatch) check(now, last time.Time) (FenceReason, string, []Voter) {
 	v := Decide(base)
 	if w.Lease != nil {
 		call, why := w.Lease.Decide(now, v, base)
-		w.Gossip.LeaseServes(call == LeaseServe && w.Lease.state == LeaseOurs)
+		holder := ""
+		if call == LeaseServe && w.Lease.state == LeaseOurs {
+			holder = w.Lease.lease.Holder
+		}
+		w.Gossip.LeaseServes(holder)
 		if call == LeaseFence {
 			return FenceLease, why, base
 		}

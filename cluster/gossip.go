@@ -505,6 +505,7 @@ func (g *Gossip) Shutdown() {
 		close(g.done)
 	}
 	<-g.stopped
+	g.doubt.wg.Wait()
 }
 
 // memberlist.Delegate: only the metadata is used.
@@ -570,7 +571,7 @@ func (g *Gossip) deliver() {
 		for i, ev := range q {
 			q[i] = g.apply(ev)
 			if q[i].Kind == EventFailed {
-				g.doubtFrom(q[i].At) // before anyone acts on it
+				g.doubtFrom() // before anyone acts on it
 			}
 		}
 		g.publishBlocked()

@@ -130,3 +130,39 @@ func TestLeaseArbiterStoreDown(t *testing.T) {
 		}
 	}
 }
+
+// FenceWatch tells the doubt (doubt.go) who holds the lease its side
+// serves on, once the side serves on it; nobody once every member is
+// reached again (the lease is not consulted then).
+func TestFenceWatchTellsTheDoubtTheLeaseHolder(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	g := members(now, map[string]State{"n2": Dead, "n3": Dead}, nil)
+	w := FenceWatch{Gossip: g, Preset: "fast", Stable: time.Hour, Lease: arbiter(store.NewMemoryLeases(), "n1")}
+	holder := func() string {
+		if h := g.doubt.holder.Load(); h != nil {
+			return *h
+		}
+		return ""
+	}
+	at := now
+	for ; at.Before(now.Add(2*time.Second)) && holder() == ""; at = at.Add(100 * time.Millisecond) {
+		if reason, why, _ := w.check(at, at.Add(-100*time.Millisecond)); reason != "" {
+			t.Fatalf("fenced at +%v: %s %s", at.Sub(now), reason, why)
+		}
+		if at.Before(now.Add(w.Lease.Delay)) && holder() != "" {
+			t.Fatalf("told of a lease at +%v, before the side below half asked for it", at.Sub(now))
+		}
+	}
+	if holder() != "n1" {
+		t.Fatalf("serving on its lease 2 s on: the doubt was told %q, want n1", holder())
+	}
+	for _, id := range []string{"n2", "n3"} {
+		m := g.members[id]
+		m.State = Alive
+		g.members[id] = m
+	}
+	w.check(at, at.Add(-100*time.Millisecond))
+	if holder() != "" {
+		t.Fatalf("every member reached: the doubt still told of %q", holder())
+	}
+}

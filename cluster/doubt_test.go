@@ -116,7 +116,7 @@ func TestDoubtHoldsUntilConfirmed(t *testing.T) {
 		}
 		time.Sleep(3 * doubtTick)
 		synctest.Wait()
-		if (g.Doubt() > 0) {
+		if g.Doubt() > 0 {
 			t.Fatalf("still in doubt %v after the verdict (failure detection %v)", fd+2*doubtTick, fd)
 		}
 

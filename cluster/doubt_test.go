@@ -90,19 +90,19 @@ func TestDoubtHoldsUntilConfirmed(t *testing.T) {
 		a := &answering{}
 		g := doubting(time.Now(), map[string]State{"n2": Dead, "n3": Alive}, a)
 		g.doubtFrom()
-		if !(g.Doubt() > 0) {
+		if g.Doubt() == 0 {
 			t.Fatal("not in doubt right after a death verdict")
 		}
 		time.Sleep(500 * time.Millisecond)
 		synctest.Wait()
-		if !(g.Doubt() > 0) {
+		if g.Doubt() == 0 {
 			t.Fatal("doubt cleared while the only other alive member is silent")
 		}
 		a.set("n3")
 		time.Sleep(doubtTick)
 		synctest.Wait()
-		if (g.Doubt() > 0) || g.doubt.loop.Load() {
-			t.Fatalf("n3 answers: in doubt %v, loop running %v", (g.Doubt() > 0), g.doubt.loop.Load())
+		if g.Doubt() > 0 || g.doubt.loop.Load() {
+			t.Fatalf("n3 answers: in doubt %v, loop running %v", g.Doubt() > 0, g.doubt.loop.Load())
 		}
 
 		// Nobody answers: the doubt gives up after the failure detection.
@@ -111,7 +111,7 @@ func TestDoubtHoldsUntilConfirmed(t *testing.T) {
 		fd := FailureDetection("fast", 3)
 		time.Sleep(fd - doubtTick)
 		synctest.Wait()
-		if !(g.Doubt() > 0) {
+		if g.Doubt() == 0 {
 			t.Fatalf("doubt cleared before the failure detection (%v)", fd)
 		}
 		time.Sleep(3 * doubtTick)
@@ -147,8 +147,8 @@ func TestDoubtHoldsUntilConfirmed(t *testing.T) {
 		g.doubtFrom()
 		close(g.done) // the gossip stops: the loop ends, the doubt with it
 		synctest.Wait()
-		if (g.Doubt() > 0) || g.doubt.loop.Load() {
-			t.Fatalf("after the gossip stopped: in doubt %v, loop running %v", (g.Doubt() > 0), g.doubt.loop.Load())
+		if g.Doubt() > 0 || g.doubt.loop.Load() {
+			t.Fatalf("after the gossip stopped: in doubt %v, loop running %v", g.Doubt() > 0, g.doubt.loop.Load())
 		}
 	})
 }
@@ -213,7 +213,7 @@ func TestCutOffNodeDoubtsUntilItsLastVerdict(t *testing.T) {
 		g.Subscribe(func(ev Event) {
 			if ev.Kind == EventFailed {
 				mu.Lock()
-				doubts[g.conf.Name] = append(doubts[g.conf.Name], (g.Doubt() > 0))
+				doubts[g.conf.Name] = append(doubts[g.conf.Name], g.Doubt() > 0)
 				failed[g.conf.Name]++
 				mu.Unlock()
 			}
@@ -229,7 +229,7 @@ func TestCutOffNodeDoubtsUntilItsLastVerdict(t *testing.T) {
 	waitUntil(t, within, "n1's first death verdict", func() bool { return count("n1") >= 1 })
 	// From its first verdict to its second, n1 never leaves its doubt.
 	for count("n1") < 2 {
-		if !(a.Doubt() > 0) {
+		if a.Doubt() == 0 {
 			t.Fatal("n1, cut off, left its doubt between its two death verdicts")
 		}
 		time.Sleep(2 * time.Millisecond)
@@ -238,7 +238,7 @@ func TestCutOffNodeDoubtsUntilItsLastVerdict(t *testing.T) {
 	for _, g := range []*Gossip{b, c} {
 		id := g.conf.Name
 		waitUntil(t, within, id+"'s verdict on n1", func() bool { return count(id) >= 1 })
-		took := waitUntil(t, time.Second, id+" out of doubt", func() bool { return !(g.Doubt() > 0) })
+		took := waitUntil(t, time.Second, id+" out of doubt", func() bool { return g.Doubt() == 0 })
 		t.Logf("%s out of doubt %v after it saw n1's verdict", id, took)
 	}
 	// n1's subscribers heard of each verdict in doubt (the majority's may

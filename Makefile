@@ -34,9 +34,9 @@ test: tools
 	# service and not the parallel tests: every one within its bound
 	# (gateway-crash, pause, kill-two, kill-two-at-once-lease, rolling
 	# with a 1 s debounce, restart-storm, partition as root), then a 25 s
-	# soak of kills, pauses and restarts (TestRunSoak, about 45 s; not its
-	# partition fault, nor the 2+2+1 partitions: docs/bounds.md,
-	# "Availability" and "soak", say why)
+	# soak of kills, pauses, partitions and restarts (TestRunSoak, about
+	# 45 s; not the 2+2+1 partitions: docs/bounds.md, "Availability" says
+	# why)
 	$(GO) test -race -count=1 -tags chaos -run 'TestRunScenarios|TestRunScenarioUnderLoad|TestRunSoak' -v ./chaos/
 	# the same on containers, where a Docker engine answers
 	if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory docker && \

@@ -101,7 +101,7 @@ func TestRunSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, err := Run(ctx, Options{Scenario: "soak", Nodes: 3, Devices: 12, Rounds: 1, Report: reportDir(t), Bin: bin,
-		Duration: 25 * time.Second, Faults: []string{"kill -9, restart", "SIGSTOP past death, SIGCONT", "SIGTERM, restart"}})
+		Duration: 25 * time.Second}) // every fault (a partition needs root: a restart without)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,6 +98,8 @@ type Node struct {
 	stall   *stallClock
 	// doubt overrides the membership's Doubt in tests of a node alone.
 	doubt func() time.Duration
+	// moved overrides mayHaveMoved in tests of a node alone.
+	moved func(kind Kind, identity string) bool
 	// events is this node's events actor; eventSinks the local ends of
 	// Events streams (guarded by mu), to subscribe to members that join.
 	events     atomic.Pointer[actor.PID]
@@ -241,11 +243,17 @@ func (n *Node) Clustered() bool { return n.cluster != nil }
 // meets then reach no subscriber of its own (the provider subscribes once
 // its gossip started), so its join counts from the provider's start.
 func (n *Node) changedRecently() bool {
+	return n.Clustered() && time.Since(n.lastChange()) < n.deps.Timing.Settle
+}
+
+// lastChange is when the membership last changed (a join, failure or
+// leave, this node's own start in the cluster included).
+func (n *Node) lastChange() time.Time {
 	at := n.changedAt.Load()
 	if n.provider != nil {
 		at = max(at, n.provider.Started().UnixNano())
 	}
-	return n.Clustered() && time.Since(time.Unix(0, at)) < n.deps.Timing.Settle
+	return time.Unix(0, at)
 }
 
 // mayHaveMoved reports whether an actor of identity, activated now, may
@@ -253,6 +261,9 @@ func (n *Node) changedRecently() bool {
 // Timing.Settle and the identity's placement changed with it (rendezvous
 // hashing over the topologies since). Others publish at the debounce.
 func (n *Node) mayHaveMoved(kind Kind, identity string) bool {
+	if n.moved != nil {
+		return n.moved(kind, identity)
+	}
 	return n.changedRecently() && n.provider.Moved(string(kind), identity, time.Now().Add(-n.deps.Timing.Settle))
 }
 

@@ -329,3 +329,34 @@ func TestViewActivationReadsOnceWithAViewLoader(t *testing.T) {
 		}
 	})
 }
+
+// A view that may replace one on another member settles Timing.Settle
+// after the latest membership change, not only after its activation: in a
+// cascade of verdicts its devices re-register after the last one (each
+// change supersedes the one before), and a view activated at the first
+// published a device offline just before its re-registration came.
+func TestUnsettledViewWaitsForTheLastChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Fast()
+		timing.FailureDetection, timing.Settle = 2700*time.Millisecond, 1550*time.Millisecond // cluster.Timings' (fast)
+		e := newEnv(t, timing)
+		e.n.moved = func(Kind, string) bool { return true }
+		e.n.changedAt.Store(time.Now().UnixNano()) // a member declared dead
+		e.policy("alice", core.Exact, "bob")
+		p := e.subscribe("alice", "bob") // alice's view, re-created here
+		time.Sleep(timing.Settle / 2)
+		e.n.changedAt.Store(time.Now().UnixNano()) // another one
+		time.Sleep(timing.Settle * 3 / 4)          // the activation's window is over
+		e.connect(e.n.Gateway(), "alice", "phone", 1) // her device re-registers
+		time.Sleep(2 * timing.Settle)
+		synctest.Wait()
+		for _, ev := range p.all() {
+			if ev.p.GetStatus() != messages.Status_online {
+				t.Fatalf("events %v: alice was connected all along", e.statuses(p))
+			}
+		}
+		if len(p.all()) != 1 {
+			t.Fatalf("events %v, want her online once", e.statuses(p))
+		}
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -216,7 +217,49 @@ func runRound(ctx context.Context, o Options, sc Scenario, rep *Report, r *Round
 	}
 	r.Faults = e.Cluster.Marks(r.FaultAt)
 	checkVersions(e, r)
+	diagnose(ctx, e, r, dir)
 	return err
+}
+
+// diagnose saves, for each device a watcher did not see leave or holds
+// wrongly, every alive node's view of its user and those watchers'
+// connections (GET /api/actors) in dir/diagnose.json: which subscribers
+// the view knew of, by node, and what each watcher subscribed to.
+func diagnose(ctx context.Context, e *Env, r *Round, dir string) {
+	users, watchers := map[string]bool{}, map[string]bool{}
+	for _, f := range r.Findings {
+		if (f.Kind == "lost" || f.Kind == "wrong_final" || f.Kind == "lost_route") && f.Device != "" {
+			users[f.Device] = true
+			if f.Watcher != "" {
+				watchers[f.Watcher] = true
+			}
+		}
+	}
+	if len(users) == 0 {
+		return
+	}
+	out := map[string]json.RawMessage{}
+	ask := func(n *Node, kind, q string) {
+		var page json.RawMessage
+		if _, err := n.get(ctx, "/api/actors?limit=200&kind="+kind+"&q="+url.QueryEscape(q), &page); err != nil {
+			page, _ = json.Marshal(err.Error())
+		}
+		out[n.ID+" "+kind+" "+q] = page
+	}
+	for _, n := range e.Cluster.Nodes {
+		if !n.Alive() {
+			continue
+		}
+		for u := range users {
+			ask(n, "view", u)
+		}
+		for w := range watchers {
+			ask(n, "connection", w+"/")
+		}
+	}
+	if b, err := json.MarshalIndent(out, "", "  "); err == nil {
+		_ = os.WriteFile(filepath.Join(dir, "diagnose.json"), b, 0o644)
+	}
 }
 
 // checkVersions: every watcher sees each target's versions strictly grow.

@@ -345,8 +345,8 @@ func TestUnsettledViewWaitsForTheLastChange(t *testing.T) {
 		e.policy("alice", core.Exact, "bob")
 		p := e.subscribe("alice", "bob") // alice's view, re-created here
 		time.Sleep(timing.Settle / 2)
-		e.n.changedAt.Store(time.Now().UnixNano()) // another one
-		time.Sleep(timing.Settle * 3 / 4)          // the activation's window is over
+		e.n.changedAt.Store(time.Now().UnixNano())    // another one
+		time.Sleep(timing.Settle * 3 / 4)             // the activation's window is over
 		e.connect(e.n.Gateway(), "alice", "phone", 1) // her device re-registers
 		time.Sleep(2 * timing.Settle)
 		synctest.Wait()

@@ -119,6 +119,40 @@ func TestRestartedMemberMakesConnectionsReregister(t *testing.T) {
 	})
 }
 
+// A fenced member's incarnation that starts to serve (an update the gossip
+// marks Served) enters the placement, so connections re-register as after
+// a join: a view re-created there gets its devices back.
+func TestServingMemberMakesConnectionsReregister(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Fast()
+		e := newEnv(t, timing)
+		laptop := e.connect(e.n.Gateway(), "bob", "laptop", 1)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		for _, pid := range e.n.index[string(KindView)].pids() {
+			e.n.dir.Forget(KindView, "bob", pid)
+			_ = e.n.root.StopFuture(pid).Wait()
+		}
+		e.n.onMember(cluster.Event{Kind: cluster.EventUpdated, Member: cluster.Member{ID: "g2", State: cluster.Alive}, Meta: cluster.Meta{ID: "g2-1"}})
+		time.Sleep(timing.Renew)
+		synctest.Wait()
+		if st, err := e.n.Query(context.Background(), "bob"); err != nil || st.Online {
+			t.Fatalf("a plain update re-registered (online %v, err %v): it must not", st.GetOnline(), err)
+		}
+		e.n.onMember(cluster.Event{Kind: cluster.EventUpdated, Member: cluster.Member{ID: "g2", State: cluster.Alive}, Meta: cluster.Meta{ID: "g2-1"}, Served: true})
+		time.Sleep(timing.Renew)
+		synctest.Wait()
+		st, err := e.n.Query(context.Background(), "bob")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Online || len(st.Devices) != 1 {
+			t.Fatalf("view online=%v devices=%v after a member started to serve, want the laptop re-registered", st.Online, st.Devices)
+		}
+		laptop.close()
+	})
+}
+
 // A device up from a lease of the old incarnation's connection that
 // arrives after its departure reached the view (it was on its way when the
 // node fenced) is ignored once the member of that name is a newer

@@ -447,11 +447,12 @@ func (n *Node) onMember(ev cluster.Event) {
 	}
 	if ev.Kind == cluster.EventUpdated {
 		n.subscribeEvents(ev.Meta) // a new actor address (a restart); idempotent
-		if !restarted {
+		if !restarted && !ev.Served {
 			return
 		}
 		// A restart is a leave and a join: what lived in the old process
-		// is gone, so connections re-register below.
+		// is gone, so connections re-register below. A fenced member that
+		// serves again enters the placement (cluster.Provider): a join.
 	}
 	n.changedAt.Store(time.Now().UnixNano())
 	n.emit(&messages.ObsEvent{Kind: "member", Member: ev.Member.ID, Reason: string(ev.Member.State)})

@@ -72,6 +72,10 @@ type Event struct {
 	// saw fail or leave: a fenced node re-executed itself and its leave
 	// was lost or late. Its old incarnation is gone as after a failure.
 	Restarted bool
+	// Served, on an update, says the member's incarnation stopped waiting
+	// to serve (a fenced node's rejoin cleared Meta.Fenced): it enters the
+	// placement now (Provider), as at a join.
+	Served bool
 }
 
 // GossipConfig configures a Gossip membership.
@@ -637,6 +641,7 @@ func (g *Gossip) apply(ev Event) Event {
 		}
 		was := g.metas[id].ID
 		ev.Restarted = was != "" && ev.Meta.ID != "" && was != ev.Meta.ID
+		ev.Served = g.metas[id].Fenced && !ev.Meta.Fenced
 	}
 	old, had := g.members[id]
 	revenant := had && old.State == Dead && ev.Member.State == Alive && ev.Meta.ID != "" && g.metas[id].ID == ev.Meta.ID

@@ -130,11 +130,7 @@ func (p *Provider) publish() {
 	var members []*pcluster.Member
 	for _, m := range g.Members() {
 		meta, ok := g.Meta(m.ID)
-		// A member that was declared dead and refuted it comes back under
-		// its old actor system id, which proto.actor blocked for good: it
-		// is left out here too, so Owner hashes over what proto.actor
-		// places on (the node fences itself and restarts with a new id).
-		if !ok || m.State != Alive || meta.ID == "" || c.Remote.BlockList().IsBlocked(meta.ID) {
+		if !ok || !placeable(m, meta, p.cfg.Name, c.Remote.BlockList().IsBlocked) {
 			continue
 		}
 		if pm := placedMember(meta.ID, meta.Actor, meta.Kinds); pm != nil {
@@ -151,6 +147,27 @@ func (p *Provider) publish() {
 	}
 	p.mu.Unlock()
 	c.MemberList.UpdateClusterTopology(members)
+}
+
+// placeable reports whether member m (meta: its gossip metadata) takes
+// identities, as self sees it:
+//
+//   - a member that was declared dead and refuted it comes back under its
+//     old actor system id, which proto.actor blocked for good: it is left
+//     out here too, so Owner hashes over what proto.actor places on (the
+//     node fences itself and restarts with a new id);
+//   - a fenced node's new incarnation joins the gossip while it waits to
+//     serve (rejoin.go), its own placement not yet running: what was placed
+//     on it went astray (a lease there sent its device's up to a view only
+//     it placed there, and the view every other member used settled
+//     without the device: the chaos harness, partition-2-2-1-lease). It is
+//     placed once it serves (Event.Served); self publishes only once it
+//     serves.
+func placeable(m Member, meta Meta, self string, blocked func(id string) bool) bool {
+	if m.State != Alive || meta.ID == "" || blocked(meta.ID) {
+		return false
+	}
+	return !meta.Fenced || m.ID == self
 }
 
 // Owner is the remote address of the member that owns identity of kind,

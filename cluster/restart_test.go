@@ -73,3 +73,44 @@ func TestResetEndpointOnRestart(t *testing.T) {
 		t.Fatalf("endpoints reset %v, want only the restarted member's 127.0.0.1:2", got)
 	}
 }
+
+// A fenced node's new incarnation takes no identities while it waits to
+// serve; it does once it serves, an update the gossip marks Served (the
+// members treat it as a join: connections re-register).
+func TestFencedIncarnationIsPlacedOnceItServes(t *testing.T) {
+	none := func(string) bool { return false }
+	alive := Member{ID: "n2", State: Alive}
+	for _, tc := range []struct {
+		name    string
+		m       Member
+		meta    Meta
+		blocked func(string) bool
+		want    bool
+	}{
+		{"serving", alive, Meta{ID: "b1"}, none, true},
+		{"fenced, waiting to serve", alive, Meta{ID: "b2", Fenced: true}, none, false},
+		{"itself, fenced in its own table as it starts to serve", Member{ID: "n1", State: Alive}, Meta{ID: "a1", Fenced: true}, none, true},
+		{"dead", Member{ID: "n2", State: Dead}, Meta{ID: "b1"}, none, false},
+		{"blocked (refuted its death)", alive, Meta{ID: "b1"}, func(id string) bool { return id == "b1" }, false},
+		{"no actor system id yet", alive, Meta{}, none, false},
+	} {
+		if got := placeable(tc.m, tc.meta, "n1", tc.blocked); got != tc.want {
+			t.Errorf("%s: placeable = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+
+	g := members(time.Now(), map[string]State{"n2": Alive}, nil)
+	g.metas["n2"] = Meta{ID: "b2", Fenced: true}
+	up := func(meta Meta) Event {
+		return g.apply(Event{Kind: EventUpdated, Member: Member{ID: "n2", State: Alive}, Meta: meta, At: time.Now()})
+	}
+	if ev := up(Meta{ID: "b2", Fenced: true}); ev.Served {
+		t.Fatal("an update of a member still fenced is marked served")
+	}
+	if ev := up(Meta{ID: "b2"}); !ev.Served || ev.Restarted {
+		t.Fatalf("the update clearing Fenced: served %v restarted %v, want served only", ev.Served, ev.Restarted)
+	}
+	if ev := up(Meta{ID: "b2", Admin: "x"}); ev.Served {
+		t.Fatal("a later update of a serving member is marked served")
+	}
+}

@@ -36,12 +36,15 @@ func newEnv(t *testing.T, timing config.Timing) *env {
 	return newEnvWith(t, Deps{Timing: timing})
 }
 
-// newEnvWith is newEnv with more of the node's Deps (metrics, logger);
-// the node id, seed and stores are the env's own.
+// newEnvWith is newEnv with more of the node's Deps (metrics, logger, a
+// history store); the node id, seed and policies are the env's own.
 func newEnvWith(t *testing.T, d Deps) *env {
 	t.Helper()
 	e := &env{t: t, policies: store.NewMemoryPolicies(), history: store.NewMemoryHistory(), start: time.Now()}
-	d.NodeID, d.Seed, d.Policies, d.History = "g1", 1, e.policies, e.history
+	d.NodeID, d.Seed, d.Policies = "g1", 1, e.policies
+	if d.History == nil { // a test may bring its own
+		d.History = e.history
+	}
 	n, err := Start(d)
 	if err != nil {
 		t.Fatal(err)

@@ -32,9 +32,10 @@ test: tools
 	$(GO) test -count=1 -run TestProviderGrainsMoveOnCrash ./cluster/
 	# real faults on real processes, alone so the latencies measure the
 	# service and not the parallel tests: every one within its bound
-	# (gateway-crash, pause, kill-two, kill-two-at-once-lease, rolling
-	# with a 1 s debounce, restart-storm, and as root partition 2+1 and
-	# 2+2+1 with both strategies, those with a 1 s debounce), then a 25 s
+	# (gateway-crash, pause, kill-two, kill-two-at-once and its lease
+	# variant, rolling with a 1 s debounce, restart-storm, and as root
+	# partition 2+1 and 2+2+1 with both strategies, those with a 1 s
+	# debounce), then a 25 s
 	# soak of kills, pauses, partitions and restarts (TestRunSoak, about
 	# 45 s)
 	$(GO) test -race -count=1 -tags chaos -run 'TestRunScenarios|TestRunScenarioUnderLoad|TestRunSoak' -v ./chaos/

@@ -29,7 +29,7 @@ func reportDir(t *testing.T) string {
 // Real runs (make test runs them on their own, after the parallel tests,
 // so that the latencies measure the service and not the load): a node
 // killed with -9, one paused past its death, two killed a stable period
-// apart, two killed at once with the lease strategy, a rolling restart and
+// apart, two killed at once with either strategy, a rolling restart and
 // a restart storm on SDK devices, real 2+1 and 2+2+1 partitions (as root:
 // iptables; 2+2+1 with both strategies); every latency within its bound
 // and nothing that must not happen (docs/bounds.md, "Availability").
@@ -52,7 +52,7 @@ func TestRunScenarios(t *testing.T) {
 		o.Args = []string{"--debounce", "1s"}
 		return o
 	}
-	for _, o := range []Options{short("gateway-crash", 9), short("pause", 9), short("kill-two", 9), short("kill-two-at-once-lease", 9),
+	for _, o := range []Options{short("gateway-crash", 9), short("pause", 9), short("kill-two", 9), short("kill-two-at-once", 9), short("kill-two-at-once-lease", 9),
 		slow("rolling", 30), short("restart-storm", 30), short("partition", 9), slow("partition-2-2-1", 10), slow("partition-2-2-1-lease", 10)} {
 		t.Run(o.Scenario, func(t *testing.T) {
 			if strings.HasPrefix(o.Scenario, "partition") && os.Geteuid() != 0 {

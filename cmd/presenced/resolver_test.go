@@ -225,6 +225,33 @@ func TestClusterLeaseSurvivorOfTwoAtOnce(t *testing.T) {
 	n3.serves(ctx, sam, "ann")
 }
 
+// The lease strategy on 2 nodes: the oldest dies (the majority rule would
+// fence the younger and wait for an operator, TestClusterTwoNodes): the
+// younger takes the lease and serves on, its device kept and a new one
+// online, never fenced.
+func TestClusterLeaseTwoNodesTheOldestDies(t *testing.T) {
+	db := "sqlite:" + filepath.Join(t.TempDir(), "presence.db")
+	n1 := startProc(t, "n1", "--policy-dsn", db, "--split-brain", "lease")
+	n2 := startProc(t, "n2", "--policy-dsn", db, "--split-brain", "lease", "--join", n1.gossip)
+	converged(t, n1, n2)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	sam := n2.dial(ctx, "sam", "phone", 1)
+	keepAlive(ctx, sam)
+	n2.waitOnline("sam")
+	n1.kill()
+	waitFor(t, 30*time.Second, "n2 holds the lease", func() bool {
+		for _, l := range strings.Split(n2.log(), "\n") {
+			if strings.Contains(l, `msg="cluster: split-brain lease"`) && strings.Contains(l, "holder=n2") {
+				return true
+			}
+		}
+		return false
+	})
+	n2.baseShrank(1, 30*time.Second)
+	n2.serves(ctx, sam, "ann")
+}
+
 // threeWithSamOnN1 starts a 3-node cluster with sam's phone online through
 // n1, kept alive until the test ends (90 s at most).
 func threeWithSamOnN1(t *testing.T) (context.Context, *proc, *proc, *proc, *client.Conn) {

@@ -300,19 +300,11 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 			return nil, err
 		}
 	}
-	c.Delegate, c.Events, c.Ping = g, g, g
-	c.SecretKey = cfg.Key
+	c.Delegate, c.Events, c.Ping, c.SecretKey = g, g, g, cfg.Key
 	c.Logger = log.New(&memberlistLog{l: g.log, refuted: g.refutedDeath}, "", 0)
 	g.conf = c
-	if cfg.wrap != nil {
-		nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: p, Logger: c.Logger})
-		if err != nil {
-			return nil, fmt.Errorf("cluster: gossip: %w", err)
-		}
-		if p == 0 {
-			c.BindPort, c.AdvertisePort = nt.GetAutoBindPort(), nt.GetAutoBindPort()
-		}
-		c.Transport = cfg.wrap(nt)
+	if err := wrapTransport(c, cfg.wrap); err != nil {
+		return nil, err
 	}
 	go g.deliver()
 	ml, err := memberlist.Create(c)
@@ -337,6 +329,23 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 	g.joined = ml.NumMembers() > 1
 	g.joinedAt.Store(true)
 	return g, nil
+}
+
+// wrapTransport, given a wrap (tests: a partition), makes memberlist's
+// network transport on c's bind address and puts wrap around it.
+func wrapTransport(c *memberlist.Config, wrap func(memberlist.Transport) memberlist.Transport) error {
+	if wrap == nil {
+		return nil
+	}
+	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{c.BindAddr}, BindPort: c.BindPort, Logger: c.Logger})
+	if err != nil {
+		return fmt.Errorf("cluster: gossip: %w", err)
+	}
+	if c.BindPort == 0 {
+		c.BindPort, c.AdvertisePort = nt.GetAutoBindPort(), nt.GetAutoBindPort()
+	}
+	c.Transport = wrap(nt)
+	return nil
 }
 
 // joinEvery is the pause between two tries of the seeds.

@@ -96,61 +96,55 @@ func TestRestartedMemberKeepsItsNewConnections(t *testing.T) {
 // their devices are announced to the views again.
 func TestRestartedMemberMakesConnectionsReregister(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		timing := config.Fast()
-		e := newEnv(t, timing)
-		laptop := e.connect(e.n.Gateway(), "bob", "laptop", 1)
-		time.Sleep(time.Second)
-		synctest.Wait()
-		for _, pid := range e.n.index[string(KindView)].pids() {
-			e.n.dir.Forget(KindView, "bob", pid)
-			_ = e.n.root.StopFuture(pid).Wait()
-		}
+		e, laptop := bobWithoutHisView(t)
 		e.n.onMember(cluster.Event{Kind: cluster.EventUpdated, Member: cluster.Member{ID: "g2", State: cluster.Alive}, Meta: cluster.Meta{ID: "new", Up: time.Now().UnixMilli()}, Restarted: true})
-		time.Sleep(timing.Renew)
-		synctest.Wait()
-		st, err := e.n.Query(context.Background(), "bob")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !st.Online || len(st.Devices) != 1 {
-			t.Fatalf("view online=%v devices=%v after a member restarted, want the laptop re-registered", st.Online, st.Devices)
-		}
+		e.expectBobOnline(true, "after a member restarted")
 		laptop.close()
 	})
 }
 
 // A fenced member's incarnation that starts to serve (an update the gossip
 // marks Served) enters the placement, so connections re-register as after
-// a join: a view re-created there gets its devices back.
+// a join: a view re-created there gets its devices back. A plain update
+// moves nothing.
 func TestServingMemberMakesConnectionsReregister(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		timing := config.Fast()
-		e := newEnv(t, timing)
-		laptop := e.connect(e.n.Gateway(), "bob", "laptop", 1)
-		time.Sleep(time.Second)
-		synctest.Wait()
-		for _, pid := range e.n.index[string(KindView)].pids() {
-			e.n.dir.Forget(KindView, "bob", pid)
-			_ = e.n.root.StopFuture(pid).Wait()
-		}
+		e, laptop := bobWithoutHisView(t)
 		e.n.onMember(cluster.Event{Kind: cluster.EventUpdated, Member: cluster.Member{ID: "g2", State: cluster.Alive}, Meta: cluster.Meta{ID: "g2-1"}})
-		time.Sleep(timing.Renew)
-		synctest.Wait()
-		if st, err := e.n.Query(context.Background(), "bob"); err != nil || st.Online {
-			t.Fatalf("a plain update re-registered (online %v, err %v): it must not", st.GetOnline(), err)
-		}
+		e.expectBobOnline(false, "after a plain update")
 		e.n.onMember(cluster.Event{Kind: cluster.EventUpdated, Member: cluster.Member{ID: "g2", State: cluster.Alive}, Meta: cluster.Meta{ID: "g2-1"}, Served: true})
-		time.Sleep(timing.Renew)
-		synctest.Wait()
-		st, err := e.n.Query(context.Background(), "bob")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !st.Online || len(st.Devices) != 1 {
-			t.Fatalf("view online=%v devices=%v after a member started to serve, want the laptop re-registered", st.Online, st.Devices)
-		}
+		e.expectBobOnline(true, "after a member started to serve")
 		laptop.close()
 	})
+}
+
+// bobWithoutHisView is a node (fast preset) where bob's laptop is online
+// and his view is gone, as when it lived on a member that went away.
+func bobWithoutHisView(t *testing.T) (*env, *device) {
+	e := newEnv(t, config.Fast())
+	laptop := e.connect(e.n.Gateway(), "bob", "laptop", 1)
+	time.Sleep(time.Second)
+	synctest.Wait()
+	for _, pid := range e.n.index[string(KindView)].pids() {
+		e.n.dir.Forget(KindView, "bob", pid)
+		_ = e.n.root.StopFuture(pid).Wait()
+	}
+	return e, laptop
+}
+
+// expectBobOnline lets a renewal interval pass and checks whether bob's
+// view has his laptop (re-registered) or not.
+func (e *env) expectBobOnline(want bool, when string) {
+	e.t.Helper()
+	time.Sleep(e.n.deps.Timing.Renew)
+	synctest.Wait()
+	st, err := e.n.Query(context.Background(), "bob")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if got := st.Online && len(st.Devices) == 1; got != want {
+		e.t.Fatalf("view online=%v devices=%v %s, want the laptop re-registered: %v", st.Online, st.Devices, when, want)
+	}
 }
 
 // A device up from a lease of the old incarnation's connection that

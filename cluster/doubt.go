@@ -29,8 +29,9 @@ import (
 // fences (FenceWatch), having published nothing (majority rule).
 //
 // Under the lease strategy a side serving on the lease serves whatever it
-// reaches: a round in which the lease's holder is this node or answers
-// confirms (FenceWatch tells who holds it, LeaseServes). The doubt lasts at
+// reaches: the holder itself is not in doubt, and on its side a round in
+// which the holder answers confirms (FenceWatch tells who holds it,
+// LeaseServes). The doubt lasts at
 // most FailureDetection from the latest verdict: by then the others'
 // verdicts are in and FenceWatch has decided; a member that answers
 // memberlist's probes but never a ping (UDP cut, TCP not) must not hold
@@ -73,12 +74,24 @@ func (g *Gossip) LeaseServes(holder string) {
 		return
 	}
 	g.doubt.holder.Store(&holder)
+	if holder == g.conf.Name {
+		g.doubt.since.Store(0) // this node holds it: confirmed now, not a round later
+	}
+}
+
+// holdsLease reports whether this node holds the lease its side serves on.
+func (g *Gossip) holdsLease() bool {
+	h := g.doubt.holder.Load()
+	return h != nil && *h == g.conf.Name
 }
 
 // doubtFrom puts the node in doubt after a death verdict, and starts the
 // loop that clears it. It runs on the delivery goroutine, before
 // subscribers hear of the verdict.
 func (g *Gossip) doubtFrom() {
+	if g.holdsLease() {
+		return // the lease says this side serves, whoever answers
+	}
 	g.doubt.since.Store(int64(time.Since(g.start)) + 1)
 	if g.doubt.loop.CompareAndSwap(false, true) {
 		g.doubt.wg.Go(g.confirmLoop)
@@ -106,6 +119,10 @@ func (g *Gossip) confirmRounds() {
 			return
 		}
 		start := g.start.Add(time.Duration(since - 1))
+		if g.holdsLease() {
+			g.doubt.since.CompareAndSwap(since, 0)
+			continue
+		}
 		v, base := g.confirm(time.Now(), start)
 		switch {
 		case v.Serve:

@@ -125,10 +125,16 @@ func TestDoubtHoldsUntilConfirmed(t *testing.T) {
 		a.set()
 		g.LeaseServes("n1")
 		g.doubtFrom()
-		synctest.Wait()
 		if g.Doubt() > 0 {
 			t.Fatal("in doubt while serving on its own lease")
 		}
+		g.LeaseServes("")
+		g.doubtFrom()
+		g.LeaseServes("n1") // it takes the lease while in doubt: no round to wait for
+		if g.Doubt() > 0 {
+			t.Fatal("still in doubt once it holds the lease")
+		}
+		synctest.Wait()
 		g.LeaseServes("n3")
 		g.doubtFrom()
 		time.Sleep(200 * time.Millisecond)

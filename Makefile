@@ -39,7 +39,8 @@ test: tools
 	# soak of kills, pauses, partitions and restarts (TestRunSoak, about
 	# 45 s)
 	$(GO) test -race -count=1 -tags chaos -run 'TestRunScenarios|TestRunScenarioUnderLoad|TestRunSoak' -v ./chaos/
-	# the same on containers, where a Docker engine answers
+	# on containers, where a Docker engine answers: pause, partition,
+	# kill-two, kill-two-at-once-lease
 	if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory docker && \
 	  $(GO) test -race -count=1 -tags chaos -run TestRunDocker -v ./chaos/; \
 	else echo "no Docker engine: the chaos docker backend is not exercised"; fi

@@ -240,11 +240,7 @@ func (n *Node) dumpIfStuck() {
 // and its own, and unless those name a seed the first other alive node to
 // join.
 func (c *Cluster) args(nd *Node) []string {
-	preset := c.Preset
-	if preset == "" {
-		preset = "fast"
-	}
-	args := []string{"--timing", preset, "--node-id", nd.ID, "--secret", c.Secret, "--drain-spread", DrainSpread.String()}
+	args := []string{"--timing", c.preset(), "--node-id", nd.ID, "--secret", c.Secret, "--drain-spread", DrainSpread.String()}
 	if !c.NoKey {
 		if c.Key == "" {
 			// Every cluster runs as production does: gossip encrypted and the
@@ -537,4 +533,12 @@ func (n *Node) get(ctx context.Context, path string, into any) (int, error) {
 		}
 	}
 	return res.StatusCode, nil
+}
+
+// preset is the nodes' timing preset: Preset, or fast.
+func (c *Cluster) preset() string {
+	if c.Preset == "" {
+		return "fast"
+	}
+	return c.Preset
 }

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"github.com/presence-im/presence/cluster"
 	"slices"
 	"time"
 )
@@ -170,8 +171,26 @@ func runKillTwoAtOnceLease(ctx context.Context, e *Env, r *Round) error {
 	middle.Kill()
 	ws := []*Watcher{e.watcherOn(youngest)}
 	deadline := t0.Add(ms(max(e.Bounds["gateway_crash_ms"], e.Bounds["owner_crash_ms"])) + e.Slack)
-	e.awaitOffline(r, ws, gone, func(*Device) time.Time { return t0 }, e.crashBound(owners, oldest, middle), deadline)
+	e.awaitOffline(r, ws, gone, func(*Device) time.Time { return t0 }, e.leaseBound(e.crashBound(owners, oldest, middle)), deadline)
 	time.Sleep(time.Until(deadline))
 	e.checkSurvivor(ctx, r, youngest, ws, gone, t0)
 	return nil
+}
+
+// leaseBound is bound for a survivor at or below half of its base under
+// the lease strategy: it serves, and gives verdicts, only once it holds
+// the lease (the doubt after a death verdict, docs/architecture.md "The
+// cluster", 7), which it asks for a propagation after it lost its majority
+// (cluster.LeaseArbiter.Delay: a majority, if any, takes it first) and at
+// its FenceWatch's next tick. A gateway crash's offline there may take
+// that much longer: bound gateway_crash_lease.
+func (e *Env) leaseBound(bound func(*Device) (string, float64)) func(*Device) (string, float64) {
+	extra := float64((cluster.Propagation(e.Cluster.preset()) + cluster.FenceTick).Milliseconds())
+	return func(d *Device) (string, float64) {
+		name, b := bound(d)
+		if name == "gateway_crash" {
+			return "gateway_crash_lease", b + extra
+		}
+		return name, b
+	}
 }

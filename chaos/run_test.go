@@ -137,14 +137,15 @@ func TestRunChurn(t *testing.T) {
 	}
 }
 
-// The docker backend: a pause and a partition (docker network disconnect)
+// The docker backend: a pause, a partition (docker network disconnect),
+// two crashes one after another and, with the lease strategy, two at once
 // on containers of presence:dev (make test builds it first when a Docker
 // engine answers). The partition's rejoining node comes back at the same
 // address, which the process backend's never does.
 func TestRunDocker(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	for _, name := range []string{"pause", "partition"} {
+	for _, name := range []string{"pause", "partition", "kill-two", "kill-two-at-once-lease"} {
 		t.Run(name, func(t *testing.T) {
 			rep, err := Run(ctx, Options{Scenario: name, Nodes: 3, Devices: 9, Rounds: 1, Report: reportDir(t), Backend: "docker", Image: "presence:dev"})
 			if err != nil {

@@ -90,11 +90,14 @@ func (g *Gossip) Base(now time.Time, stable time.Duration) []Voter {
 	return base
 }
 
+// FenceTick is how often FenceWatch looks, unless its Tick says otherwise.
+const FenceTick = 100 * time.Millisecond
+
 // FenceWatch checks for the signs every Tick.
 type FenceWatch struct {
 	Gossip *Gossip
 	Preset string
-	Tick   time.Duration // default 100 ms
+	Tick   time.Duration // default FenceTick
 	// Stable: a member dead for this long leaves the quorum base (it
 	// crashed for good and this side carried on). Default StableAfter for
 	// the members in the base.
@@ -111,7 +114,7 @@ type FenceWatch struct {
 func (w FenceWatch) Run(ctx context.Context, fence func(reason FenceReason, detail string, base []Voter)) {
 	tick := w.Tick
 	if tick <= 0 {
-		tick = 100 * time.Millisecond
+		tick = FenceTick
 	}
 	t := time.NewTicker(tick)
 	defer t.Stop()

@@ -118,6 +118,22 @@ func TestServingMemberMakesConnectionsReregister(t *testing.T) {
 	})
 }
 
+// A fenced incarnation's join (it waits to serve, and takes no identities
+// meanwhile) is no membership change here; an ordinary join is.
+func TestFencedJoinMovesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, config.Fast())
+		e.n.onMember(cluster.Event{Kind: cluster.EventJoined, Member: cluster.Member{ID: "g2", State: cluster.Alive}, Meta: cluster.Meta{ID: "g2-1", Fenced: true}})
+		if e.n.changedAt.Load() != 0 {
+			t.Fatal("a fenced incarnation's join counted as a membership change")
+		}
+		e.n.onMember(cluster.Event{Kind: cluster.EventJoined, Member: cluster.Member{ID: "g3", State: cluster.Alive}, Meta: cluster.Meta{ID: "g3-1"}})
+		if e.n.changedAt.Load() == 0 {
+			t.Fatal("a join did not count as a membership change")
+		}
+	})
+}
+
 // bobWithoutHisView is a node (fast preset) where bob's laptop is online
 // and his view is gone, as when it lived on a member that went away.
 func bobWithoutHisView(t *testing.T) (*env, *device) {

@@ -454,6 +454,13 @@ func (n *Node) onMember(ev cluster.Event) {
 		// is gone, so connections re-register below. A fenced member that
 		// serves again enters the placement (cluster.Provider): a join.
 	}
+	if ev.Kind == cluster.EventJoined && ev.Meta.Fenced {
+		// A fenced incarnation waiting to serve takes no identities
+		// (cluster.Provider): nothing moved; its Served update will be the
+		// join. (Its old incarnation's failure or leave came before.)
+		n.subscribeEvents(ev.Meta)
+		return
+	}
 	n.changedAt.Store(time.Now().UnixNano())
 	n.emit(&messages.ObsEvent{Kind: "member", Member: ev.Member.ID, Reason: string(ev.Member.State)})
 	if ev.Kind == cluster.EventJoined {

@@ -30,8 +30,9 @@ const (
 	doubtHoldMax = 500 * time.Millisecond
 )
 
-// doubtHold is how long a verdict waits in a doubt d old.
-func doubtHold(d time.Duration) time.Duration { return min(max(d/4, doubtHoldMin), doubtHoldMax) }
+// DoubtHold is how long a verdict due in a doubt d old waits before it
+// asks again (the chaos harness's lease bound counts it).
+func DoubtHold(d time.Duration) time.Duration { return min(max(d/4, doubtHoldMin), doubtHoldMax) }
 
 type stallClock struct {
 	base   time.Time
@@ -117,7 +118,7 @@ func (n *Node) gate(ctx actor.Context, g gate) bool {
 		return false
 	}
 	if d := n.inDoubt(); hold == 0 && d > 0 {
-		hold = doubtHold(d)
+		hold = DoubtHold(d)
 	}
 	if hold > 0 {
 		if g.timer != nil {

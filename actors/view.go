@@ -232,7 +232,7 @@ func (a *viewActor) onDebounce(ctx actor.Context, m debounceFired, now time.Time
 }
 
 func (a *viewActor) onSettle(ctx actor.Context, m settleView, now time.Time) {
-	if left := a.settleLeft(now); a.v.Unsettled && left > 0 {
+	if left := a.settleLeft(now); a.v.Unsettled && left > 0 && a.n.mayHaveMoved(KindView, a.user) {
 		a.settle.arm(a.n.sched, left, ctx.Self(), m) // a later change: its re-registrations are still to come
 		return
 	}
@@ -252,7 +252,9 @@ func (a *viewActor) onSettle(ctx actor.Context, m settleView, now time.Time) {
 // died or moved. Once that window is over, re-attached subscribers get the
 // state.
 //
-// From the latest change, not the activation alone: connections
+// From the latest change that may have moved it, not the activation
+// alone (and a failure detection and settle after the activation at the
+// latest): connections
 // re-register a propagation and a random part of renew/2 after the last
 // change they heard of (each change supersedes the one before), so in a
 // cascade of verdicts (a 2+2+1 split: three members declared dead over a
@@ -268,9 +270,13 @@ func (a *viewActor) unsettle(ctx actor.Context, now time.Time) {
 }
 
 // settleLeft is how long until Timing.Settle after the latest membership
-// change (<= 0: passed).
+// change (<= 0: passed), at most until a failure detection and Settle after
+// the view's activation: changes that keep coming (a rolling deploy, a
+// member crash-looping) do not keep it unsettled for ever, holding its
+// departures; the owner-crash bound counts from the crash the same way.
 func (a *viewActor) settleLeft(now time.Time) time.Duration {
-	return a.n.lastChange().Add(a.n.deps.Timing.Settle).Sub(now)
+	t := a.n.deps.Timing
+	return min(a.n.lastChange().Add(t.Settle).Sub(now), a.started.Add(t.FailureDetection+t.Settle).Sub(now))
 }
 
 // evidence is a sign of an earlier incarnation of this view (a down for a

@@ -360,3 +360,32 @@ func TestUnsettledViewWaitsForTheLastChange(t *testing.T) {
 		}
 	})
 }
+
+// Changes that keep coming (a rolling deploy, a member crash-looping) do
+// not keep a re-created view unsettled for ever: it settles a failure
+// detection and settle after its activation at the latest, as the
+// owner-crash bound counts, and reports its user offline if no device came.
+func TestUnsettledViewSettlesWithinItsBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Fast()
+		timing.FailureDetection, timing.Settle = 2700*time.Millisecond, 1550*time.Millisecond
+		e := newEnv(t, timing)
+		e.n.moved = func(Kind, string) bool { return true }
+		e.n.changedAt.Store(time.Now().UnixNano())
+		e.policy("alice", core.Exact, "bob")
+		start := time.Now()
+		p := e.subscribe("alice", "bob")
+		for range 16 { // a change every half second for 8 s
+			time.Sleep(500 * time.Millisecond)
+			e.n.changedAt.Store(time.Now().UnixNano())
+		}
+		synctest.Wait()
+		ev := p.all()
+		if len(ev) != 1 || ev[0].p.GetStatus() != messages.Status_offline {
+			t.Fatalf("events %v, want alice offline once", e.statuses(p))
+		}
+		if at, bound := ev[0].at.Sub(start), timing.FailureDetection+timing.Settle; at > bound {
+			t.Fatalf("settled %v after its activation, bound %v", at, bound)
+		}
+	})
+}

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"github.com/presence-im/presence/actors"
 	"github.com/presence-im/presence/cluster"
 	"slices"
 	"time"
@@ -180,12 +181,15 @@ func runKillTwoAtOnceLease(ctx context.Context, e *Env, r *Round) error {
 // leaseBound is bound for a survivor at or below half of its base under
 // the lease strategy: it serves, and gives verdicts, only once it holds
 // the lease (the doubt after a death verdict, docs/architecture.md "The
-// cluster", 7), which it asks for a propagation after it lost its majority
-// (cluster.LeaseArbiter.Delay: a majority, if any, takes it first) and at
-// its FenceWatch's next tick. A gateway crash's offline there may take
-// that much longer: bound gateway_crash_lease.
+// cluster", 7). Its fence watch notes the lost majority at its next tick,
+// asks for the lease at the first tick a propagation later
+// (cluster.LeaseArbiter.Delay: a majority, if any, takes it first), and a
+// verdict held meanwhile asks again within actors.DoubtHold of that doubt.
+// A gateway crash's offline there may take that much longer (and the
+// store's round trip, some milliseconds here): bound gateway_crash_lease.
 func (e *Env) leaseBound(bound func(*Device) (string, float64)) func(*Device) (string, float64) {
-	extra := float64((cluster.Propagation(e.Cluster.preset()) + cluster.FenceTick).Milliseconds())
+	wait := cluster.Propagation(e.Cluster.preset()) + 2*cluster.FenceTick
+	extra := float64((wait + actors.DoubtHold(wait)).Milliseconds())
 	return func(d *Device) (string, float64) {
 		name, b := bound(d)
 		if name == "gateway_crash" {

@@ -66,8 +66,9 @@ func (g *Gossip) Doubt() time.Duration {
 }
 
 // LeaseServes tells the doubt who holds the lease this side serves on
-// (FenceWatch, lease strategy; "" when it serves on no lease): a round in
-// which the holder is this node or answers confirms the verdict.
+// (FenceWatch, lease strategy; "" when it serves on no lease): the holder
+// itself leaves its doubt at once and enters none; on its side a round in
+// which the holder answers confirms the verdict.
 func (g *Gossip) LeaseServes(holder string) {
 	if holder == "" {
 		g.doubt.holder.Store(nil)

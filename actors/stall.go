@@ -106,7 +106,7 @@ type gate struct {
 // gate is the one guard in front of every verdict by time: a fenced node
 // gives none; after a stall the verdict waits (its timer re-armed) until
 // what came meanwhile is read; after a death verdict not yet confirmed by
-// enough members answering (cluster.Gossip.InDoubt: this node may be the
+// enough members answering (cluster.Gossip.Doubt: this node may be the
 // one cut off) it waits likewise; an actor that no longer owns its identity
 // (it moved, or a stale route activated it here) stops instead, since the
 // owner's actor knows better: its directory forgets it at once (a later

@@ -252,15 +252,15 @@ func (a *viewActor) onSettle(ctx actor.Context, m settleView, now time.Time) {
 // died or moved. Once that window is over, re-attached subscribers get the
 // state.
 //
-// From the latest change that may have moved it, not the activation
-// alone (and a failure detection and settle after the activation at the
-// latest): connections
-// re-register a propagation and a random part of renew/2 after the last
-// change they heard of (each change supersedes the one before), so in a
-// cascade of verdicts (a 2+2+1 split: three members declared dead over a
-// second) a view activated at the first had settled, and published a
-// device offline, 70 ms before its re-registration came (the chaos
-// harness, partition-2-2-1-lease: a false offline at the serving side).
+// From the latest change that may have moved it, not the activation alone
+// (and a failure detection and settle after the activation at the latest):
+// connections re-register a propagation and a random part of renew/2
+// after the last change they heard of (each change supersedes the one
+// before), so in a cascade of verdicts (a 2+2+1 split: three members
+// declared dead over a second) a view activated at the first had settled,
+// and published a device offline, 70 ms before its re-registration came
+// (the chaos harness, partition-2-2-1-lease: a false offline at the
+// serving side).
 func (a *viewActor) unsettle(ctx actor.Context, now time.Time) {
 	if a.v.Unsettled {
 		return

@@ -3,10 +3,11 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"github.com/presence-im/presence/actors"
-	"github.com/presence-im/presence/cluster"
 	"slices"
 	"time"
+
+	"github.com/presence-im/presence/actors"
+	"github.com/presence-im/presence/cluster"
 )
 
 // The split-brain resolver under crashes (docs/bounds.md "Availability"):

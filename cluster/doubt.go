@@ -31,11 +31,10 @@ import (
 // Under the lease strategy a side serving on the lease serves whatever it
 // reaches: the holder itself is not in doubt, and on its side a round in
 // which the holder answers confirms (FenceWatch tells who holds it,
-// LeaseServes). The doubt lasts at
-// most FailureDetection from the latest verdict: by then the others'
-// verdicts are in and FenceWatch has decided; a member that answers
-// memberlist's probes but never a ping (UDP cut, TCP not) must not hold
-// every verdict for ever.
+// LeaseServes). The doubt lasts at most FailureDetection from the latest
+// verdict: by then the others' verdicts are in and FenceWatch has decided;
+// a member that answers memberlist's probes but never a ping (UDP cut, TCP
+// not) must not hold every verdict for ever.
 
 // doubtTick is the pause between two rounds of pings.
 const doubtTick = 50 * time.Millisecond

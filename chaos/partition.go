@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 )
@@ -192,7 +193,7 @@ func (e *Env) fencedByLog(r *Round, victim *Node, t0 time.Time) {
 		at, err := time.Parse(time.RFC3339Nano, stamp)
 		if err == nil && at.After(t0) {
 			r.Latencies = append(r.Latencies, Latency{Device: victim.ID, Bound: "fence", Ms: float64(at.Sub(t0).Microseconds()) / 1000,
-				BoundMs: e.Timing["failure_detection_ms"]})
+				BoundMs: e.fenceBound()})
 			return
 		}
 	}
@@ -200,9 +201,23 @@ func (e *Env) fencedByLog(r *Round, victim *Node, t0 time.Time) {
 }
 
 // awaitFence records how long after t0 each of ds was closed with 1001 by
-// the fencing victim, against the failure detection.
+// the fencing victim, against fenceBound.
 func (e *Env) awaitFence(r *Round, victim *Node, ds []*Device, t0 time.Time) {
-	e.awaitFenceWithin(r, victim, ds, t0, e.Timing["failure_detection_ms"])
+	e.awaitFenceWithin(r, victim, ds, t0, e.fenceBound())
+}
+
+// fenceBound (ms) is how long a side that must fence takes at most: the
+// failure detection (majority rule), or with --split-brain lease three
+// times that: the members unreachable, then the lease found held by one of
+// them and renewed since; a side fences at the latest twice the lease's
+// TTL, the failure detection, after first finding it theirs
+// (cluster.DecideLease).
+func (e *Env) fenceBound() float64 {
+	fd := e.Timing["failure_detection_ms"]
+	if slices.Contains(e.Cluster.Args, "lease") {
+		return 3 * fd
+	}
+	return fd
 }
 
 // awaitFenceWithin is awaitFence against bound (ms).

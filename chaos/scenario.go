@@ -31,6 +31,7 @@ var Scenarios = []Scenario{
 	{"pause", "SIGSTOP one node until the others declare it dead, then SIGCONT: it must fence and rejoin", runPause, 0},
 	{"join", "a node joins while subscribers watch: identities move to it", runJoin, 0},
 	{"partition", "cut one node off the others with iptables (2+1): the majority serves, the minority fences; after the heal one cluster", runPartition, 0},
+	{"partition-lease", "--split-brain lease, cut one node off the others (2+1): the majority takes the lease first and serves, the minority fences; after the heal one cluster", runPartition, 0},
 	{"partition-2-2-1", "5 nodes cut 2+2+1 with iptables: no side has a majority, every side fences (majority rule); after the heal one cluster", runSplit, 5},
 	{"partition-2-2-1-lease", "--split-brain lease, 5 nodes cut 2+2+1: the side that takes the lease serves, the others fence; after the heal one cluster", runSplit, 5},
 	{"rolling", "SIGTERM and restart each node in turn under the same name, devices on the Go SDK: no offline, no fence", runRolling, 0},

@@ -79,17 +79,9 @@ func sideNames(ss [][]*Node) string {
 // awaitSides waits out the fence bound and answers the side still
 // serving (nil: none). With the majority rule every side must fence; with
 // the lease exactly one side serves. The devices of every fenced node
-// must be closed with 1001 within the bound: the failure detection, or
-// with the lease, for the sides that lose it, three times that (members
-// unreachable, then the lease held by one of them and renewed since; it
-// fences at the latest twice the lease's TTL, the failure detection, after
-// first finding it theirs: cluster.DecideLease).
+// must be closed with 1001 within fenceBound.
 func (e *Env) awaitSides(ctx context.Context, r *Round, ss [][]*Node, lease bool, t0 time.Time) []*Node {
-	fd := e.Timing["failure_detection_ms"]
-	bound := fd
-	if lease {
-		bound = 3 * fd
-	}
+	fd, bound := e.Timing["failure_detection_ms"], e.fenceBound()
 	time.Sleep(time.Until(t0.Add(ms(fd) + e.Slack)))
 	serving := e.servingSides(ctx, ss)
 	want := map[bool]int{false: 0, true: 1}[lease]

@@ -157,7 +157,7 @@ func (w FenceWatch) check(now, last time.Time) (FenceReason, string, []Voter) {
 	}
 	v := Decide(base)
 	if w.Lease != nil {
-		call, why := w.Lease.Decide(now, v, base)
+		call, why := w.Lease.Decide(now, v, base, w.Gossip.Doubt() > 0)
 		holder := ""
 		if call == LeaseServe && w.Lease.state == LeaseOurs {
 			holder = w.Lease.lease.Holder

@@ -16,8 +16,8 @@ import (
 //   - while every member of the quorum base is reached, the lease is not
 //     consulted (nor on any device's path);
 //   - once one is not, the side asks for the lease: a strict majority at
-//     once, a side at or below half after LeaseArbiter.Delay, so that the
-//     majority takes it first; the side whose member holds it serves and
+//     once, a side at or below half (or in doubt of its verdict, doubt.go)
+//     after LeaseArbiter.Delay, so that the majority takes it first; the side whose member holds it serves and
 //     renews it while members stay unreachable;
 //   - a side that finds it held by a member it does not reach waits: a
 //     crashed holder renews no more and its lease runs out within TTL (the
@@ -109,17 +109,25 @@ func NewLeaseArbiter(s store.LeaseStore, holder, preset string, n int, log *slog
 
 // Decide is the lease strategy at now over the majority rule's verdict v on
 // base; it asks the store when due (every TTL/4 at most, each call bounded
-// by TTL/4 and 500 ms).
-func (a *LeaseArbiter) Decide(now time.Time, v Verdict, base []Voter) (LeaseCall, string) {
+// by TTL/4 and 500 ms). A side in doubt of a death verdict (Gossip.Doubt:
+// not yet confirmed by enough members answering) asks as a side at or
+// below half does, after Delay: a node cut off from the others still
+// counts a majority between its first verdict and its last, and must not
+// take the lease before the real majority.
+func (a *LeaseArbiter) Decide(now time.Time, v Verdict, base []Voter, inDoubt bool) (LeaseCall, string) {
 	if v.Reach == v.Base {
 		a.reset()
 		return LeaseServe, ""
 	}
 	a.track(now, base)
-	if 2*v.Reach <= v.Base && a.below.IsZero() {
+	below := 2*v.Reach <= v.Base || inDoubt
+	switch {
+	case !below:
+		a.below = time.Time{} // a confirmed majority asks at once
+	case a.below.IsZero():
 		a.below = now
 	}
-	majorityFirst := 2*v.Reach <= v.Base && now.Sub(a.below) < a.Delay
+	majorityFirst := below && now.Sub(a.below) < a.Delay
 	if !majorityFirst && (a.asked.IsZero() || now.Sub(a.asked) >= a.TTL/4) {
 		a.ask(now, base)
 	}

@@ -59,20 +59,43 @@ func TestLeaseArbiterSplit(t *testing.T) {
 	n1, n3 := arbiter(s, "n1"), arbiter(s, "n3")
 	t0 := time.UnixMilli(1_700_000_000_000)
 	maj, min3 := voters("+n1", "+n2", "n3"), voters("n1", "n2", "+n3")
-	if call, _ := n3.Decide(t0, Decide(min3), min3); call != LeaseWait {
+	if call, _ := n3.Decide(t0, Decide(min3), min3, false); call != LeaseWait {
 		t.Fatalf("minority before its delay: %v, want wait (not asked)", call)
 	}
-	if call, why := n1.Decide(t0, Decide(maj), maj); call != LeaseServe || n1.lease.Holder != "n1" {
+	if call, why := n1.Decide(t0, Decide(maj), maj, false); call != LeaseServe || n1.lease.Holder != "n1" {
 		t.Fatalf("majority: %v (%s), want serve holding the lease", call, why)
 	}
 	t1 := t0.Add(600 * time.Millisecond)
-	if call, _ := n3.Decide(t1, Decide(min3), min3); call != LeaseWait {
+	if call, _ := n3.Decide(t1, Decide(min3), min3, false); call != LeaseWait {
 		t.Fatalf("minority, first look: %v, want wait (n1 may have crashed)", call)
 	}
 	t2 := t0.Add(time.Second) // n1 renews (every ttl/4), n3 looks again
-	n1.Decide(t2, Decide(maj), maj)
-	if call, why := n3.Decide(t2.Add(100*time.Millisecond), Decide(min3), min3); call != LeaseFence {
+	n1.Decide(t2, Decide(maj), maj, false)
+	if call, why := n3.Decide(t2.Add(100*time.Millisecond), Decide(min3), min3, false); call != LeaseFence {
 		t.Fatalf("minority after n1's renewal: %v (%s), want fence", call, why)
+	}
+}
+
+// A node cut off 2+1 at its first death verdict still counts a majority
+// (n1 dead, n2 not yet); in doubt of that verdict it asks only after its
+// delay, so the real majority, whose verdict the others confirm at once,
+// takes the lease first and the cut-off node fences.
+func TestLeaseArbiterInDoubtLetsTheMajorityFirst(t *testing.T) {
+	s := store.NewMemoryLeases()
+	n1, n3 := arbiter(s, "n1"), arbiter(s, "n3")
+	t0 := time.UnixMilli(1_700_000_000_000)
+	cut, maj := voters("n1", "+n2", "+n3"), voters("+n1", "+n2", "n3")
+	if call, _ := n3.Decide(t0, Decide(cut), cut, true); call != LeaseWait || n3.state != LeaseNotAsked {
+		t.Fatalf("cut-off node in doubt: %v, state %v, want wait without asking", call, n3.state)
+	}
+	if call, _ := n1.Decide(t0, Decide(maj), maj, true); call != LeaseWait {
+		t.Fatalf("majority during its ping round: %v, want wait", call)
+	}
+	if call, why := n1.Decide(t0.Add(100*time.Millisecond), Decide(maj), maj, false); call != LeaseServe || n1.lease.Holder != "n1" {
+		t.Fatalf("majority once confirmed: %v (%s), want serve holding the lease at once", call, why)
+	}
+	if call, why := n3.Decide(t0.Add(600*time.Millisecond), Decide(cut), cut, true); call != LeaseFence {
+		t.Fatalf("cut-off node after its delay: %v (%s), want fence (n1 took the lease after n3 lost it)", call, why)
 	}
 }
 
@@ -88,7 +111,7 @@ func TestLeaseArbiterSurvivor(t *testing.T) {
 	base := voters("+n1", "n2", "n3")
 	var call LeaseCall
 	for at := t0; at.Before(t0.Add(5 * time.Second)); at = at.Add(100 * time.Millisecond) {
-		if call, _ = a.Decide(at, Decide(base), base); call == LeaseFence {
+		if call, _ = a.Decide(at, Decide(base), base, false); call == LeaseFence {
 			t.Fatalf("fenced at +%v for a dead holder's lease", at.Sub(t0))
 		}
 		if call == LeaseServe && at.Before(t0.Add(1900*time.Millisecond)) {
@@ -101,7 +124,7 @@ func TestLeaseArbiterSurvivor(t *testing.T) {
 	// the dead leave the base: every member reached, the lease left alone
 	exp := a.lease.Expiry
 	alone := voters("+n1")
-	if call, _ := a.Decide(t0.Add(10*time.Second), Decide(alone), alone); call != LeaseServe || a.state != LeaseNotAsked {
+	if call, _ := a.Decide(t0.Add(10*time.Second), Decide(alone), alone, false); call != LeaseServe || a.state != LeaseNotAsked {
 		t.Fatalf("alone: %v state %v, want serve without the lease", call, a.state)
 	}
 	if l, _ := s.TakeLease(context.Background(), LeaseName, "n9", t0, time.Second); !l.Expiry.Equal(exp) {
@@ -121,9 +144,9 @@ func TestLeaseArbiterStoreDown(t *testing.T) {
 		{voters("+n1", "n2"), LeaseServe},
 	} {
 		a := arbiter(downStore{}, "n1")
-		call, why := a.Decide(t0.Add(time.Second), Decide(tc.base), tc.base)
+		call, why := a.Decide(t0.Add(time.Second), Decide(tc.base), tc.base, false)
 		if call == LeaseWait { // a minority's delay
-			call, why = a.Decide(t0.Add(2*time.Second), Decide(tc.base), tc.base)
+			call, why = a.Decide(t0.Add(2*time.Second), Decide(tc.base), tc.base, false)
 		}
 		if call != tc.want || a.state != LeaseUnknown {
 			t.Fatalf("%v: %v (%s), want %v by the majority rule", tc.base, call, why, tc.want)

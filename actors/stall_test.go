@@ -54,12 +54,20 @@ func TestStallClockHoldsVerdicts(t *testing.T) {
 // A verdict due while the node is in doubt (a death verdict not yet
 // confirmed by enough members answering: it may be the one cut off) waits
 // and is given once the doubt clears; a node that fences meanwhile gives
-// none.
+// none. Without a debounce too: the offline goes through its timer, and
+// the gate.
 func TestVerdictsWaitOutADoubt(t *testing.T) {
-	for _, fence := range []bool{false, true} {
-		t.Run(map[bool]string{false: "confirmed", true: "fenced"}[fence], func(t *testing.T) {
+	zero := config.Fast()
+	zero.Debounce = 0
+	for _, tc := range []struct {
+		name   string
+		fence  bool
+		timing config.Timing
+	}{{"confirmed", false, config.Fast()}, {"fenced", true, config.Fast()}, {"confirmed, debounce 0", false, zero}, {"fenced, debounce 0", true, zero}} {
+		fence := tc.fence
+		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				e, p := watchedAlice(t, config.Fast())
+				e, p := watchedAlice(t, tc.timing)
 				var doubt atomic.Bool
 				e.n.doubt = func() time.Duration {
 					if doubt.Load() {

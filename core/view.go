@@ -136,9 +136,9 @@ func (v *View) DeviceDown(device string, epoch uint64, lastAlive, now time.Time)
 		return ViewResult{}
 	}
 	v.departure = lastAlive
-	if v.Debounce <= 0 {
-		return v.goOffline(now)
-	}
+	// Even without a debounce the offline goes through the timer: the
+	// actor decides when it fires (not while the node stalls, is in doubt
+	// or fenced), and an unsettled view lets Settle decide.
 	v.pending, v.pendingTo = true, now.Add(v.Debounce-DeliveryBudget(v.Debounce))
 	v.Gen++
 	return ViewResult{Debounce: &Timer{At: v.pendingTo, Gen: v.Gen}}

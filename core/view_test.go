@@ -210,14 +210,15 @@ func TestViewDebounceHidesFlaps(t *testing.T) {
 			for i := range 16 {
 				down := at(time.Duration(i+1) * time.Minute)
 				res := v.DeviceDown("phone", 1, down, down)
-				if tc.debounce == 0 && res.Debounce != nil {
-					t.Fatalf("debounce 0 armed a timer %+v", res.Debounce)
+				up := down.Add(time.Second) // the renewal revives the lease
+				if res.Debounce == nil {
+					t.Fatalf("no timer armed for the offline")
 				}
-				// The renewal revives the lease a second later.
-				v.DeviceUp("phone", h, down.Add(time.Second))
-				if res.Debounce != nil {
+				if res.Debounce.At.Before(up) { // it fires first
 					v.DebounceFired(res.Debounce.Gen, res.Debounce.At)
 				}
+				v.DeviceUp("phone", h, up)
+				v.DebounceFired(res.Debounce.Gen, res.Debounce.At) // stale if it fired or the device came back
 			}
 			if v.DeviceFlips != 1+2*16 || v.PublishedFlips != tc.wantPublished {
 				t.Fatalf("flips device %d published %d, want %d and %d", v.DeviceFlips, v.PublishedFlips, 1+2*16, tc.wantPublished)
@@ -226,18 +227,34 @@ func TestViewDebounceHidesFlaps(t *testing.T) {
 	}
 }
 
-// Debounce 0 publishes the offline at once.
+// Debounce 0 arms the offline's timer due at once (the actor fires it
+// through its verdict gate, actors/stall.go), and publishes it when fired.
 func TestViewZeroDebounce(t *testing.T) {
 	v := core.NewView("alice", 0, policy(core.Exact), time.Time{})
 	mustSubscribe(t, v, "s-bob", "bob", t0)
 	v.DeviceUp("phone", hold("g1", "c1", 1), t0)
-	res := v.DeviceDown("phone", 1, at(time.Minute), at(time.Minute))
-	if res.Debounce != nil || !res.Published || got(t, res)["s-bob"].GetStatus() != messages.Status_offline {
-		t.Fatalf("down: %+v, want offline published at once", res)
+	down := at(time.Minute)
+	res := v.DeviceDown("phone", 1, down, down)
+	if res.Debounce == nil || !res.Debounce.At.Equal(down) || res.Published || !v.Online {
+		t.Fatalf("down: %+v, want a timer due at once and nothing published yet", res)
+	}
+	res = v.DebounceFired(res.Debounce.Gen, down)
+	if !res.Published || got(t, res)["s-bob"].GetStatus() != messages.Status_offline {
+		t.Fatalf("fired: %+v, want the offline published", res)
 	}
 	if v.Online || v.Idle() {
 		t.Fatalf("online %v idle %v, want offline and not idle (one subscriber)", v.Online, v.Idle())
 	}
+}
+
+// downAndFire is DeviceDown and, when its timer is due by now (debounce
+// 0), the timer firing.
+func downAndFire(v *core.View, device string, epoch uint64, last, now time.Time) core.ViewResult {
+	res := v.DeviceDown(device, epoch, last, now)
+	if res.Debounce != nil && !res.Debounce.At.After(now) {
+		return v.DebounceFired(res.Debounce.Gen, now)
+	}
+	return res
 }
 
 // The version strictly increases across publishes and is >= now in unix ms,
@@ -263,7 +280,7 @@ func TestViewVersion(t *testing.T) {
 		{"policy, later", at(time.Hour), func(v *core.View, now time.Time) core.ViewResult { return v.SetPolicy(policy(core.Coarse), now) }},
 		{"device down at once (debounce 0)", at(2 * time.Hour), func(v *core.View, now time.Time) core.ViewResult {
 			v.Debounce = 0
-			return v.DeviceDown("phone", 1, now, now)
+			return downAndFire(v, "phone", 1, now, now)
 		}},
 	}
 	prev := v.Version
@@ -437,7 +454,7 @@ func TestViewSetPolicy(t *testing.T) {
 					t.Errorf("%s got %v, want %v", sink, d[sink], st)
 				}
 			}
-			after := got(t, v.DeviceDown("phone", 1, at(time.Minute), at(time.Minute)))
+			after := got(t, downAndFire(v, "phone", 1, at(time.Minute), at(time.Minute)))
 			if !slices.Equal(sinks(after), tc.wantAfter) {
 				t.Fatalf("offline delivered to %v, want %v", sinks(after), tc.wantAfter)
 			}
@@ -567,12 +584,12 @@ func TestViewLastSeenNeverGoesBack(t *testing.T) {
 	stored := at(time.Hour)
 	v := core.NewView("alice", 0, policy(core.Exact), stored)
 	v.DeviceUp("phone", hold("g1", "c1", 1), at(2*time.Hour))
-	v.DeviceDown("phone", 1, at(30*time.Minute), at(2*time.Hour))
+	downAndFire(v, "phone", 1, at(30*time.Minute), at(2*time.Hour))
 	if !v.LastSeen.Equal(stored) {
 		t.Fatalf("last seen %v, want %v kept", v.LastSeen, stored)
 	}
 	v.DeviceUp("phone", hold("g1", "c2", 2), at(3*time.Hour))
-	v.DeviceDown("phone", 2, at(4*time.Hour), at(4*time.Hour))
+	downAndFire(v, "phone", 2, at(4*time.Hour), at(4*time.Hour))
 	if !v.LastSeen.Equal(at(4 * time.Hour)) {
 		t.Fatalf("last seen %v, want the later departure", v.LastSeen)
 	}

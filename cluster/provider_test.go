@@ -37,19 +37,30 @@ type member struct {
 
 func startMember(t testing.TB, name string, key []byte, join ...string) *member {
 	t.Helper()
-	quiet := actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) })
-	sys := actor.NewActorSystem(quiet)
-	p := NewProvider(GossipConfig{Name: name, Bind: "127.0.0.1:0", Join: join, Preset: "fast", Key: key})
-	kind := pcluster.NewKind("view", actor.PropsFromProducer(func() actor.Actor { return whoami{name} }))
-	rcfg, err := RemoteConfig("127.0.0.1", 0, key)
+	m, err := newMember(GossipConfig{Name: name, Bind: "127.0.0.1:0", Join: join, Preset: "fast", Key: key})
 	if err != nil {
 		t.Fatal(err)
+	}
+	return m
+}
+
+// newMember starts a proto.actor member with the kind "view" (whoami) over
+// a provider of gc; it returns once the member started (a fenced
+// incarnation's, gc.Rejoin, once it serves).
+func newMember(gc GossipConfig) (*member, error) {
+	quiet := actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) })
+	sys := actor.NewActorSystem(quiet)
+	p := NewProvider(gc)
+	kind := pcluster.NewKind("view", actor.PropsFromProducer(func() actor.Actor { return whoami{gc.Name} }))
+	rcfg, err := RemoteConfig("127.0.0.1", 0, gc.Key)
+	if err != nil {
+		return nil, err
 	}
 	cfg := pcluster.Configure("presence-test", p, disthash.New(), rcfg,
 		pcluster.WithKinds(kind), pcluster.WithRequestTimeout(2*time.Second))
 	c := pcluster.New(sys, cfg)
 	c.StartMember()
-	return &member{name, sys, c, p}
+	return &member{gc.Name, sys, c, p}, nil
 }
 
 func (m *member) ask(identity string) (string, error) {
@@ -92,4 +103,54 @@ func TestProviderGrainsMoveOnCrash(t *testing.T) {
 		return err == nil && got == onB+"@n1"
 	})
 	a.c.Shutdown(true)
+}
+
+// A fenced node's new incarnation is in the others' gossip while it waits
+// to serve, its own placement not yet running: the others' provider
+// places no identity on it (placeable, Provider.publish) until the update
+// that says it serves, and then does.
+func TestProviderPlacesAFencedIncarnationOnceItServes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two cluster members")
+	}
+	a := startMember(t, "n1", nil)
+	defer a.c.Shutdown(true)
+	alone := make(chan struct{})
+	started := make(chan *member, 1)
+	go func() {
+		// a base of five it fenced on, of which it reaches itself and n1:
+		// no verdict lets it serve, only the operator (alone)
+		r := &Rejoin{Base: []Voter{{ID: "n2"}, {ID: "n3"}, {ID: "n4"}, {ID: "n5"}, {ID: "n6"}}, Fenced: time.Now(), Stable: time.Hour, Alone: alone}
+		m, err := newMember(GossipConfig{Name: "n2", Bind: "127.0.0.1:0", Join: []string{a.p.Gossip().Addr()}, Preset: "fast", Rejoin: r})
+		if err != nil {
+			t.Error(err)
+		}
+		started <- m
+	}()
+	var actorAddr string
+	waitUntil(t, 5*time.Second, "n2 in n1's gossip, fenced", func() bool {
+		meta, ok := a.p.Gossip().Meta("n2")
+		actorAddr = meta.Actor
+		return ok && meta.Fenced && meta.Actor != ""
+	})
+	owned := func() int {
+		n := 0
+		for i := range 200 {
+			if a.p.Owner("view", fmt.Sprintf("u%d", i)) == actorAddr {
+				n++
+			}
+		}
+		return n
+	}
+	time.Sleep(500 * time.Millisecond) // a few gossip rounds: n1 publishes on each event
+	if n := owned(); n != 0 {
+		t.Fatalf("n1 places %d of 200 identities on n2 while it waits to serve", n)
+	}
+	close(alone)
+	b := <-started
+	if b == nil {
+		return
+	}
+	defer b.c.Shutdown(true)
+	waitUntil(t, 5*time.Second, "identities placed on n2 once it serves", func() bool { return owned() > 0 })
 }

@@ -174,7 +174,7 @@ func (e *Env) churnProgress(ctx context.Context, p *churnPlan, f *churnFleet, sp
 // progress line.
 func brief(ns []NodeSample) string {
 	s := ChurnSample{Nodes: ns}
-	out := fmt.Sprintf("leases %.0f, views %.0f, connections %.0f; MB RSS/heap in use/heap objects", s.total(leaseOf), s.total(viewOf), s.total(func(n NodeSample) float64 { return n.Connections }))
+	out := fmt.Sprintf("leases %.0f, views %.0f, connections %.0f; MB RSS/heap in use/live heap", s.total(leaseOf), s.total(viewOf), s.total(func(n NodeSample) float64 { return n.Connections }))
 	for _, n := range ns {
 		out += fmt.Sprintf(" %s %.0f/%.0f/%.0f", n.Node, n.RSS/1e6, n.Heap/1e6, n.Live/1e6)
 	}

@@ -23,8 +23,20 @@ func testPlan(users int) *churnPlan {
 // once (stays are drawn from half to one and a half of the average).
 func TestChurnPlan(t *testing.T) {
 	p := testPlan(3000)
-	if len(p.sessions) != 3000 || len(p.residents) != 5 || len(p.warm) != 100*(12+10)/6 {
-		t.Fatalf("%d sessions, %d residents, %d warm-up", len(p.sessions), len(p.residents), len(p.warm))
+	if len(p.sessions) != 3000 || len(p.residents) != 5 || len(p.warm) != 1000 {
+		t.Fatalf("%d sessions, %d residents, %d warm-up, want 3000, 5 and a wave's 1000", len(p.sessions), len(p.residents), len(p.warm))
+	}
+	if last := p.warm[len(p.warm)-1]; last.At >= p.Arrive || !strings.HasPrefix(last.User, "w") {
+		t.Fatalf("the warm-up's last user %s arrives at %v, want a user of its own within a wave's %v", last.User, last.At, p.Arrive)
+	}
+	pool := map[string]bool{}
+	for _, s := range p.warm {
+		for _, c := range s.Contacts {
+			pool[c] = true
+		}
+	}
+	if len(pool) < 2000 { // as in a wave: among all 3000 names, most never online
+		t.Fatalf("the warm-up's contacts are %d distinct users, want them drawn among as many names as a wave's", len(pool))
 	}
 	users := map[string]bool{}
 	for _, s := range p.sessions {

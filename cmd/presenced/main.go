@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -147,10 +148,15 @@ func run(args []string) int {
 
 // runtimeMetrics is the node's registry, holding the Go runtime's and the
 // process's collectors, and the returner of its free heap pages, whose
-// metrics it holds too.
+// metrics it holds too. Beside the go_memstats_* figures: go_gc_heap_live_bytes,
+// the heap the last collection marked live (go_memstats_heap_alloc_bytes
+// counts, besides, whatever was allocated since, the scrape's own
+// encoding included).
 func runtimeMetrics(log *slog.Logger) (*prometheus.Registry, *memreturn.Returner) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	live := collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)}
+	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(live)),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg, memreturn.New(reg, log)
 }
 

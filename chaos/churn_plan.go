@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -161,9 +162,11 @@ func (p *churnPlan) waves() [][]*churnSession {
 	return slices.DeleteFunc(out, func(w []*churnSession) bool { return len(w) == 0 })
 }
 
-// writePolicies stores every user's policy in the cluster's SQLite store
-// before the nodes start (a PUT through the admin API would activate each
-// user's view): exact, visible to those who have the user as a contact.
+// writePolicies stores the policy of every user and every contact in the
+// cluster's SQLite store before the nodes start (a PUT through the admin
+// API would activate each user's view): exact, visible to those who have
+// the user as a contact. A warm-up contact that never connects has one
+// too, as every contact of a wave has.
 func (p *churnPlan) writePolicies(ctx context.Context, dir string) error {
 	st, err := sqlite.Open(filepath.Join(dir, "presence.db"))
 	if err != nil {
@@ -173,13 +176,16 @@ func (p *churnPlan) writePolicies(ctx context.Context, dir string) error {
 	watchers := map[string][]string{}
 	all := slices.Concat(p.residents, p.warm, p.sessions)
 	for _, s := range all {
+		if _, ok := watchers[s.User]; !ok {
+			watchers[s.User] = nil // a policy even if nobody watches
+		}
 		for _, c := range s.Contacts {
 			watchers[c] = append(watchers[c], s.User)
 		}
 	}
-	for _, s := range all {
-		doc := store.PolicyDoc{Granularity: core.Exact, Contacts: watchers[s.User]}
-		if err := st.Put(ctx, s.User, doc); err != nil {
+	for _, user := range slices.Sorted(maps.Keys(watchers)) {
+		doc := store.PolicyDoc{Granularity: core.Exact, Contacts: watchers[user]}
+		if err := st.Put(ctx, user, doc); err != nil {
 			return err
 		}
 	}

@@ -191,6 +191,9 @@ func sampleNode(ctx context.Context, n *Node) NodeSample {
 	// (1.5 MB more at the end of a churn than at its baseline, where the
 	// heap profile of the same collection held 0.35 MB more).
 	s.Live = value(mfs, "go_gc_heap_live_bytes")
+	if mfs["go_gc_heap_live_bytes"] == nil {
+		s.Err = "no go_gc_heap_live_bytes in its metrics (a presenced built before 2026-12-02?)"
+	}
 	s.CPU = value(mfs, "process_cpu_seconds_total")
 	s.Fenced = value(mfs, "presence_last_fence_timestamp_seconds")
 	return s

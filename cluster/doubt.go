@@ -22,7 +22,9 @@ import (
 // quorum base: a majority, or half with the oldest member): a ping to each
 // member the table holds alive, or memberlist's own acknowledged probe.
 // While in doubt the node gives no verdict by time (actors: the verdict
-// gate): no debounced offline, no lease expiry, no settled view. On the
+// gate): no offline, debounced or not, no lease expiry, no settled view;
+// and under the lease strategy it asks for the lease only as late as a
+// side at or below half (LeaseArbiter.Decide). On the
 // majority side the pings come back in a round trip, well within the
 // debounce, so nothing waits; on the lone side they time out (a round
 // takes the probe timeout then), the next verdict follows and the node
@@ -85,15 +87,28 @@ func (g *Gossip) holdsLease() bool {
 	return h != nil && *h == g.conf.Name
 }
 
-// doubtFrom puts the node in doubt after a death verdict, and starts the
-// loop that clears it. It runs on the delivery goroutine, before
-// subscribers hear of the verdict.
+// doubtFrom puts the node in doubt after a death verdict (markDoubt), and
+// starts the loop that clears it (confirmDoubt).
 func (g *Gossip) doubtFrom() {
+	g.markDoubt()
+	g.confirmDoubt()
+}
+
+// markDoubt puts the node in doubt. apply calls it, g.mu held, in the same
+// step as the member table takes a death verdict: whoever reads the table
+// (FenceWatch: Base, then Doubt) sees the verdict with its doubt, never
+// the verdict alone.
+func (g *Gossip) markDoubt() {
 	if g.holdsLease() {
 		return // the lease says this side serves, whoever answers
 	}
 	g.doubt.since.Store(int64(time.Since(g.start)) + 1)
-	if g.doubt.loop.CompareAndSwap(false, true) {
+}
+
+// confirmDoubt starts the loop that clears a doubt, unless one runs. It
+// runs on the delivery goroutine, before subscribers hear of the verdict.
+func (g *Gossip) confirmDoubt() {
+	if g.doubt.since.Load() != 0 && g.doubt.loop.CompareAndSwap(false, true) {
 		g.doubt.wg.Go(g.confirmLoop)
 	}
 }

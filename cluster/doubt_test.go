@@ -257,3 +257,21 @@ func TestCutOffNodeDoubtsUntilItsLastVerdict(t *testing.T) {
 		}
 	}
 }
+
+// The member table takes a death verdict and its doubt in one step (apply,
+// under the gossip's lock), so that FenceWatch, reading the table and then
+// the doubt, never sees the verdict without it; the delivery goroutine
+// starts the loop that clears it.
+func TestDeathVerdictComesWithItsDoubt(t *testing.T) {
+	now := time.Now()
+	g := members(now, map[string]State{"n2": Alive, "n3": Alive}, nil)
+	g.gone, g.log = map[string]time.Time{}, discard()
+	g.apply(Event{Kind: EventJoined, At: now, Member: Member{ID: "n3", State: Alive, Since: now}})
+	if g.Doubt() > 0 {
+		t.Fatal("in doubt after a join")
+	}
+	g.apply(Event{Kind: EventFailed, At: now, Member: Member{ID: "n3", State: Dead, Since: now}})
+	if g.Doubt() == 0 || g.doubt.loop.Load() {
+		t.Fatalf("after the verdict: in doubt %v, loop running %v; want in doubt, the loop left to the delivery goroutine", g.Doubt() > 0, g.doubt.loop.Load())
+	}
+}

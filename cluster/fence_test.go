@@ -13,7 +13,7 @@ import (
 // members builds a gossip table as node n1 sees it, without the network.
 // Each member's gossip address is its name, or addr[name] when given.
 func members(now time.Time, states map[string]State, since map[string]time.Duration, addr ...map[string]string) *Gossip {
-	g := &Gossip{conf: &memberlist.Config{Name: "n1"}, self: Meta{Up: 1}, members: map[string]Member{"n1": {ID: "n1", State: Alive, Addresses: []string{"n1"}}},
+	g := &Gossip{conf: &memberlist.Config{Name: "n1"}, start: now, self: Meta{Up: 1}, members: map[string]Member{"n1": {ID: "n1", State: Alive, Addresses: []string{"n1"}}},
 		metas: map[string]Meta{}}
 	for id, s := range states {
 		g.metas[id] = Meta{Up: 2} // n1 is the oldest

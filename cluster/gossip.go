@@ -582,10 +582,8 @@ func (g *Gossip) deliver() {
 		subs := slices.Clone(g.subs)
 		g.mu.Unlock()
 		for i, ev := range q {
-			q[i] = g.apply(ev)
-			if q[i].Kind == EventFailed {
-				g.doubtFrom() // before anyone acts on it
-			}
+			q[i] = g.apply(ev) // a death verdict with its doubt
+			g.confirmDoubt()   // before anyone acts on it
 		}
 		g.publishBlocked()
 		for _, ev := range q {
@@ -665,6 +663,9 @@ func (g *Gossip) apply(ev Event) Event {
 	}
 	g.members[id] = ev.Member
 	g.metas[id] = ev.Meta
+	if ev.Kind == EventFailed {
+		g.markDoubt()
+	}
 	if !g.revenants[ev.Meta.ID] {
 		g.noteGone(ev)
 	}

@@ -17,8 +17,9 @@ import (
 //     consulted (nor on any device's path);
 //   - once one is not, the side asks for the lease: a strict majority at
 //     once, a side at or below half (or in doubt of its verdict, doubt.go)
-//     after LeaseArbiter.Delay, so that the majority takes it first; the side whose member holds it serves and
-//     renews it while members stay unreachable;
+//     after LeaseArbiter.Delay, so that the majority takes it first; the
+//     side whose member holds it serves and renews it while members stay
+//     unreachable;
 //   - a side that finds it held by a member it does not reach waits: a
 //     crashed holder renews no more and its lease runs out within TTL (the
 //     side takes it then); a holder that renewed after this side lost it

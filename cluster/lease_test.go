@@ -189,3 +189,20 @@ func TestFenceWatchTellsTheDoubtTheLeaseHolder(t *testing.T) {
 		t.Fatalf("every member reached: the doubt still told of %q", holder())
 	}
 }
+
+// FenceWatch tells the lease strategy when the gossip is in doubt of a
+// verdict: reaching 2 of 3 but in doubt, it does not ask before the delay;
+// once the verdict is confirmed, it asks at once.
+func TestFenceWatchAsksForTheLeaseLaterInDoubt(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	g := members(now, map[string]State{"n2": Dead, "n3": Alive}, nil)
+	g.doubt.since.Store(1) // in doubt since the gossip's start
+	w := FenceWatch{Gossip: g, Preset: "fast", Stable: time.Hour, Lease: arbiter(store.NewMemoryLeases(), "n1")}
+	if reason, why, _ := w.check(now, now.Add(-100*time.Millisecond)); reason != "" || w.Lease.state != LeaseNotAsked {
+		t.Fatalf("in doubt: fence %q (%s), lease state %v, want no fence and the lease not asked", reason, why, w.Lease.state)
+	}
+	g.doubt.since.Store(0) // confirmed: n3 answered
+	if reason, why, _ := w.check(now.Add(100*time.Millisecond), now); reason != "" || w.Lease.state != LeaseOurs {
+		t.Fatalf("confirmed: fence %q (%s), lease state %v, want the lease taken at once", reason, why, w.Lease.state)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -114,9 +115,16 @@ func TestProviderPlacesAFencedIncarnationOnceItServes(t *testing.T) {
 		t.Skip("starts two cluster members")
 	}
 	a := startMember(t, "n1", nil)
-	defer a.c.Shutdown(true)
 	alone := make(chan struct{})
 	started := make(chan *member, 1)
+	var once sync.Once
+	t.Cleanup(func() { // also when a check fails while n2 waits to serve
+		once.Do(func() { close(alone) })
+		if b := <-started; b != nil {
+			b.c.Shutdown(true)
+		}
+		a.c.Shutdown(true)
+	})
 	go func() {
 		// a base of five it fenced on, of which it reaches itself and n1:
 		// no verdict lets it serve, only the operator (alone)
@@ -146,11 +154,6 @@ func TestProviderPlacesAFencedIncarnationOnceItServes(t *testing.T) {
 	if n := owned(); n != 0 {
 		t.Fatalf("n1 places %d of 200 identities on n2 while it waits to serve", n)
 	}
-	close(alone)
-	b := <-started
-	if b == nil {
-		return
-	}
-	defer b.c.Shutdown(true)
+	once.Do(func() { close(alone) })
 	waitUntil(t, 5*time.Second, "identities placed on n2 once it serves", func() bool { return owned() > 0 })
 }

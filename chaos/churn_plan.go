@@ -166,11 +166,11 @@ func (p *churnPlan) waves() [][]*churnSession {
 // cluster's SQLite store before the nodes start (a PUT through the admin
 // API would activate each user's view): exact, visible to those who have
 // the user as a contact. A warm-up contact that never connects has one
-// too, as every contact of a wave has.
-func (p *churnPlan) writePolicies(ctx context.Context, dir string) error {
+// too, as every contact of a wave has. It answers how many it wrote.
+func (p *churnPlan) writePolicies(ctx context.Context, dir string) (int, error) {
 	st, err := sqlite.Open(filepath.Join(dir, "presence.db"))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer st.Close()
 	watchers := map[string][]string{}
@@ -186,8 +186,8 @@ func (p *churnPlan) writePolicies(ctx context.Context, dir string) error {
 	for _, user := range slices.Sorted(maps.Keys(watchers)) {
 		doc := store.PolicyDoc{Granularity: core.Exact, Contacts: watchers[user]}
 		if err := st.Put(ctx, user, doc); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	return len(watchers), nil
 }

@@ -16,12 +16,13 @@ func (e *Env) setupChurn(ctx context.Context, o Options) error {
 	}
 	e.churn = newChurnPlan(o, o.Nodes, uint64(time.Now().UnixNano()))
 	t0 := time.Now()
-	if err := e.churn.writePolicies(ctx, c.Dir); err != nil {
+	written, err := e.churn.writePolicies(ctx, c.Dir)
+	if err != nil {
 		return err
 	}
-	e.say("churn: %d policies written in %.1f s", o.Users+len(e.churn.residents)+len(e.churn.warm), time.Since(t0).Seconds())
+	e.say("churn: %d policies written in %.1f s", written, time.Since(t0).Seconds())
 	c.Args = append(c.Args, "--idle", o.Idle.String())
-	err := c.Start(ctx, o.Nodes)
+	err = c.Start(ctx, o.Nodes)
 	if err == nil {
 		err = e.readBounds(ctx, c.Nodes[0])
 	}

@@ -84,12 +84,24 @@ func TestChurnFlat(t *testing.T) {
 	}
 }
 
-// Each user's policy lets exactly those who have them as a contact see them.
+// Each user's policy lets exactly those who have them as a contact see
+// them; a warm-up contact that never connects has one too.
 func TestChurnPolicies(t *testing.T) {
 	p := testPlan(300)
 	dir := t.TempDir()
-	if err := p.writePolicies(context.Background(), dir); err != nil {
+	written, err := p.writePolicies(context.Background(), dir)
+	if err != nil {
 		t.Fatal(err)
+	}
+	users := map[string]bool{}
+	for _, s := range slices.Concat(p.residents, p.warm, p.sessions) {
+		users[s.User] = true
+		for _, c := range s.Contacts {
+			users[c] = true
+		}
+	}
+	if written != len(users) || written <= len(p.residents)+len(p.warm)+len(p.sessions) {
+		t.Fatalf("%d policies written, want one per user and contact (%d), more than the sessions (%d)", written, len(users), len(p.residents)+len(p.warm)+len(p.sessions))
 	}
 	st, err := sqlite.Open(filepath.Join(dir, "presence.db"))
 	if err != nil {
@@ -97,6 +109,15 @@ func TestChurnPolicies(t *testing.T) {
 	}
 	defer st.Close()
 	s := p.sessions[7]
+	for _, w := range p.warm {
+		for _, c := range w.Contacts {
+			if !slices.ContainsFunc(p.warm, func(o *churnSession) bool { return o.User == c }) {
+				if _, ok, err := st.Get(context.Background(), c); err != nil || !ok {
+					t.Fatalf("no policy for %s, a contact of the warm-up that never connects: %v %v", c, ok, err)
+				}
+			}
+		}
+	}
 	for _, c := range s.Contacts {
 		doc, ok, err := st.Get(context.Background(), c)
 		if err != nil || !ok || !slices.Contains(doc.Contacts, s.User) {

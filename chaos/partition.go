@@ -203,25 +203,7 @@ func (e *Env) fencedByLog(r *Round, victim *Node, t0 time.Time) {
 // awaitFence records how long after t0 each of ds was closed with 1001 by
 // the fencing victim, against fenceBound.
 func (e *Env) awaitFence(r *Round, victim *Node, ds []*Device, t0 time.Time) {
-	e.awaitFenceWithin(r, victim, ds, t0, e.fenceBound())
-}
-
-// fenceBound (ms) is how long a side that must fence takes at most: the
-// failure detection (majority rule), or with --split-brain lease three
-// times that: the members unreachable, then the lease found held by one of
-// them and renewed since; a side fences at the latest twice the lease's
-// TTL, the failure detection, after first finding it theirs
-// (cluster.DecideLease).
-func (e *Env) fenceBound() float64 {
-	fd := e.Timing["failure_detection_ms"]
-	if slices.Contains(e.Cluster.Args, "lease") {
-		return 3 * fd
-	}
-	return fd
-}
-
-// awaitFenceWithin is awaitFence against bound (ms).
-func (e *Env) awaitFenceWithin(r *Round, victim *Node, ds []*Device, t0 time.Time, bound float64) {
+	bound := e.fenceBound()
 	deadline := t0.Add(ms(bound) + e.Slack)
 	for _, d := range ds {
 		for time.Now().Before(deadline) && d.CloseCode() == 0 {
@@ -234,6 +216,23 @@ func (e *Env) awaitFenceWithin(r *Round, victim *Node, ds []*Device, t0 time.Tim
 		r.Latencies = append(r.Latencies, Latency{Device: d.User, Bound: "fence", Ms: float64(d.ClosedAt().Sub(t0).Microseconds()) / 1000, BoundMs: bound})
 	}
 }
+
+// fenceBound (ms) is how long a side that must fence takes at most: the
+// failure detection (majority rule), or with --split-brain lease three
+// times that: the members unreachable, then the lease found held by one of
+// them and renewed since; a side fences at the latest twice the lease's
+// TTL, the failure detection, after first finding it theirs
+// (cluster.DecideLease).
+func (e *Env) fenceBound() float64 {
+	fd := e.Timing["failure_detection_ms"]
+	if e.leaseStrategy() {
+		return 3 * fd
+	}
+	return fd
+}
+
+// leaseStrategy reports whether the nodes run --split-brain lease.
+func (e *Env) leaseStrategy() bool { return slices.Contains(e.Cluster.Args, "lease") }
 
 // afterRejoin: the victim's watcher, reconnected, and every other one hold
 // the truth (all devices online), and a departure on each node reaches all

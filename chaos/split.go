@@ -43,7 +43,7 @@ func runSplit(ctx context.Context, e *Env, r *Round) error {
 	}
 	ss := sides(e.Cluster.Nodes, r.Index)
 	r.Victim, r.Fault = "all", "partition "+sideNames(ss)
-	lease := slices.Contains(e.Cluster.Args, "lease")
+	lease := e.leaseStrategy()
 	t0 := time.Now()
 	if err := e.Cluster.fw.split(ss); err != nil {
 		return err
@@ -98,7 +98,7 @@ func (e *Env) awaitSides(ctx context.Context, r *Round, ss [][]*Node, lease bool
 	}
 	for _, n := range e.Cluster.Nodes {
 		if !slices.Contains(out, n) {
-			e.awaitFenceWithin(r, n, e.devicesOn(n), t0, bound)
+			e.awaitFence(r, n, e.devicesOn(n), t0)
 		}
 	}
 	return out

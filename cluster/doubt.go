@@ -87,13 +87,6 @@ func (g *Gossip) holdsLease() bool {
 	return h != nil && *h == g.conf.Name
 }
 
-// doubtFrom puts the node in doubt after a death verdict (markDoubt), and
-// starts the loop that clears it (confirmDoubt).
-func (g *Gossip) doubtFrom() {
-	g.markDoubt()
-	g.confirmDoubt()
-}
-
 // markDoubt puts the node in doubt. apply calls it, g.mu held, in the same
 // step as the member table takes a death verdict: whoever reads the table
 // (FenceWatch: Base, then Doubt) sees the verdict with its doubt, never

@@ -275,3 +275,10 @@ func TestDeathVerdictComesWithItsDoubt(t *testing.T) {
 		t.Fatalf("after the verdict: in doubt %v, loop running %v; want in doubt, the loop left to the delivery goroutine", g.Doubt() > 0, g.doubt.loop.Load())
 	}
 }
+
+// doubtFrom is what a death verdict does (apply, then deliver): the node in
+// doubt, and the loop that clears it started.
+func (g *Gossip) doubtFrom() {
+	g.markDoubt()
+	g.confirmDoubt()
+}

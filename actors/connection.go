@@ -54,27 +54,52 @@ type connActor struct {
 	reregTries int
 }
 
-func newConnActor(g *Gateway, r OpenRequest) *connActor {
+// connBirth is what a connection actor starts from (births.go): its
+// handshake's request, left by its gateway's spawn, and, left by an
+// instance a restart replaces, whether it holds the lease: the new
+// instance renews it and releases it on close as the old one would have
+// (a blank one did neither, so its device went offline at the lease's
+// expiry while connected).
+type connBirth struct {
+	req    OpenRequest
+	active bool
+}
+
+// born sets up a connection actor from its birth.
+func (a *connActor) born(ctx actor.Context, b connBirth) {
+	r := b.req
 	sink := core.NewSink()
-	sink.Max = g.n.deps.Limits.Subscriptions
-	return &connActor{
-		g: g, n: g.n, t: &g.n.deps.Timing,
-		user: r.User, device: r.Device, id: r.ConnID, epoch: r.Attempt, since: r.since, live: r.live,
-		rng: core.Rand(g.n.deps.Seed, r.ConnID), out: connOut{sink: sink, sock: r.Socket},
+	sink.Max = a.n.deps.Limits.Subscriptions
+	a.user, a.device, a.id, a.epoch, a.since, a.live = r.User, r.Device, r.ConnID, r.Attempt, r.since, r.live
+	a.rng = core.Rand(a.n.deps.Seed, r.ConnID)
+	a.out = connOut{sink: sink, sock: r.Socket}
+	if b.active {
+		a.activate(ctx)
 	}
+}
+
+// rebirth is what the instance that replaces this one starts from.
+func (a *connActor) rebirth() connBirth {
+	return connBirth{OpenRequest{User: a.user, Device: a.device, Attempt: a.epoch, ConnID: a.id, Socket: a.out.sock, since: a.since, live: a.live}, a.active && !a.ended}
+}
+
+// activate starts renewing the lease the handshake acquired.
+func (a *connActor) activate(ctx actor.Context) {
+	a.active = true
+	a.armRenew(ctx, true)
 }
 
 func (a *connActor) Receive(ctx actor.Context) {
 	now := time.Now()
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		a.born(ctx, a.n.births.take(ctx).(connBirth))
 		a.c = core.NewConn(now)
 		a.n.index[KindConnection].add(leaseID(a.user, a.device), ctx.Self())
 	case *messages.ActorStateQuery:
 		ctx.Respond(a.info(now))
 	case connActivate:
-		a.active = true
-		a.armRenew(ctx, true)
+		a.activate(ctx)
 	case connBeat: // a seq that did not grow (Conn.Heartbeat)
 		a.c.Restarts++
 		a.n.metrics.ClientRestarts.Inc()
@@ -113,6 +138,7 @@ func (a *connActor) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		a.onStopping(ctx, now)
 	case *actor.Restarting: // a panic: the new instance starts with an empty sink
+		a.n.births.leave(ctx.Self().GetId(), a.rebirth())
 		a.unhub(ctx)
 	}
 }

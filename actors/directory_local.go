@@ -23,7 +23,7 @@ var ErrStopped = errors.New("actors: node stopped")
 // messages as were sent to it. Anything sent later activates a new actor.
 type LocalDirectory struct {
 	root  *actor.RootContext
-	props func(Kind, string) *actor.Props
+	spawn func(Kind, string) *actor.PID
 
 	mu      sync.Mutex
 	entries map[Kind]map[string]*entry
@@ -39,17 +39,17 @@ type entry struct {
 	view *viewActor
 }
 
-// NewLocalDirectory makes a directory; props returns the props of the actor
-// for an identity.
-func NewLocalDirectory(root *actor.RootContext, props func(Kind, string) *actor.Props) *LocalDirectory {
-	return &LocalDirectory{root: root, props: props, entries: map[Kind]map[string]*entry{KindLease: {}, KindView: {}}}
+// NewLocalDirectory makes a directory; spawn starts the actor of an
+// identity.
+func NewLocalDirectory(root *actor.RootContext, spawn func(Kind, string) *actor.PID) *LocalDirectory {
+	return &LocalDirectory{root: root, spawn: spawn, entries: map[Kind]map[string]*entry{KindLease: {}, KindView: {}}}
 }
 
 // get returns the entry of an identity, spawning its actor. Callers hold mu.
 func (d *LocalDirectory) get(kind Kind, id string) *entry {
 	e, ok := d.entries[kind][id]
 	if !ok {
-		pid := d.root.Spawn(d.props(kind, id))
+		pid := d.spawn(kind, id)
 		e = &entry{pid: pid}
 		d.entries[kind][id] = e
 	}

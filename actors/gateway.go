@@ -143,9 +143,11 @@ func (a *gatewayActor) forget(ctx actor.Context, who *actor.PID) {
 // spawn starts a connection actor and puts it in the deadlines, first due
 // when it would be stale without a heartbeat.
 func (a *gatewayActor) spawn(ctx actor.Context, r OpenRequest) {
-	props := actor.PropsFromProducer(func() actor.Actor { return newConnActor(a.g, r) }, perDeviceMailbox)
-	pid, err := ctx.SpawnNamed(props, r.ConnID)
+	birth := ctx.Self().GetId() + "/" + r.ConnID // the child's PID id
+	a.n.births.leave(birth, connBirth{req: r})
+	pid, err := ctx.SpawnNamed(a.g.connProps, r.ConnID)
 	if err != nil {
+		a.n.births.m.Delete(birth)
 		ctx.Respond(fmt.Errorf("actors: spawn connection %s: %w", r.ConnID, err))
 		return
 	}

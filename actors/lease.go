@@ -18,7 +18,7 @@ type leaseActor struct {
 	n            *Node
 	user, device string
 	l            core.Lease
-	received     *uint64 // directory messages handled, for passivation (kept across a restart)
+	received     uint64 // directory messages handled, for passivation (kept across a restart: births)
 	expiry, idle timer
 	idleGen      uint64
 }
@@ -32,20 +32,23 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		a.onStarted(ctx)
 	case *actor.Stopping, *actor.Restarting: // a restart (a panic) starts it anew
 		stopping = true // its holder no longer counts
+		if _, ok := m.(*actor.Restarting); ok {
+			a.n.births.leave(ctx.Self().GetId(), identity{leaseID(a.user, a.device), a.received})
+		}
 		a.n.deactivated(KindLease, leaseID(a.user, a.device), ctx.Self())
 		a.expiry.stop()
 		a.idle.stop()
 	case *messages.LeaseAcquire:
-		a.n.handled(KindLease, a.received)
+		a.n.handled(KindLease, &a.received)
 		res := a.acquire(ctx, m, now)
 		if ctx.Sender() != nil { // re-registers are sent, not requested
 			ctx.Respond(res)
 		}
 	case *messages.LeaseRenew:
-		a.n.handled(KindLease, a.received)
+		a.n.handled(KindLease, &a.received)
 		a.renew(ctx, m, now)
 	case *messages.LeaseRelease:
-		a.n.handled(KindLease, a.received)
+		a.n.handled(KindLease, &a.received)
 		res := a.l.Release(m.GetConnId(), m.GetEpoch(), m.GetReason(), time.UnixMilli(m.GetLastAliveMs()))
 		a.apply(ctx, res, "release", now)
 	case *messages.ActorStateQuery: // from the inspector, not the directory
@@ -62,7 +65,7 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		}
 	case idleCheck:
 		if m.gen == a.idleGen && !a.l.Live() {
-			if !a.n.passivate(ctx, KindLease, leaseID(a.user, a.device), *a.received) {
+			if !a.n.passivate(ctx, KindLease, leaseID(a.user, a.device), a.received) {
 				a.armIdle(ctx) // a message on its way: check again later
 			}
 		}
@@ -72,6 +75,9 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 // onStarted loads the device's attempt floor: a lease re-created empty
 // never accepts an attempt it refused before.
 func (a *leaseActor) onStarted(ctx actor.Context) {
+	b := a.n.births.take(ctx).(identity)
+	a.user, a.device, _ = cutID(b.id)
+	a.received = b.received
 	a.n.activated(KindLease, leaseID(a.user, a.device), ctx.Self())
 	floor, err := a.n.deps.History.Floor(context.Background(), a.user, a.device)
 	if err != nil {

@@ -87,6 +87,10 @@ type Node struct {
 	renewals atomic.Uint64
 	// hub writes views' events to this node's subscribing connections.
 	hub *sinkHub
+	// leaseProps and viewProps are shared by every lease and view actor of
+	// the node, which takes its identity from births (births.go).
+	leaseProps, viewProps *actor.Props
+	births                births
 
 	cluster  *pcluster.Cluster // nil alone
 	provider *cluster.Provider
@@ -277,11 +281,14 @@ func (n *Node) Membership() *cluster.Gossip {
 
 // Gateway is a gateway actor and the node name its connections carry.
 type Gateway struct {
-	n       *Node
-	node    string
-	pid     *actor.PID
-	crashed atomic.Bool
-	conns   atomic.Int64 // live connection actors
+	n    *Node
+	node string
+	pid  *actor.PID
+	// connProps are shared by the gateway's connection actors, which take
+	// their request from the node's births (births.go).
+	connProps *actor.Props
+	crashed   atomic.Bool
+	conns     atomic.Int64 // live connection actors
 }
 
 // Start builds a node and its default gateway (named deps.NodeID).
@@ -311,12 +318,13 @@ func Start(d Deps) (_ *Node, err error) {
 	}()
 	n.eventSinks = map[string]*messages.EventsSubscribe{}
 	n.post = newCourier(n)
+	n.identityProps()
 	if d.Cluster != nil {
 		if err := n.join(); err != nil { // spawns the named actors before joining
 			return nil, err
 		}
 	} else {
-		n.dir = NewLocalDirectory(sys.Root, n.props)
+		n.dir = NewLocalDirectory(sys.Root, n.spawnIdentity)
 		if err := n.spawnNamed(); err != nil {
 			return nil, err
 		}
@@ -400,7 +408,7 @@ func (n *Node) join() error {
 	n.cluster = pcluster.New(n.sys, cfg)
 	// Before StartMember: other members may send to this node's directory
 	// host at once.
-	n.dir, err = NewClusterDirectory(n.sys, NewLocalDirectory(n.sys.Root, n.props),
+	n.dir, err = NewClusterDirectory(n.sys, NewLocalDirectory(n.sys.Root, n.spawnIdentity),
 		func(k Kind, id string) string { return n.provider.Owner(string(k), id) }, n.goneAddr, n.log)
 	if err != nil {
 		return err
@@ -474,20 +482,13 @@ func (n *Node) onMember(ev cluster.Event) {
 	}
 }
 
-// props are the props of one activation: its count of handled directory
-// messages outlives a restart (proto.actor makes a new instance under the
-// same PID after a panic), so the directory's count still matches it.
-func (n *Node) props(kind Kind, id string) *actor.Props {
-	received := new(uint64)
-	switch kind {
-	case KindLease:
-		user, device, _ := cutID(id)
-		return actor.PropsFromProducer(func() actor.Actor {
-			return &leaseActor{n: n, user: user, device: device, l: core.Lease{Unfenced: n.deps.Unfenced}, received: received}
-		}, perDeviceMailbox)
-	default:
-		return actor.PropsFromProducer(func() actor.Actor { return &viewActor{n: n, user: id, received: received} }, perDeviceMailbox)
-	}
+// identityProps makes the node's two shared Props of lease and view
+// actors: each actor takes its identity from the births (spawnIdentity).
+func (n *Node) identityProps() {
+	n.leaseProps = actor.PropsFromProducer(func() actor.Actor {
+		return &leaseActor{n: n, l: core.Lease{Unfenced: n.deps.Unfenced}}
+	}, perDeviceMailbox)
+	n.viewProps = actor.PropsFromProducer(func() actor.Actor { return &viewActor{n: n} }, perDeviceMailbox)
 }
 
 // perDeviceMailbox is the mailbox of the actors there are one or more of
@@ -512,6 +513,7 @@ func cutID(id string) (user, device string, ok bool) {
 // nodes sharing one lease and view layer.
 func (n *Node) StartGateway(name string) (*Gateway, error) {
 	g := &Gateway{n: n, node: name}
+	g.connProps = actor.PropsFromProducer(func() actor.Actor { return &connActor{g: g, n: n, t: &n.deps.Timing} }, perDeviceMailbox)
 	pid, err := n.root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &gatewayActor{g: g, n: n} }), "gateway-"+name)
 	if err != nil {
 		return nil, fmt.Errorf("actors: gateway %s: %w", name, err)

@@ -25,8 +25,8 @@ type viewActor struct {
 	user     string
 	v        *core.View
 	sinks    map[string]*actor.PID
-	received *uint64 // directory messages handled (kept across a restart)
-	queries  uint64  // ViewQuery among received: a view only looked up
+	received uint64 // directory messages handled (kept across a restart: births)
+	queries  uint64 // ViewQuery among received: a view only looked up
 
 	debounce, age, idle, settle timer
 	idleGen                     uint64
@@ -45,40 +45,43 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.onStarted(ctx, now)
 	case *actor.Stopping, *actor.Restarting: // a restart (a panic) starts it anew
 		stopping = true
+		if _, ok := m.(*actor.Restarting); ok {
+			a.n.births.leave(ctx.Self().GetId(), identity{a.user, a.received})
+		}
 		a.attach(ctx, nil) // a restarted view reloads its state: lookups ask it until it started
 		a.onStopping(ctx)
 	case *messages.DeviceUp:
-		a.n.handled(KindView, a.received)
+		a.n.handled(KindView, &a.received)
 		a.onDeviceUp(ctx, m, now)
 	case *messages.DeviceDown:
-		a.n.handled(KindView, a.received)
+		a.n.handled(KindView, &a.received)
 		a.onDeviceDown(ctx, m, now)
 	case *messages.GatewayDown:
 		a.mode = ModeGatewayCrash
 		a.apply(ctx, a.v.GatewayDownBefore(m.GetNode(), openedBefore(m), lastHeard(m), now))
 	case *messages.DeviceShow:
-		a.n.handled(KindView, a.received)
+		a.n.handled(KindView, &a.received)
 		a.apply(ctx, a.v.SetShow(m.GetShow(), now))
 	case *messages.ViewSubscribe:
-		a.n.handled(KindView, a.received)
+		a.n.handled(KindView, &a.received)
 		a.subscribe(ctx, m, now)
 	case *messages.ViewUnsubscribe:
-		a.n.handled(KindView, a.received)
+		a.n.handled(KindView, &a.received)
 		a.onUnsubscribe(ctx, m)
 	case *messages.PolicyChanged:
-		a.n.handled(KindView, a.received)
+		a.n.handled(KindView, &a.received)
 		a.apply(ctx, a.v.SetPolicy(a.policy(), now))
 	case *messages.ViewQuery:
-		a.n.handled(KindView, a.received)
+		a.n.handled(KindView, &a.received)
 		a.queries++
 		a.onQuery(ctx, now)
 	case *messages.ActorStateQuery: // from the inspector, not the directory
 		ctx.Respond(a.info(now))
 	case *messages.DeviceAdmit:
-		a.n.handled(KindView, a.received)
+		a.n.handled(KindView, &a.received)
 		a.onAdmit(ctx, m, now)
 	case *messages.DeviceAdmitWithdraw:
-		a.n.handled(KindView, a.received)
+		a.n.handled(KindView, &a.received)
 		a.v.Withdraw(m.GetDevice())
 	case *actor.Terminated:
 		a.drop(ctx, m.GetWho())
@@ -104,7 +107,7 @@ func (a *viewActor) onAdmit(ctx actor.Context, m *messages.DeviceAdmit, now time
 // onIdleCheck passivates an idle view, unless an admission holds its
 // place or a message is on its way: then it checks again later.
 func (a *viewActor) onIdleCheck(ctx actor.Context, m idleCheck, now time.Time) {
-	if m.gen == a.idleGen && a.v.Idle() && (a.v.Admitting(now) || !a.n.passivate(ctx, KindView, a.user, *a.received)) {
+	if m.gen == a.idleGen && a.v.Idle() && (a.v.Admitting(now) || !a.n.passivate(ctx, KindView, a.user, a.received)) {
 		a.armIdle(ctx)
 	}
 }
@@ -113,6 +116,8 @@ func (a *viewActor) onIdleCheck(ctx actor.Context, m idleCheck, now time.Time) {
 // after a membership change may replace one on another member, and waits
 // to settle.
 func (a *viewActor) onStarted(ctx actor.Context, now time.Time) {
+	b := a.n.births.take(ctx).(identity)
+	a.user, a.received = b.id, b.received
 	a.n.activated(KindView, a.user, ctx.Self())
 	policy, last := a.load()
 	a.v = core.NewView(a.user, a.n.deps.Timing.Debounce, policy, last)
@@ -165,8 +170,8 @@ func (a *viewActor) onUnsubscribe(ctx actor.Context, m *messages.ViewUnsubscribe
 func (a *viewActor) onQuery(ctx actor.Context, now time.Time) {
 	a.recheck(ctx, now)
 	ctx.Respond(a.state())
-	if a.queries == *a.received && a.v.Idle() && !a.v.Unsettled {
-		a.n.passivate(ctx, KindView, a.user, *a.received)
+	if a.queries == a.received && a.v.Idle() && !a.v.Unsettled {
+		a.n.passivate(ctx, KindView, a.user, a.received)
 	}
 }
 
@@ -200,7 +205,7 @@ func (a *viewActor) read(sent uint64, now time.Time) (*messages.ViewState, bool)
 		return nil, false
 	}
 	defer a.mu.Unlock()
-	if a.v == nil || *a.received != sent || a.v.Idle() {
+	if a.v == nil || a.received != sent || a.v.Idle() {
 		return nil, false
 	}
 	if !a.v.Unsettled && now.Sub(a.started) < a.n.deps.Timing.Settle && a.n.mayHaveMoved(KindView, a.user) {

@@ -14,7 +14,6 @@ import (
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
-	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/core"
@@ -68,7 +67,7 @@ type Node struct {
 	deps    Deps
 	sys     *actor.ActorSystem
 	root    *actor.RootContext
-	sched   *scheduler.TimerScheduler
+	sched   *timers
 	dir     Directory
 	post    *courier // what connections and gateways send through dir
 	metrics *Metrics
@@ -310,10 +309,11 @@ func Start(d Deps) (_ *Node, err error) {
 		return slog.New(quietlog.New(d.Logger.Handler(), quietlog.ProtoActor)).With("lib", "protoactor")
 	}))
 	countDeadLetters(sys, d.Metrics.DeadLetters)
-	n := &Node{deps: d, sys: sys, root: sys.Root, sched: scheduler.NewTimerScheduler(sys.Root), metrics: d.Metrics, log: d.Logger, stall: newStallClock(), index: newIndex(), hub: newSinkHub()}
+	n := &Node{deps: d, sys: sys, root: sys.Root, sched: newTimers(sys.Root), metrics: d.Metrics, log: d.Logger, stall: newStallClock(), index: newIndex(), hub: newSinkHub()}
 	defer func() {
 		if err != nil {
 			n.stall.stop()
+			n.sched.stopAll()
 		}
 	}()
 	n.eventSinks = map[string]*messages.EventsSubscribe{}
@@ -627,6 +627,7 @@ func (n *Node) Stop() { n.stopOnce.Do(n.stop) }
 
 func (n *Node) stop() {
 	defer n.stall.stop()
+	defer n.sched.stopAll()
 	n.mu.Lock()
 	gws := n.gateways
 	n.mu.Unlock()

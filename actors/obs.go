@@ -140,7 +140,7 @@ func viewCounts(v *core.View, stopping bool) viewGauge {
 	if v == nil || stopping {
 		return viewGauge{}
 	}
-	g := viewGauge{devices: float64(len(v.Devices))}
+	g := viewGauge{devices: float64(v.Devices.Len())}
 	if v.Online {
 		g.online = 1
 	}

@@ -148,7 +148,7 @@ func (a *viewActor) onDeviceUp(ctx actor.Context, m *messages.DeviceUp, now time
 }
 
 func (a *viewActor) onDeviceDown(ctx actor.Context, m *messages.DeviceDown, now time.Time) {
-	if _, known := a.v.Devices[m.GetDevice()]; !known {
+	if !a.v.Devices.Has(m.GetDevice()) {
 		a.evidence(ctx, now) // the device was up at an earlier incarnation
 	}
 	a.mode = leaveMode(m.GetReason())
@@ -244,7 +244,7 @@ func (a *viewActor) onSettle(ctx actor.Context, m settleView, now time.Time) {
 	if !a.n.gate(ctx, gate{&a.settle, m, KindView, a.user}) {
 		return
 	}
-	a.n.log.Debug("view: settled", "user", a.user, "devices", len(a.v.Devices), "online", a.v.Online, "subscribers", len(a.v.Subs))
+	a.n.log.Debug("view: settled", "user", a.user, "devices", a.v.Devices.Len(), "online", a.v.Online, "subscribers", len(a.v.Subs))
 	if a.v.Unsettled {
 		a.mode = ModeOwnerCrash // re-created: its departures happened with the old view
 	}
@@ -417,7 +417,7 @@ func (a *viewActor) published(now time.Time) {
 		}
 	}
 	a.n.emit(ev)
-	a.n.log.Debug("view: published", "user", a.user, "status", status, "devices", len(a.v.Devices), "unsettled", a.v.Unsettled)
+	a.n.log.Debug("view: published", "user", a.user, "status", status, "devices", a.v.Devices.Len(), "unsettled", a.v.Unsettled)
 }
 
 // unmeasured records an offline this view told subscribers that saw the
@@ -461,7 +461,7 @@ func (a *viewActor) state() *messages.ViewState {
 	if !a.v.LastSeen.IsZero() {
 		s.LastSeenMs = a.v.LastSeen.UnixMilli()
 	}
-	for dev, h := range a.v.Devices {
+	for dev, h := range a.v.Devices.All() {
 		s.Devices = append(s.Devices, &messages.DeviceState{Device: dev, Node: h.GetNode(), ConnId: h.GetConnId(), Epoch: h.GetEpoch(), SinceMs: h.Since.UnixMilli()})
 	}
 	slices.SortFunc(s.Devices, func(x, y *messages.DeviceState) int { return strings.Compare(x.Device, y.Device) })

@@ -16,8 +16,8 @@ import "time"
 // (online plus admitted, device included when let in).
 func (v *View) Admit(device string, limit int, now, hold time.Time) (bool, int) {
 	v.Admitting(now)
-	n := len(v.Devices) + len(v.admitted)
-	if _, up := v.Devices[device]; up {
+	n := v.Devices.Len() + len(v.admitted)
+	if v.Devices.Has(device) {
 		return true, n
 	}
 	if _, ok := v.admitted[device]; ok {
@@ -40,7 +40,7 @@ func (v *View) Admit(device string, limit int, now, hold time.Time) (bool, int) 
 // a device past the limit before the admitted one comes up.
 func (v *View) Admitting(now time.Time) bool {
 	for d, until := range v.admitted {
-		if _, up := v.Devices[d]; up || !now.Before(until) {
+		if v.Devices.Has(d) || !now.Before(until) {
 			v.unadmit(d)
 		}
 	}

@@ -112,7 +112,7 @@ func TestViewGatewayDown(t *testing.T) {
 	v.Subscribe("s-bob", "bob", now)
 	v.DeviceUp("phone", &messages.Holder{Node: "n2", ConnId: "c1", Epoch: 1}, now)
 	v.DeviceUp("laptop", &messages.Holder{Node: "n3", ConnId: "c2", Epoch: 1}, now)
-	if res := v.GatewayDown("n2", time.Time{}, now); res.Debounce != nil || len(v.Devices) != 1 {
+	if res := v.GatewayDown("n2", time.Time{}, now); res.Debounce != nil || v.Devices.Len() != 1 {
 		t.Fatalf("n2 down with the laptop on n3: %+v, devices %v", res, v.Devices)
 	}
 	res := v.GatewayDown("n3", time.Time{}, now.Add(time.Second))
@@ -211,7 +211,7 @@ func TestReRegisterKeepsSince(t *testing.T) {
 	v := core.NewView("alice", 20*time.Second, nil, time.Time{})
 	v.DeviceUp("phone", &messages.Holder{Node: "g1", ConnId: "c1", Epoch: 3, SinceMs: opened.UnixMilli()}, now)
 	v.DeviceUp("laptop", &messages.Holder{Node: "g1", ConnId: "c2", Epoch: 1}, now)
-	if !v.Devices["phone"].Since.Equal(opened) || !v.Devices["laptop"].Since.Equal(now) {
+	if !dev(&v.Devices, "phone").Since.Equal(opened) || !dev(&v.Devices, "laptop").Since.Equal(now) {
 		t.Fatalf("since %v, want the phone's opening and the laptop's first up", v.Devices)
 	}
 }

@@ -16,9 +16,9 @@ type View struct {
 	Debounce time.Duration
 	Policy   *Policy
 
-	Devices  map[string]Device // live devices, their connection and since when
-	Online   bool              // the published state
-	LastSeen time.Time         // last published departure
+	Devices  Devices   // live devices, their connection and since when
+	Online   bool      // the published state
+	LastSeen time.Time // last published departure
 	// seenByOthers is LastSeen as others may know it (see Presence).
 	seenByOthers time.Time
 	Show         messages.Show
@@ -49,8 +49,7 @@ type View struct {
 }
 
 // Device is one live device of a view: its connection and since when it has
-// been up. One map of these rather than a map per field: a view holds one
-// map's buckets per device, not two (BENCHMARKS.md, heap per device).
+// been up, one entry of its Devices rather than one per field.
 type Device struct {
 	*messages.Holder
 	Since time.Time
@@ -86,16 +85,15 @@ type ViewResult struct {
 func NewView(user string, debounce time.Duration, pol *Policy, lastSeen time.Time) *View {
 	return &View{
 		User: user, Debounce: debounce, Policy: pol, LastSeen: lastSeen, seenByOthers: lastSeen,
-		Show:    messages.Show_available,
-		Devices: map[string]Device{},
-		Subs:    map[string]*Sub{},
+		Show: messages.Show_available,
+		Subs: map[string]*Sub{},
 	}
 }
 
 // DeviceUp records a device's live connection. Coming back inside the
 // debounce window cancels the pending offline.
 func (v *View) DeviceUp(device string, h *messages.Holder, now time.Time) ViewResult {
-	cur, ok := v.Devices[device]
+	cur, ok := v.Devices.Get(device)
 	if ok && cur.GetEpoch() > h.GetEpoch() {
 		return ViewResult{Stale: true}
 	}
@@ -106,7 +104,7 @@ func (v *View) DeviceUp(device string, h *messages.Holder, now time.Time) ViewRe
 			cur.Since = time.UnixMilli(ms)
 		}
 	}
-	v.Devices[device] = Device{Holder: h, Since: cur.Since}
+	v.Devices.Set(device, Device{Holder: h, Since: cur.Since})
 	v.unadmit(device)
 	if v.pending {
 		v.pending = false
@@ -122,17 +120,17 @@ func (v *View) DeviceUp(device string, h *messages.Holder, now time.Time) ViewRe
 // DeviceDown removes a device if epoch is its current connection's. When the
 // last device leaves, the offline waits out the debounce.
 func (v *View) DeviceDown(device string, epoch uint64, lastAlive, now time.Time) ViewResult {
-	cur, ok := v.Devices[device]
+	cur, ok := v.Devices.Get(device)
 	switch {
-	case !ok && v.Unsettled && len(v.Devices) == 0:
+	case !ok && v.Unsettled && v.Devices.Len() == 0:
 		// A device the lost incarnation knew; subscribers may think the
 		// user online.
 	case !ok || cur.GetEpoch() != epoch:
 		return ViewResult{Stale: true}
 	}
-	delete(v.Devices, device)
+	v.Devices.Delete(device)
 	v.DeviceFlips++
-	if len(v.Devices) > 0 || !v.Online && !v.Unsettled {
+	if v.Devices.Len() > 0 || !v.Online && !v.Unsettled {
 		return ViewResult{}
 	}
 	v.departure = lastAlive
@@ -174,7 +172,7 @@ func (v *View) GatewayDown(node string, lastHeard, now time.Time) ViewResult {
 // as a new incarnation, started at `before`, keeps its new connections.
 func (v *View) GatewayDownBefore(node string, before, lastHeard, now time.Time) ViewResult {
 	var res ViewResult
-	for device, h := range v.Devices {
+	for device, h := range v.Devices.All() {
 		if h.GetNode() != node || !OpenedBefore(h.Holder, before) {
 			continue
 		}
@@ -195,7 +193,7 @@ func (v *View) GatewayDownBefore(node string, before, lastHeard, now time.Time) 
 
 // DebounceFired publishes the offline if gen is still the pending one.
 func (v *View) DebounceFired(gen uint64, now time.Time) ViewResult {
-	if !v.pending || gen != v.Gen || len(v.Devices) > 0 || v.Unsettled {
+	if !v.pending || gen != v.Gen || v.Devices.Len() > 0 || v.Unsettled {
 		return ViewResult{} // an unsettled view lets Settle decide
 	}
 	return v.goOffline(now)
@@ -265,7 +263,7 @@ func (v *View) Subscribe(sink, viewer string, now time.Time) (*messages.Presence
 
 // Uncertain reports whether the view cannot tell offline from not yet
 // re-registered: unsettled and no device known.
-func (v *View) Uncertain() bool { return v.Unsettled && len(v.Devices) == 0 }
+func (v *View) Uncertain() bool { return v.Unsettled && v.Devices.Len() == 0 }
 
 // Reattach registers a sink that subscribed to an earlier incarnation of
 // this view (it moved to another node) without a snapshot. last is what the
@@ -290,7 +288,7 @@ func (v *View) Reattach(sink, viewer string, last *messages.Presence, now time.T
 // offline, and one that did was already reported online.
 func (v *View) Settle(now time.Time) ViewResult {
 	v.Unsettled = false
-	if v.pending && len(v.Devices) == 0 && !now.Before(v.pendingTo) {
+	if v.pending && v.Devices.Len() == 0 && !now.Before(v.pendingTo) {
 		return v.goOffline(now) // the debounce already ran out
 	}
 	if v.pending {
@@ -345,7 +343,7 @@ func (v *View) PendingUntil() (time.Time, bool) { return v.pendingTo, v.pending 
 
 // Idle reports whether nothing is live: no device, no subscriber, no
 // pending offline. An idle view may passivate.
-func (v *View) Idle() bool { return len(v.Devices) == 0 && len(v.Subs) == 0 && !v.pending }
+func (v *View) Idle() bool { return v.Devices.Len() == 0 && len(v.Subs) == 0 && !v.pending }
 
 func (v *View) trim(viewer string, now time.Time) *messages.Presence {
 	return Trim(v.Policy, viewer, v.Presence(), now)

@@ -500,7 +500,7 @@ func TestViewIdle(t *testing.T) {
 			v := newView(core.Exact)
 			tc.run(v)
 			if v.Idle() != tc.want {
-				t.Fatalf("Idle = %v, want %v (devices %d subs %d online %v)", v.Idle(), tc.want, len(v.Devices), len(v.Subs), v.Online)
+				t.Fatalf("Idle = %v, want %v (devices %d subs %d online %v)", v.Idle(), tc.want, v.Devices.Len(), len(v.Subs), v.Online)
 			}
 		})
 	}
@@ -533,11 +533,11 @@ func TestViewDeviceUpEpochs(t *testing.T) {
 			if tc.wantStale {
 				want = cur
 			}
-			if v.Devices["phone"].Holder != want {
-				t.Fatalf("device entry %v, want %v", v.Devices["phone"].Holder, want)
+			if dev(&v.Devices, "phone").Holder != want {
+				t.Fatalf("device entry %v, want %v", dev(&v.Devices, "phone").Holder, want)
 			}
-			if v.Version != version || v.DeviceFlips != flips || !v.Devices["phone"].Since.Equal(t0) {
-				t.Fatalf("version %d->%d flips %d->%d since %v: want unchanged", version, v.Version, flips, v.DeviceFlips, v.Devices["phone"].Since)
+			if v.Version != version || v.DeviceFlips != flips || !dev(&v.Devices, "phone").Since.Equal(t0) {
+				t.Fatalf("version %d->%d flips %d->%d since %v: want unchanged", version, v.Version, flips, v.DeviceFlips, dev(&v.Devices, "phone").Since)
 			}
 		})
 	}
@@ -566,13 +566,13 @@ func TestViewDeviceDownEpochs(t *testing.T) {
 				t.Fatalf("stale = %v, want %v", res.Stale, tc.wantStale)
 			}
 			if tc.wantStale {
-				if res.Debounce != nil || len(v.Devices) != 1 || v.Idle() || v.DeviceFlips != 1 {
-					t.Fatalf("stale down changed the view: %+v devices %d flips %d", res, len(v.Devices), v.DeviceFlips)
+				if res.Debounce != nil || v.Devices.Len() != 1 || v.Idle() || v.DeviceFlips != 1 {
+					t.Fatalf("stale down changed the view: %+v devices %d flips %d", res, v.Devices.Len(), v.DeviceFlips)
 				}
 				return
 			}
-			if res.Debounce == nil || len(v.Devices) != 0 {
-				t.Fatalf("down: %+v devices %d, want a debounce and no device", res, len(v.Devices))
+			if res.Debounce == nil || v.Devices.Len() != 0 {
+				t.Fatalf("down: %+v devices %d, want a debounce and no device", res, v.Devices.Len())
 			}
 		})
 	}

@@ -64,18 +64,24 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.apply(ctx, a.v.SetShow(m.GetShow(), now))
 	case *messages.ViewSubscribe:
 		a.n.handled(KindView, &a.received)
+		a.loaded()
 		a.subscribe(ctx, m, now)
 	case *messages.ViewUnsubscribe:
 		a.n.handled(KindView, &a.received)
 		a.onUnsubscribe(ctx, m)
 	case *messages.PolicyChanged:
 		a.n.handled(KindView, &a.received)
+		if a.v.Unloaded { // nobody to tell: the next need reads the new one
+			break
+		}
 		a.apply(ctx, a.v.SetPolicy(a.policy(), now))
 	case *messages.ViewQuery:
 		a.n.handled(KindView, &a.received)
 		a.queries++
+		a.loaded()
 		a.onQuery(ctx, now)
 	case *messages.ActorStateQuery: // from the inspector, not the directory
+		a.loaded()
 		ctx.Respond(a.info(now))
 	case *messages.DeviceAdmit:
 		a.n.handled(KindView, &a.received)
@@ -112,15 +118,16 @@ func (a *viewActor) onIdleCheck(ctx actor.Context, m idleCheck, now time.Time) {
 	}
 }
 
-// onStarted loads the user's last seen and policy; a view activated soon
-// after a membership change may replace one on another member, and waits
-// to settle.
+// onStarted makes the user's view without reading the store: a device's
+// connect activates it (admission, then its device up) and needs neither
+// the policy nor the last seen, which are read at the first message that
+// does (loaded). A view activated soon after a membership change may
+// replace one on another member, and waits to settle.
 func (a *viewActor) onStarted(ctx actor.Context, now time.Time) {
 	b := a.n.births.take(ctx).(identity)
 	a.user, a.received = b.id, b.received
 	a.n.activated(KindView, a.user, ctx.Self())
-	policy, last := a.load()
-	a.v = core.NewView(a.user, a.n.deps.Timing.Debounce, policy, last)
+	a.v = core.NewUnloadedView(a.user, a.n.deps.Timing.Debounce) // read at the first need (loaded)
 	a.started = now
 	a.attach(ctx, a)
 	a.armIdle(ctx)
@@ -205,7 +212,7 @@ func (a *viewActor) read(sent uint64, now time.Time) (*messages.ViewState, bool)
 		return nil, false
 	}
 	defer a.mu.Unlock()
-	if a.v == nil || a.received != sent || a.v.Idle() {
+	if a.v == nil || a.received != sent || a.v.Idle() || a.v.Unloaded {
 		return nil, false
 	}
 	if !a.v.Unsettled && now.Sub(a.started) < a.n.deps.Timing.Settle && a.n.mayHaveMoved(KindView, a.user) {
@@ -312,7 +319,18 @@ func (a *viewActor) policyOf(doc store.PolicyDoc, ok bool, err error) *core.Poli
 	return doc.Policy()
 }
 
-// load reads what an activation needs, the user's policy and last seen:
+// loaded reads the user's policy and last seen into the view if that is
+// not done yet: before anything is trimmed for a viewer (a subscribe, a
+// lookup) or shown (the inspector). Until then the view has no subscriber
+// and publishes to no one; its departures go to the store, which keeps the
+// latest last seen (core.View.Load).
+func (a *viewActor) loaded() {
+	if a.v.Unloaded {
+		a.v.Load(a.load())
+	}
+}
+
+// load reads what a view needs, the user's policy and last seen:
 // in one round trip when the policy store can (store.ViewLoader; an error
 // then costs both: visible to nobody, never seen), else in two.
 func (a *viewActor) load() (*core.Policy, time.Time) {

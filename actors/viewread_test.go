@@ -28,7 +28,9 @@ func (e *env) viewPID(user string) *actor.PID {
 
 // A lookup of an online user reads the view's state without a message to
 // it (presence_view_reads_total) and gets what the view itself answers a
-// ViewQuery; one of a user nobody has seen still asks (and stops) a view.
+// ViewQuery, once the view has read the store (the first lookup after its
+// devices' connects asks it); one of a user nobody has seen still asks
+// (and stops) a view.
 func TestLookupReadsTheViewsAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, config.Fast())
@@ -37,6 +39,12 @@ func TestLookupReadsTheViewsAnswer(t *testing.T) {
 		time.Sleep(time.Second)
 		synctest.Wait()
 		reads := testutil.ToFloat64(e.n.metrics.ViewReads)
+		if _, err := e.n.Query(context.Background(), "alice"); err != nil {
+			t.Fatal(err)
+		}
+		if n := testutil.ToFloat64(e.n.metrics.ViewReads) - reads; n != 0 {
+			t.Fatalf("view reads = %v at the first lookup of a view not loaded, want 0 (it asks the view)", n)
+		}
 		got, err := e.n.Query(context.Background(), "alice")
 		if err != nil {
 			t.Fatal(err)

@@ -46,6 +46,12 @@ type View struct {
 	// admitted are devices Admit let in that are not up yet, and until
 	// when each holds its place (see admit.go).
 	admitted map[string]time.Time
+
+	// Unloaded: Policy and LastSeen are not read from the store yet (see
+	// Load). Devices may come and go and departures are published (to no
+	// one); whatever trims for a viewer (a subscribe, a lookup) must Load
+	// first.
+	Unloaded bool
 }
 
 // Device is one live device of a view: its connection and since when it has
@@ -346,7 +352,36 @@ func (v *View) PendingUntil() (time.Time, bool) { return v.pendingTo, v.pending 
 func (v *View) Idle() bool { return v.Devices.Len() == 0 && len(v.Subs) == 0 && !v.pending }
 
 func (v *View) trim(viewer string, now time.Time) *messages.Presence {
+	if v.Unloaded {
+		panic("core: a view trimmed for " + viewer + " before its policy was loaded")
+	}
 	return Trim(v.Policy, viewer, v.Presence(), now)
+}
+
+// NewUnloadedView is a view whose policy and last seen are read later
+// (Load), once something needs them: a view activated by a device
+// coming online has no subscriber to trim for, and what it publishes goes
+// to no one until one subscribes, so a connect need not read the store.
+func NewUnloadedView(user string, debounce time.Duration) *View {
+	v := NewView(user, debounce, nil, time.Time{})
+	v.Unloaded = true
+	return v
+}
+
+// Load sets what the store holds for the user: its policy, and its last
+// seen where that is later than any departure published since the view was
+// made (the store keeps the latest, this view's own included). A later one
+// is a departure from before this view, taken as NewView takes it; one not
+// later is this view's own or older, and what others may know of it
+// (an invisible user's) is already set.
+func (v *View) Load(pol *Policy, lastSeen time.Time) {
+	v.Policy, v.Unloaded = pol, false
+	if lastSeen.After(v.LastSeen) {
+		v.LastSeen = lastSeen
+		if lastSeen.After(v.seenByOthers) {
+			v.seenByOthers = lastSeen
+		}
+	}
 }
 
 // publish bumps the version and sends each subscriber its trimmed presence

@@ -51,18 +51,27 @@ func quietSystem() *actor.ActorSystem {
 	}))
 }
 
+// timerRig is a node's timers and a recorder for their messages, stopped
+// when the test ends.
+func timerRig(t *testing.T) (*timers, *recorder, *actor.PID) {
+	sys := quietSystem()
+	s := newTimers(sys.Root)
+	r := &recorder{start: time.Now()}
+	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return r }))
+	t.Cleanup(func() {
+		sys.Root.Stop(pid)
+		s.stopAll()
+	})
+	return s, r, pid
+}
+
 // The node's timers deliver each armed message once, at its due time, in
 // due order whatever the order they were armed in; arming again moves a
 // timer (its earlier message never comes), stopping one drops it and lets
 // its entry go.
 func TestTimersFireOnceAtTheirTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sys := quietSystem()
-		s := newTimers(sys.Root)
-		defer s.stopAll()
-		r := &recorder{start: time.Now()}
-		pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return r }))
-		defer sys.Root.Stop(pid)
+		s, r, pid := timerRig(t)
 		var a, b, c, d timer
 		a.arm(s, 3*time.Second, pid, "a")
 		b.arm(s, time.Second, pid, "b")
@@ -94,12 +103,7 @@ func TestTimersManyAtRandom(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	synctest.Test(t, func(t *testing.T) {
-		sys := quietSystem()
-		s := newTimers(sys.Root)
-		defer s.stopAll()
-		r := &recorder{start: time.Now()}
-		pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return r }))
-		defer sys.Root.Stop(pid)
+		s, r, pid := timerRig(t)
 		ts := make([]timer, 500)
 		armed := make([]string, len(ts))  // the message each timer was last armed with
 		due := map[string]time.Duration{} // every message armed, when due

@@ -45,11 +45,7 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.onStarted(ctx, now)
 	case *actor.Stopping, *actor.Restarting: // a restart (a panic) starts it anew
 		stopping = true
-		if _, ok := m.(*actor.Restarting); ok {
-			a.n.births.leave(ctx.Self().GetId(), identity{a.user, a.received})
-		}
-		a.attach(ctx, nil) // a restarted view reloads its state: lookups ask it until it started
-		a.onStopping(ctx)
+		a.onStopping(ctx, m)
 	case *messages.DeviceUp:
 		a.n.handled(KindView, &a.received)
 		a.onDeviceUp(ctx, m, now)
@@ -71,14 +67,9 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.onUnsubscribe(ctx, m)
 	case *messages.PolicyChanged:
 		a.n.handled(KindView, &a.received)
-		if a.v.Unloaded { // nobody to tell: the next need reads the new one
-			break
-		}
-		a.apply(ctx, a.v.SetPolicy(a.policy(), now))
+		a.onPolicyChanged(ctx, now)
 	case *messages.ViewQuery:
 		a.n.handled(KindView, &a.received)
-		a.queries++
-		a.loaded()
 		a.onQuery(ctx, now)
 	case *messages.ActorStateQuery: // from the inspector, not the directory
 		a.loaded()
@@ -100,6 +91,14 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.onSettle(ctx, m, now)
 	case idleCheck:
 		a.onIdleCheck(ctx, m, now)
+	}
+}
+
+// onPolicyChanged applies the user's new policy to the subscribers; a view
+// not loaded has none, and reads the new one at its first need.
+func (a *viewActor) onPolicyChanged(ctx actor.Context, now time.Time) {
+	if !a.v.Unloaded {
+		a.apply(ctx, a.v.SetPolicy(a.policy(), now))
 	}
 }
 
@@ -136,7 +135,13 @@ func (a *viewActor) onStarted(ctx actor.Context, now time.Time) {
 	}
 }
 
-func (a *viewActor) onStopping(ctx actor.Context) {
+// onStopping ends the view; before a restart it leaves its birth for the
+// instance that replaces it (births.go).
+func (a *viewActor) onStopping(ctx actor.Context, m any) {
+	if _, ok := m.(*actor.Restarting); ok {
+		a.n.births.leave(ctx.Self().GetId(), identity{a.user, a.received})
+	}
+	a.attach(ctx, nil) // a restarted view reloads its state: lookups ask it until it started
 	a.n.deactivated(KindView, a.user, ctx.Self())
 	a.settle.stop()
 	a.debounce.stop()
@@ -175,6 +180,8 @@ func (a *viewActor) onUnsubscribe(ctx actor.Context, m *messages.ViewUnsubscribe
 // actor behind (docs/operations.md "Limits"). An unsettled one stays: its
 // devices may be re-registering.
 func (a *viewActor) onQuery(ctx actor.Context, now time.Time) {
+	a.queries++
+	a.loaded()
 	a.recheck(ctx, now)
 	ctx.Respond(a.state())
 	if a.queries == a.received && a.v.Idle() && !a.v.Unsettled {

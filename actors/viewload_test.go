@@ -22,6 +22,16 @@ func countedEnv(t *testing.T, timing config.Timing) (*env, *loaderPolicies, *cou
 	return e, p, h
 }
 
+// aliceConnectedCounted is a countedEnv with alice's phone connected a
+// second ago.
+func aliceConnectedCounted(t *testing.T, timing config.Timing) (*env, *loaderPolicies, *countedHistory, *device) {
+	e, p, h := countedEnv(t, timing)
+	d := e.connect(e.n.Gateway(), "alice", "phone", 1)
+	time.Sleep(time.Second)
+	synctest.Wait()
+	return e, p, h, d
+}
+
 func (p *loaderPolicies) reads(h *countedHistory) int64 {
 	return p.both.Load() + p.gets.Load() + h.lastSeens.Load()
 }
@@ -32,10 +42,7 @@ func (p *loaderPolicies) reads(h *countedHistory) int64 {
 func TestConnectAndLeaveReadNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		timing := config.Fast()
-		e, p, h := countedEnv(t, timing)
-		d := e.connect(e.n.Gateway(), "alice", "phone", 1)
-		time.Sleep(time.Second)
-		synctest.Wait()
+		e, p, h, d := aliceConnectedCounted(t, timing)
 		if n := p.reads(h); n != 0 {
 			t.Fatalf("a connect read the store %d times, want 0", n)
 		}
@@ -99,10 +106,7 @@ func TestLateLoadKeepsTheLatestLastSeen(t *testing.T) {
 func TestSubscriberOfAnUnloadedViewGetsItsPolicy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		timing := config.Fast()
-		e, p, h := countedEnv(t, timing)
-		d := e.connect(e.n.Gateway(), "alice", "phone", 1)
-		time.Sleep(time.Second)
-		synctest.Wait()
+		e, p, h, d := aliceConnectedCounted(t, timing)
 		e.policy("alice", core.Exact, "bob") // PolicyChanged to a view not loaded: nothing read
 		synctest.Wait()
 		if n := p.reads(h); n != 0 {

@@ -31,6 +31,9 @@ type identity struct {
 // leave leaves the birth of the actor that will have PID id pid.
 func (b *births) leave(pid string, birth any) { b.m.Store(pid, birth) }
 
+// forget takes back a birth left for a spawn that failed.
+func (b *births) forget(pid string) { b.m.Delete(pid) }
+
 // take is the birth left for the actor that is starting. None is a broken
 // invariant: every spawner and restart leaves one.
 func (b *births) take(ctx actor.Context) any {
@@ -52,7 +55,7 @@ func (n *Node) spawnIdentity(kind Kind, id string) *actor.PID {
 	}
 	pid, err := n.root.SpawnNamed(props, name)
 	if err != nil { // NextId is unique: as RootContext.Spawn, a broken invariant
-		n.births.m.Delete(name)
+		n.births.forget(name)
 		panic(err)
 	}
 	return pid

@@ -74,10 +74,9 @@ func (s *sendPanicsOnce) Send(f *messages.Frame) bool {
 }
 
 // A connection actor restarted after a panic takes its handshake's
-// request again from the births, and that it holds the lease: it renews
-// it (the device stays online past the lease's TTL) and its close
+// request again from the births, and that it holds the lease: its close
 // releases it, so the device goes offline after the debounce, not when
-// the lease expires.
+// the lease expires; and it goes on renewing it (online past two TTLs).
 func TestRestartedConnectionKeepsItsRequest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		timing := config.Fast()

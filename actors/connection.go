@@ -58,8 +58,8 @@ type connActor struct {
 // handshake's request, left by its gateway's spawn, and, left by an
 // instance a restart replaces, whether it holds the lease: the new
 // instance renews it and releases it on close as the old one would have
-// (a blank one did neither, so its device went offline at the lease's
-// expiry while connected).
+// (a blank one released nothing, so its device went offline at the
+// lease's expiry after its close, not after the debounce).
 type connBirth struct {
 	req    OpenRequest
 	active bool
@@ -140,6 +140,8 @@ func (a *connActor) Receive(ctx actor.Context) {
 	case *actor.Restarting: // a panic: the new instance starts with an empty sink
 		a.n.births.leave(ctx.Self().GetId(), a.rebirth())
 		a.unhub(ctx)
+		a.renew.stop() // the new instance arms its own
+		a.rereg.stop()
 	}
 }
 

@@ -143,11 +143,15 @@ func (a *gatewayActor) forget(ctx actor.Context, who *actor.PID) {
 // spawn starts a connection actor and puts it in the deadlines, first due
 // when it would be stale without a heartbeat.
 func (a *gatewayActor) spawn(ctx actor.Context, r OpenRequest) {
+	if a.conns[r.ConnID] != nil { // its birth would overwrite a live one's
+		ctx.Respond(fmt.Errorf("actors: spawn connection %s: %w", r.ConnID, actor.ErrNameExists))
+		return
+	}
 	birth := ctx.Self().GetId() + "/" + r.ConnID // the child's PID id
 	a.n.births.leave(birth, connBirth{req: r})
 	pid, err := ctx.SpawnNamed(a.g.connProps, r.ConnID)
 	if err != nil {
-		a.n.births.m.Delete(birth)
+		a.n.births.forget(birth)
 		ctx.Respond(fmt.Errorf("actors: spawn connection %s: %w", r.ConnID, err))
 		return
 	}

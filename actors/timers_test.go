@@ -157,3 +157,28 @@ func TestTimersManyAtRandom(t *testing.T) {
 		t.Logf("%d messages armed, %d fired, %d cancelled", len(due), len(seen), len(cancelled))
 	})
 }
+
+// After a burst of timers has fired, the heap gives back the room it grew
+// to: memory follows the timers armed, not the peak.
+func TestTimersShrinkAfterABurst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, r, pid := timerRig(t)
+		ts := make([]timer, 5000)
+		for i := range ts {
+			ts[i].arm(s, time.Duration(1+i%100)*time.Millisecond, pid, "burst")
+		}
+		s.mu.Lock()
+		peak := cap(s.h)
+		s.mu.Unlock()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if n := len(r.all()); n != len(ts) {
+			t.Fatalf("%d of %d messages", n, len(ts))
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if len(s.h) != 0 || cap(s.h) > 2048 || cap(s.due) > 1024 {
+			t.Fatalf("after the burst: %d entries, heap room %d (peak %d), due room %d: want at most 2048 and 1024", len(s.h), cap(s.h), peak, cap(s.due))
+		}
+	})
+}

@@ -57,7 +57,7 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.apply(ctx, a.v.GatewayDownBefore(m.GetNode(), openedBefore(m), lastHeard(m), now))
 	case *messages.DeviceShow:
 		a.n.handled(KindView, &a.received)
-		a.apply(ctx, a.v.SetShow(m.GetShow(), now))
+		a.onShow(ctx, m.GetShow(), now)
 	case *messages.ViewSubscribe:
 		a.n.handled(KindView, &a.received)
 		a.loaded()
@@ -92,6 +92,17 @@ func (a *viewActor) Receive(ctx actor.Context) {
 	case idleCheck:
 		a.onIdleCheck(ctx, m, now)
 	}
+}
+
+// onShow sets the user's show. Going invisible fixes the last seen others
+// may know at what it is now, the store's until the view's own departures
+// (core.View.SetShow): a view not loaded reads it first, or a departure
+// written since would stand in for it at the load.
+func (a *viewActor) onShow(ctx actor.Context, show messages.Show, now time.Time) {
+	if show == messages.Show_invisible {
+		a.loaded()
+	}
+	a.apply(ctx, a.v.SetShow(show, now))
 }
 
 // onPolicyChanged applies the user's new policy to the subscribers; a view

@@ -8,6 +8,7 @@ import (
 
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/core"
+	"github.com/presence-im/presence/messages"
 	"github.com/presence-im/presence/store"
 )
 
@@ -66,8 +67,8 @@ func TestConnectAndLeaveReadNothing(t *testing.T) {
 	})
 }
 
-// Loaded late, the view keeps the latest last seen, the store's or its own
-// departure's, as one loaded at its start would.
+// Loaded late, the view keeps the later last seen of the store's and its
+// own departure's.
 func TestLateLoadKeepsTheLatestLastSeen(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -123,5 +124,35 @@ func TestSubscriberOfAnUnloadedViewGetsItsPolicy(t *testing.T) {
 			t.Fatalf("carol, not a contact: snapshot %v, want nothing visible", got)
 		}
 		d.close()
+	})
+}
+
+// A user who goes invisible before her device is up (her show overtook
+// the device's up, or a re-created view heard it first) keeps, for
+// others, the last seen the store held before: her departure while
+// invisible, written since, does not stand in for it when a subscriber
+// makes the view read the store.
+func TestInvisibleBeforeUpKeepsTheLastSeenOthersKnew(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Fast()
+		e, _, h := countedEnv(t, timing)
+		before := time.Now().Add(-time.Hour).Truncate(time.Minute)
+		if err := h.MemoryHistory.SetLastSeen(context.Background(), "alice", before); err != nil {
+			t.Fatal(err)
+		}
+		e.policy("alice", core.Exact, "bob")
+		e.n.dir.Send(KindView, "alice", &messages.DeviceShow{User: "alice", Device: "phone", Show: messages.Show_invisible})
+		synctest.Wait()
+		d := e.connect(e.n.Gateway(), "alice", "phone", 1)
+		time.Sleep(time.Minute)
+		d.close()
+		time.Sleep(timing.Debounce + time.Second)
+		synctest.Wait()
+		bob := e.subscribe("alice", "bob")
+		synctest.Wait()
+		got := bob.snapshot()
+		if len(got) != 1 || got[0].GetPresence().GetLastSeenMinute() != uint32(before.Unix()/60) {
+			t.Fatalf("bob's snapshot %v, want alice's last seen %v (before she went invisible)", got, before)
+		}
 	})
 }

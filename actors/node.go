@@ -591,6 +591,17 @@ func (n *Node) PolicyChanged(user string) {
 	n.dir.Send(KindView, user, &messages.PolicyChanged{User: user})
 }
 
+// ApplyPolicy tells a user's view to reload its policy and returns once it
+// did (a view not loaded reads it at its next need): whatever the view
+// publishes after that, to any node's subscribers, is trimmed by the new
+// policy. A blocked viewer gets nothing more once it returns; a PUT that
+// only sent the change left a window in which a device coming up was
+// published with the old one.
+func (n *Node) ApplyPolicy(ctx context.Context, user string) error {
+	_, err := n.dir.Request(ctx, KindView, user, &messages.PolicyChanged{User: user})
+	return err
+}
+
 // Subscribe registers a raw sink actor (tests, the admin API) for target's
 // changes as seen by viewer.
 func (n *Node) Subscribe(target, viewer string, sink *actor.PID, requestID string) {

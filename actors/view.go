@@ -65,7 +65,7 @@ func (a *viewActor) Receive(ctx actor.Context) {
 	case *messages.ViewUnsubscribe:
 		a.n.handled(KindView, &a.received)
 		a.onUnsubscribe(ctx, m)
-	case *messages.PolicyChanged:
+	case *messages.PolicyChanged: // sent, or requested (Node.ApplyPolicy)
 		a.n.handled(KindView, &a.received)
 		a.onPolicyChanged(ctx, now)
 	case *messages.ViewQuery:
@@ -110,6 +110,9 @@ func (a *viewActor) onShow(ctx actor.Context, show messages.Show, now time.Time)
 func (a *viewActor) onPolicyChanged(ctx actor.Context, now time.Time) {
 	if !a.v.Unloaded {
 		a.apply(ctx, a.v.SetPolicy(a.policy(), now))
+	}
+	if ctx.Sender() != nil {
+		ctx.Respond(&messages.PolicyChanged{User: a.user}) // applied
 	}
 }
 

@@ -389,7 +389,12 @@ func (s *Server) putPolicy(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, code, err)
 		return
 	}
-	s.Node.PolicyChanged(user)
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	if err := s.Node.ApplyPolicy(ctx, user); err != nil {
+		writeErr(w, http.StatusServiceUnavailable, fmt.Errorf("admin: the policy is stored; the user's view did not confirm it applied it (it will at its next read): %w", err))
+		return
+	}
 	writeJSON(w, http.StatusOK, withLists(doc))
 }
 

@@ -29,6 +29,7 @@ type NodeSample struct {
 	RSS          float64 `json:"rss_bytes"`         // process_resident_memory_bytes
 	Heap         float64 `json:"heap_inuse_bytes"`  // go_memstats_heap_inuse_bytes: spans holding objects
 	Live         float64 `json:"heap_live_bytes"`   // go_gc_heap_live_bytes: the objects the last collection marked live
+	GCs          float64 `json:"gc_cycles"`         // go_gc_cycles_total_gc_cycles_total: collections so far
 	CPU          float64 `json:"cpu_seconds"`       // process_cpu_seconds_total
 	Fenced       float64 `json:"last_fence_unix_s"` // presence_last_fence_timestamp_seconds
 	Err          string  `json:"err,omitempty"`
@@ -191,8 +192,9 @@ func sampleNode(ctx context.Context, n *Node) NodeSample {
 	// (1.5 MB more at the end of a churn than at its baseline, where the
 	// heap profile of the same collection held 0.35 MB more).
 	s.Live = value(mfs, "go_gc_heap_live_bytes")
-	if mfs["go_gc_heap_live_bytes"] == nil {
-		s.Err = "no go_gc_heap_live_bytes in its metrics (a presenced built before 2026-12-02?)"
+	s.GCs = value(mfs, "go_gc_cycles_total_gc_cycles_total")
+	if mfs["go_gc_heap_live_bytes"] == nil || mfs["go_gc_cycles_total_gc_cycles_total"] == nil {
+		s.Err = "no go_gc_heap_live_bytes or go_gc_cycles_total_gc_cycles_total in its metrics (a presenced built before 2026-12-03?)"
 	}
 	s.CPU = value(mfs, "process_cpu_seconds_total")
 	s.Fenced = value(mfs, "presence_last_fence_timestamp_seconds")
@@ -208,15 +210,42 @@ type sampler struct {
 	samples []ChurnSample
 }
 
-// take reads every node now and keeps the sample.
-func (sp *sampler) take(ctx context.Context) ChurnSample {
+// take reads every node now (each with read) and keeps the sample.
+func (sp *sampler) take(ctx context.Context, read func(context.Context, *Node) NodeSample) ChurnSample {
 	s := ChurnSample{At: time.Now(), Online: sp.online()}
 	for _, n := range sp.nodes {
-		s.Nodes = append(s.Nodes, sampleNode(ctx, n))
+		s.Nodes = append(s.Nodes, read(ctx, n))
 	}
 	sp.mu.Lock()
 	sp.samples = append(sp.samples, s)
 	sp.mu.Unlock()
+	return s
+}
+
+// CollectedTries is how many times collected tries for a reading whose
+// figures are those of the collection it asked for.
+const CollectedTries = 5
+
+// collected has the node collect its garbage (its heap profile written to
+// path) and reads its metrics, so that the live heap is what that
+// collection marked: it reads the count of collections before and takes a
+// reading in which it went up by exactly one. One more in between (the
+// runtime's own, triggered by the profile's encoding or the node's work)
+// marks whatever was allocated and still referenced at that moment, up to
+// 3 MB more on a node holding 7 (a 30,000-user churn under
+// GODEBUG=memprofilerate=4096, where the profile is large): such a reading
+// is taken again, and after CollectedTries the last one stands.
+func collected(ctx context.Context, n *Node, path string) NodeSample {
+	var s NodeSample
+	for range CollectedTries {
+		before := sampleNode(ctx, n)
+		if err := n.HeapProfile(ctx, path); err != nil {
+			return NodeSample{Node: n.ID, Err: err.Error()}
+		}
+		if s = sampleNode(ctx, n); s.Err != "" || before.Err != "" || s.GCs == before.GCs+1 {
+			return s
+		}
+	}
 	return s
 }
 
@@ -225,7 +254,7 @@ func (sp *sampler) run(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
-		sp.take(ctx)
+		sp.take(ctx, sampleNode)
 		select {
 		case <-ctx.Done():
 			return
@@ -254,10 +283,9 @@ func (sp *sampler) settled(ctx context.Context, dir, name string) []NodeSample {
 		if len(got) > 0 {
 			time.Sleep(time.Second)
 		}
-		for _, n := range sp.nodes {
-			_ = n.HeapProfile(ctx, filepath.Join(dir, n.ID+"-heap-"+name+".pb.gz"))
-		}
-		got = append(got, sp.take(ctx))
+		got = append(got, sp.take(ctx, func(ctx context.Context, n *Node) NodeSample {
+			return collected(ctx, n, filepath.Join(dir, n.ID+"-heap-"+name+".pb.gz"))
+		}))
 	}
 	got = got[len(got)-3:]
 	out := make([]NodeSample, len(sp.nodes))

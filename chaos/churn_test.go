@@ -2,10 +2,14 @@ package chaos
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -248,5 +252,47 @@ func TestChurnReportPage(t *testing.T) {
 	}
 	if !rep.OK {
 		t.Errorf("not ok with every check holding")
+	}
+}
+
+// A settled reading is one whose live heap the collection it asked for
+// marked: a reading with another collection in between (the count up by
+// two, live 10 MB) is taken again, and the next (up by one, live 7 MB)
+// stands; a node that never gives one gives its last after CollectedTries.
+func TestCollectedReadsItsOwnCollection(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		steps []int // the collections each profile request makes
+		live  float64
+		tries int
+	}{
+		{"own collection at once", []int{1}, 7e6, 1},
+		{"one more in between, then its own", []int{2, 1}, 7e6, 2},
+		{"never its own", []int{2, 2, 2, 2, 2, 2}, 10e6, CollectedTries},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var mu sync.Mutex
+			cycles, profiles, live := 0, 0, 5e6
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				defer mu.Unlock()
+				switch r.URL.Path {
+				case "/debug/pprof/heap":
+					step := c.steps[profiles]
+					profiles++
+					cycles += step
+					live = map[bool]float64{true: 7e6, false: 10e6}[step == 1]
+					w.Write([]byte("profile"))
+				case "/metrics":
+					fmt.Fprintf(w, "# TYPE go_gc_cycles_total_gc_cycles_total counter\ngo_gc_cycles_total_gc_cycles_total %d\n# TYPE go_gc_heap_live_bytes gauge\ngo_gc_heap_live_bytes %g\n", cycles, live)
+				}
+			}))
+			defer srv.Close()
+			n := &Node{ID: "n1", Admin: srv.Listener.Addr().String()}
+			s := collected(t.Context(), n, filepath.Join(t.TempDir(), "heap.pb.gz"))
+			if s.Err != "" || s.Live != c.live || profiles != c.tries {
+				t.Fatalf("reading %+v after %d profiles, want live %g after %d", s, profiles, c.live, c.tries)
+			}
+		})
 	}
 }

@@ -151,10 +151,11 @@ func run(args []string) int {
 // metrics it holds too. Beside the go_memstats_* figures: go_gc_heap_live_bytes,
 // the heap the last collection marked live (go_memstats_heap_alloc_bytes
 // counts, besides, whatever was allocated since, the scrape's own
-// encoding included).
+// encoding included), and go_gc_cycles_total_gc_cycles_total, the
+// collections so far, read in the same step: which collection that was.
 func runtimeMetrics(log *slog.Logger) (*prometheus.Registry, *memreturn.Returner) {
 	reg := prometheus.NewRegistry()
-	live := collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)}
+	live := collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/(heap/live:bytes|cycles/total:gc-cycles)$`)}
 	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(live)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg, memreturn.New(reg, log)

@@ -59,12 +59,21 @@ func (a *gatewayActor) replayWindow() time.Duration {
 	return t.FailureDetection + t.Settle
 }
 
+// prune forgets the releases older than the replay window, or beyond
+// maxRecent: those cut are cleared (the slice's array would keep them
+// reachable until the next append moves it) and an empty slice lets its
+// array go, so that a node whose devices all left holds none of their
+// releases a window later.
 func (a *gatewayActor) prune(now time.Time) {
 	cut := 0
 	for cut < len(a.recent) && (now.Sub(a.recent[cut].at) > a.replayWindow() || len(a.recent)-cut > maxRecent) {
 		cut++
 	}
-	a.recent = a.recent[cut:]
+	clear(a.recent[:cut])
+	if a.recent = a.recent[cut:]; len(a.recent) == 0 {
+		a.recent = nil
+	}
+	a.g.kept.Store(int64(len(a.recent)))
 }
 
 // Gateway messages (local).
@@ -86,6 +95,7 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 		// under -race when cancelled while firing).
 		a.tick.arm(a.n.sched, a.n.deps.Timing.Check, ctx.Self(), checkTick{})
 		a.checkDue(ctx)
+		a.prune(time.Now()) // releases age out with no new one too
 	case spawnConn:
 		a.spawn(ctx, m.req)
 	case *messages.ConnLost: // from a lease: dropped if its member was declared dead

@@ -288,6 +288,7 @@ type Gateway struct {
 	connProps *actor.Props
 	crashed   atomic.Bool
 	conns     atomic.Int64 // live connection actors
+	kept      atomic.Int64 // releases kept for a replay (gatewayActor.recent)
 }
 
 // Start builds a node and its default gateway (named deps.NodeID).

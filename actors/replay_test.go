@@ -49,3 +49,28 @@ func TestGatewayReplaysRecentReleases(t *testing.T) {
 		}
 	})
 }
+
+// The releases a gateway keeps for a replay age out by themselves: once
+// the replay window has passed with no release after them, it holds none
+// (it pruned only at the next release, so a node whose devices had all
+// left kept the last window's releases, and up to maxRecent of them).
+func TestGatewayForgetsReleasesAfterTheWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Seed()
+		timing.FailureDetection, timing.Settle = 25*time.Second, 40*time.Second
+		e := newEnv(t, timing)
+		g := e.n.Gateway()
+		for _, user := range []string{"alice", "carol"} {
+			e.connect(g, user, "phone", 1).close()
+		}
+		synctest.Wait()
+		if n := g.kept.Load(); n != 2 {
+			t.Fatalf("releases kept right after two closes: %d, want 2", n)
+		}
+		time.Sleep(timing.FailureDetection + timing.Settle + 2*timing.Check)
+		synctest.Wait()
+		if n := g.kept.Load(); n != 0 {
+			t.Fatalf("releases kept a replay window after the last: %d, want 0", n)
+		}
+	})
+}

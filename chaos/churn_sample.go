@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -22,17 +23,22 @@ type NodeSample struct {
 	Lease        float64 `json:"lease"` // presence_actors{kind}
 	View         float64 `json:"view"`
 	Connection   float64 `json:"connection"`
-	Connections  float64 `json:"connections"`       // presence_connections
-	Devices      float64 `json:"devices_online"`    // presence_devices_online
-	Passivations float64 `json:"passivations"`      // presence_actor_passivations_total, every kind
-	Activations  float64 `json:"activations"`       // presence_actor_activations_total, every kind
-	RSS          float64 `json:"rss_bytes"`         // process_resident_memory_bytes
-	Heap         float64 `json:"heap_inuse_bytes"`  // go_memstats_heap_inuse_bytes: spans holding objects
-	Live         float64 `json:"heap_live_bytes"`   // go_gc_heap_live_bytes: the objects the last collection marked live
-	GCs          float64 `json:"gc_cycles"`         // go_gc_cycles_total_gc_cycles_total: collections so far
-	CPU          float64 `json:"cpu_seconds"`       // process_cpu_seconds_total
-	Fenced       float64 `json:"last_fence_unix_s"` // presence_last_fence_timestamp_seconds
-	Err          string  `json:"err,omitempty"`
+	Connections  float64 `json:"connections"`      // presence_connections
+	Devices      float64 `json:"devices_online"`   // presence_devices_online
+	Passivations float64 `json:"passivations"`     // presence_actor_passivations_total, every kind
+	Activations  float64 `json:"activations"`      // presence_actor_activations_total, every kind
+	RSS          float64 `json:"rss_bytes"`        // process_resident_memory_bytes
+	Heap         float64 `json:"heap_inuse_bytes"` // go_memstats_heap_inuse_bytes: spans holding objects
+	Free         float64 `json:"heap_free_bytes"`  // go_memstats_heap_idle_bytes - go_memstats_heap_released_bytes: free heap pages still resident
+	Stacks       float64 `json:"stack_bytes"`      // go_memstats_stack_inuse_bytes
+	// Unchecked: a settled reading whose collection count never showed
+	// its own collection alone (collected), its live heap perhaps another's.
+	Unchecked bool    `json:"unchecked_collection,omitempty"`
+	Live      float64 `json:"heap_live_bytes"`   // go_gc_heap_live_bytes: the objects the last collection marked live
+	GCs       float64 `json:"gc_cycles"`         // go_gc_cycles_total_gc_cycles_total: collections so far
+	CPU       float64 `json:"cpu_seconds"`       // process_cpu_seconds_total
+	Fenced    float64 `json:"last_fence_unix_s"` // presence_last_fence_timestamp_seconds
+	Err       string  `json:"err,omitempty"`
 }
 
 // ChurnSample is every node's metrics at one moment, with the devices the
@@ -187,6 +193,8 @@ func sampleNode(ctx context.Context, n *Node) NodeSample {
 	s.Activations = value(mfs, "presence_actor_activations_total")
 	s.RSS = value(mfs, "process_resident_memory_bytes")
 	s.Heap = value(mfs, "go_memstats_heap_inuse_bytes")
+	s.Free = value(mfs, "go_memstats_heap_idle_bytes") - value(mfs, "go_memstats_heap_released_bytes")
+	s.Stacks = value(mfs, "go_memstats_stack_inuse_bytes")
 	// After a collection go_memstats_heap_alloc_bytes is the live heap
 	// and what was allocated since: the scrape's own encoding among it
 	// (1.5 MB more at the end of a churn than at its baseline, where the
@@ -194,7 +202,7 @@ func sampleNode(ctx context.Context, n *Node) NodeSample {
 	s.Live = value(mfs, "go_gc_heap_live_bytes")
 	s.GCs = value(mfs, "go_gc_cycles_total_gc_cycles_total")
 	if mfs["go_gc_heap_live_bytes"] == nil || mfs["go_gc_cycles_total_gc_cycles_total"] == nil {
-		s.Err = "no go_gc_heap_live_bytes or go_gc_cycles_total_gc_cycles_total in its metrics (a presenced built before 2026-12-03?)"
+		s.Err = "no go_gc_heap_live_bytes or go_gc_cycles_total_gc_cycles_total in its metrics (a presenced older than this harness?)"
 	}
 	s.CPU = value(mfs, "process_cpu_seconds_total")
 	s.Fenced = value(mfs, "presence_last_fence_timestamp_seconds")
@@ -234,19 +242,26 @@ const CollectedTries = 5
 // marks whatever was allocated and still referenced at that moment, up to
 // 3 MB more on a node holding 7 (a 30,000-user churn under
 // GODEBUG=memprofilerate=4096, where the profile is large): such a reading
-// is taken again, and after CollectedTries the last one stands.
+// is taken again, each try's reading the next one's before; after
+// CollectedTries the last one stands, marked Unchecked. A node that does
+// not answer gives a reading with Err.
 func collected(ctx context.Context, n *Node, path string) NodeSample {
-	var s NodeSample
+	before := sampleNode(ctx, n)
 	for range CollectedTries {
-		before := sampleNode(ctx, n)
+		if before.Err != "" {
+			return before
+		}
 		if err := n.HeapProfile(ctx, path); err != nil {
 			return NodeSample{Node: n.ID, Err: err.Error()}
 		}
-		if s = sampleNode(ctx, n); s.Err != "" || before.Err != "" || s.GCs == before.GCs+1 {
+		s := sampleNode(ctx, n)
+		if s.Err != "" || s.GCs == before.GCs+1 {
 			return s
 		}
+		before = s
 	}
-	return s
+	before.Unchecked = true
+	return before
 }
 
 // run takes a sample every second until ctx ends.
@@ -267,16 +282,20 @@ func (sp *sampler) run(ctx context.Context) {
 func (sp *sampler) Samples() []ChurnSample {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	return append([]ChurnSample(nil), sp.samples...)
+	out := append([]ChurnSample(nil), sp.samples...)
+	// A settled take (a profile and scrapes per node) can end after the
+	// run's next ones: the chart and the checks read them in time order.
+	slices.SortStableFunc(out, func(a, b ChurnSample) int { return a.At.Compare(b.At) })
+	return out
 }
 
 // settled reads the nodes every second, each time right after having each
-// collect its garbage (so that its heap in use is its live heap; the last
-// heap profile stays in dir/<node>-heap-<name>.pb.gz), until each node's
-// RSS has moved less than 2% over three readings (the runtime returns
-// freed pages to the system in the background) or SettleSamples readings,
-// and answers, per node, the median of each figure over the last three:
-// the baseline, or the state after a wave.
+// collect its garbage (collected: the live heap is that collection's; the
+// last heap profile stays in dir/<node>-heap-<name>.pb.gz), until each
+// node's RSS has moved less than 2% over three readings (the runtime
+// returns freed pages to the system in the background) or SettleSamples
+// readings, and answers, per node, the median of each figure over the
+// last three (medianReading): the baseline, or the state after a wave.
 func (sp *sampler) settled(ctx context.Context, dir, name string) []NodeSample {
 	var got []ChurnSample
 	for len(got) < 3 || !steady(got[len(got)-3:]) && len(got) < SettleSamples && ctx.Err() == nil {
@@ -290,20 +309,42 @@ func (sp *sampler) settled(ctx context.Context, dir, name string) []NodeSample {
 	got = got[len(got)-3:]
 	out := make([]NodeSample, len(sp.nodes))
 	for i := range sp.nodes {
-		med := func(f func(NodeSample) float64) float64 {
-			vs := []float64{f(got[0].Nodes[i]), f(got[1].Nodes[i]), f(got[2].Nodes[i])}
-			sort.Float64s(vs)
-			return vs[1]
-		}
-		out[i] = NodeSample{Node: sp.nodes[i].ID, Lease: med(leaseOf), View: med(viewOf),
-			Connection:   med(func(n NodeSample) float64 { return n.Connection }),
-			Connections:  med(func(n NodeSample) float64 { return n.Connections }),
-			Devices:      med(func(n NodeSample) float64 { return n.Devices }),
-			RSS:          med(func(n NodeSample) float64 { return n.RSS }),
-			Heap:         med(func(n NodeSample) float64 { return n.Heap }),
-			Live:         med(func(n NodeSample) float64 { return n.Live }),
-			Passivations: got[2].Nodes[i].Passivations, Activations: got[2].Nodes[i].Activations,
-			CPU: got[2].Nodes[i].CPU, Fenced: got[2].Nodes[i].Fenced}
+		out[i] = medianReading(sp.nodes[i].ID, []NodeSample{got[0].Nodes[i], got[1].Nodes[i], got[2].Nodes[i]})
 	}
 	return out
+}
+
+// medianReading is, figure by figure, the median of a node's readings
+// that answered (of two, their mean), the counters from the last of them;
+// Unchecked if any was. With none answering it is the last reading, its
+// Err set.
+func medianReading(node string, rs []NodeSample) NodeSample {
+	ok := slices.DeleteFunc(slices.Clone(rs), func(r NodeSample) bool { return r.Err != "" })
+	if len(ok) == 0 {
+		return rs[len(rs)-1]
+	}
+	med := func(f func(NodeSample) float64) float64 {
+		vs := make([]float64, len(ok))
+		for j, r := range ok {
+			vs[j] = f(r)
+		}
+		sort.Float64s(vs)
+		if m := len(vs) / 2; len(vs)%2 == 0 {
+			return (vs[m-1] + vs[m]) / 2
+		}
+		return vs[len(vs)/2]
+	}
+	last := ok[len(ok)-1]
+	return NodeSample{Node: node, Lease: med(leaseOf), View: med(viewOf),
+		Connection:   med(func(n NodeSample) float64 { return n.Connection }),
+		Connections:  med(func(n NodeSample) float64 { return n.Connections }),
+		Devices:      med(func(n NodeSample) float64 { return n.Devices }),
+		RSS:          med(func(n NodeSample) float64 { return n.RSS }),
+		Heap:         med(func(n NodeSample) float64 { return n.Heap }),
+		Free:         med(func(n NodeSample) float64 { return n.Free }),
+		Stacks:       med(func(n NodeSample) float64 { return n.Stacks }),
+		Live:         med(func(n NodeSample) float64 { return n.Live }),
+		Passivations: last.Passivations, Activations: last.Activations, GCs: last.GCs,
+		CPU: last.CPU, Fenced: last.Fenced,
+		Unchecked: slices.ContainsFunc(ok, func(r NodeSample) bool { return r.Unchecked })}
 }

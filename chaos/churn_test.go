@@ -88,6 +88,32 @@ func TestChurnFlat(t *testing.T) {
 	}
 }
 
+// Over many waves each end is the median of three readings: one reading
+// low after wave 1 (55 MB where its neighbours read 60) does not make the
+// end look grown; late readings all over it by more than 10% do.
+func TestChurnFlatOverManyWaves(t *testing.T) {
+	after := func(rss float64) []NodeSample {
+		return []NodeSample{{Node: "n1", Lease: 5, View: 10, Live: 7e6, RSS: rss}}
+	}
+	run := func(rss ...float64) Check {
+		ch := &Churn{}
+		for _, r := range rss {
+			ch.AfterWave = append(ch.AfterWave, after(r))
+		}
+		ch.checkFlat()
+		return ch.Checks[0]
+	}
+	if c := run(55e6, 60e6, 59e6, 60e6, 61e6, 60e6, 61e6, 62e6, 62e6, 64e6, 62e6, 62e6); !c.OK || !strings.Contains(c.Detail, "waves 1 to 3 then after waves 10 to 12") {
+		t.Errorf("a low first reading: %+v, want ok over the medians of waves 1-3 and 10-12", c)
+	}
+	if c := run(59e6, 60e6, 59e6, 60e6, 61e6, 63e6, 65e6, 66e6, 66e6, 67e6, 66e6, 68e6); c.OK {
+		t.Errorf("late readings 13%% over the early ones: %+v, want failed", c)
+	}
+	if k := flatSpan(3); k != 1 {
+		t.Errorf("flatSpan(3) = %d, want 1: with three waves the first and the last", k)
+	}
+}
+
 // Each user's policy lets exactly those who have them as a contact see
 // them; a warm-up contact that never connects has one too.
 func TestChurnPolicies(t *testing.T) {
@@ -258,17 +284,21 @@ func TestChurnReportPage(t *testing.T) {
 // A settled reading is one whose live heap the collection it asked for
 // marked: a reading with another collection in between (the count up by
 // two, live 10 MB) is taken again, and the next (up by one, live 7 MB)
-// stands; a node that never gives one gives its last after CollectedTries.
+// stands; a node that never gives one gives its last after CollectedTries,
+// marked Unchecked; a profile refused gives a reading with Err.
 func TestCollectedReadsItsOwnCollection(t *testing.T) {
 	for _, c := range []struct {
-		name  string
-		steps []int // the collections each profile request makes
-		live  float64
-		tries int
+		name      string
+		steps     []int // the collections each profile request makes (0: refused)
+		live      float64
+		tries     int
+		unchecked bool
+		err       bool
 	}{
-		{"own collection at once", []int{1}, 7e6, 1},
-		{"one more in between, then its own", []int{2, 1}, 7e6, 2},
-		{"never its own", []int{2, 2, 2, 2, 2, 2}, 10e6, CollectedTries},
+		{"own collection at once", []int{1}, 7e6, 1, false, false},
+		{"one more in between, then its own", []int{2, 1}, 7e6, 2, false, false},
+		{"never its own", []int{2, 2, 2, 2, 2, 2}, 10e6, CollectedTries, true, false},
+		{"profile refused", []int{0}, 0, 1, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var mu sync.Mutex
@@ -280,8 +310,15 @@ func TestCollectedReadsItsOwnCollection(t *testing.T) {
 				case "/debug/pprof/heap":
 					step := c.steps[profiles]
 					profiles++
+					if step == 0 {
+						http.Error(w, "no", http.StatusServiceUnavailable)
+						return
+					}
 					cycles += step
-					live = map[bool]float64{true: 7e6, false: 10e6}[step == 1]
+					live = 7e6 // the forced collection's
+					if step > 1 {
+						live = 10e6 // another's, later
+					}
 					w.Write([]byte("profile"))
 				case "/metrics":
 					fmt.Fprintf(w, "# TYPE go_gc_cycles_total_gc_cycles_total counter\ngo_gc_cycles_total_gc_cycles_total %d\n# TYPE go_gc_heap_live_bytes gauge\ngo_gc_heap_live_bytes %g\n", cycles, live)
@@ -290,9 +327,26 @@ func TestCollectedReadsItsOwnCollection(t *testing.T) {
 			defer srv.Close()
 			n := &Node{ID: "n1", Admin: srv.Listener.Addr().String()}
 			s := collected(t.Context(), n, filepath.Join(t.TempDir(), "heap.pb.gz"))
-			if s.Err != "" || s.Live != c.live || profiles != c.tries {
-				t.Fatalf("reading %+v after %d profiles, want live %g after %d", s, profiles, c.live, c.tries)
+			if (s.Err != "") != c.err || s.Live != c.live || profiles != c.tries || s.Unchecked != c.unchecked {
+				t.Fatalf("reading %+v after %d profiles, want live %g after %d, unchecked %v, an error %v", s, profiles, c.live, c.tries, c.unchecked, c.err)
 			}
 		})
+	}
+}
+
+// A settled figure is the median of the readings that answered: one that
+// failed (all zero) does not pull it down; of two, their mean; none
+// answering gives the failure.
+func TestMedianReadingSkipsFailures(t *testing.T) {
+	r := func(rss float64) NodeSample { return NodeSample{Node: "n1", RSS: rss, Live: rss / 8} }
+	failed := NodeSample{Node: "n1", Err: "refused"}
+	if m := medianReading("n1", []NodeSample{r(60e6), r(64e6), r(58e6)}); m.RSS != 60e6 || m.Live != 7.5e6 {
+		t.Errorf("three readings: RSS %g, live %g, want their medians 60e6, 7.5e6", m.RSS, m.Live)
+	}
+	if m := medianReading("n1", []NodeSample{r(60e6), failed, r(64e6)}); m.RSS != 62e6 || m.Err != "" {
+		t.Errorf("one failed: %+v, want RSS 62e6 (the mean of the two that answered), no error", m)
+	}
+	if m := medianReading("n1", []NodeSample{failed, failed, failed}); m.Err == "" {
+		t.Errorf("none answered: %+v, want the failure", m)
 	}
 }

@@ -27,7 +27,7 @@ const (
 // bounded by the constants above. Safe for concurrent use.
 type History struct {
 	mu       sync.Mutex
-	ring     []Event
+	ring     []slot
 	next     int
 	timeline map[string][]Transition
 	members  []string // in the order first seen, to evict the oldest
@@ -58,7 +58,52 @@ func NewHistory(capacity int) *History {
 	if capacity <= 0 {
 		capacity = DefaultHistory
 	}
-	return &History{ring: make([]Event, 0, capacity), timeline: map[string][]Transition{}}
+	return &History{ring: make([]slot, 0, capacity), timeline: map[string][]Transition{}}
+}
+
+// slotText is the bytes a ring slot holds for its event's strings.
+const slotText = 160
+
+// slot is one event of the ring with its strings copied into the slot
+// itself, allocated once with the ring. Kept as they came, the strings
+// (up to eight small objects an event, each allocated apart when the event
+// was decoded, over the seconds the ring covers) would each keep the span
+// they landed in among the garbage of their time in use, and the heap in
+// use is what RSS follows (docs/architecture.md, "Memory"). An event whose
+// strings do not fit (ids far longer than usual) is kept as it came, in
+// big.
+type slot struct {
+	at, latency int64
+	lens        [8]uint8 // Kind, Node, User, Device, Gateway, Reason, Status, Member
+	text        [slotText]byte
+	big         *Event
+}
+
+func (s *slot) set(ev Event) {
+	n := 0
+	for i, f := range [8]string{ev.Kind, ev.Node, ev.User, ev.Device, ev.Gateway, ev.Reason, ev.Status, ev.Member} {
+		if len(f) > 255 || n+len(f) > slotText {
+			big := ev // allocated here only: ev itself stays on the stack
+			*s = slot{big: &big}
+			return
+		}
+		s.lens[i] = uint8(len(f))
+		n += copy(s.text[n:], f)
+	}
+	s.at, s.latency, s.big = ev.AtMs, ev.LatencyMs, nil
+}
+
+func (s *slot) event() Event {
+	if s.big != nil {
+		return *s.big
+	}
+	var f [8]string
+	n := 0
+	for i, l := range s.lens {
+		f[i] = string(s.text[n : n+int(l)])
+		n += int(l)
+	}
+	return Event{Kind: f[0], Node: f[1], AtMs: s.at, User: f[2], Device: f[3], Gateway: f[4], Reason: f[5], Status: f[6], LatencyMs: s.latency, Member: f[7]}
 }
 
 // Run subscribes to every member's events (as a GET /api/events stream
@@ -103,9 +148,10 @@ func (h *History) Add(ev Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.ring) < cap(h.ring) {
-		h.ring = append(h.ring, ev)
+		h.ring = h.ring[:len(h.ring)+1]
+		h.ring[len(h.ring)-1].set(ev)
 	} else {
-		h.ring[h.next] = ev
+		h.ring[h.next].set(ev)
 		h.next = (h.next + 1) % len(h.ring)
 	}
 	switch ev.Kind {
@@ -158,7 +204,11 @@ func (h *History) Snapshot() Snapshot {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := Snapshot{Capacity: cap(h.ring), Events: make([]Event, 0, len(h.ring)), Members: map[string][]Transition{}, Samples: slices.Clone(h.samples)}
-	s.Events = append(append(s.Events, h.ring[h.next:]...), h.ring[:h.next]...)
+	for _, part := range [][]slot{h.ring[h.next:], h.ring[:h.next]} {
+		for i := range part {
+			s.Events = append(s.Events, part[i].event())
+		}
+	}
 	for m, tl := range h.timeline {
 		s.Members[m] = slices.Clone(tl)
 	}

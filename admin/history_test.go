@@ -3,6 +3,7 @@ package admin
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -49,5 +50,26 @@ func TestHistoryTimelineBounded(t *testing.T) {
 	s := h.Snapshot()
 	if len(s.Members) != maxMembers || len(s.Members["m0"]) != 0 || len(s.Members[fmt.Sprint("m", maxMembers+9)]) != maxTransitions {
 		t.Fatalf("%d members, m0 %d, last %d transitions", len(s.Members), len(s.Members["m0"]), len(s.Members[fmt.Sprint("m", maxMembers+9)]))
+	}
+}
+
+// The ring gives back each event as it came, one whose strings fit its
+// slot and one with an id too long for it alike, and keeping an event
+// allocates nothing: its strings are copied into the slot, so none of the
+// heap objects they came in stays reachable from the ring.
+func TestHistoryRingCopiesEvents(t *testing.T) {
+	h := NewHistory(3)
+	fits := Event{Kind: "published", Node: "n1", AtMs: 7, User: "alice", Device: "phone", Gateway: "n2", Reason: "close", Status: "offline", LatencyMs: 1200, Member: ""}
+	long := Event{Kind: "device_up", Node: "n3", AtMs: 8, User: strings.Repeat("u", 300), Device: "tablet"}
+	edge := Event{Kind: "device_down", Node: "n1", AtMs: 9, User: strings.Repeat("v", slotText-len("device_down")-len("n1")), Device: ""}
+	for _, ev := range []Event{fits, long, edge} {
+		h.Add(ev)
+	}
+	if got, want := h.Snapshot().Events, []Event{fits, long, edge}; !slices.Equal(got, want) {
+		t.Fatalf("ring gives back %+v, want %+v", got, want)
+	}
+	ev := Event{Kind: "device_up", Node: "n1", User: "carol", Device: "desk", Gateway: "n1"}
+	if n := testing.AllocsPerRun(100, func() { h.Add(ev) }); n != 0 {
+		t.Fatalf("Add allocates %v times per event, want 0", n)
 	}
 }

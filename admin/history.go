@@ -61,7 +61,8 @@ func NewHistory(capacity int) *History {
 	return &History{ring: make([]slot, 0, capacity), timeline: map[string][]Transition{}}
 }
 
-// slotText is the bytes a ring slot holds for its event's strings.
+// slotText is the bytes a ring slot holds for its event's strings; at
+// most 255, so that each string's length fits a slot's uint8.
 const slotText = 160
 
 // slot is one event of the ring with its strings copied into the slot
@@ -82,7 +83,7 @@ type slot struct {
 func (s *slot) set(ev Event) {
 	n := 0
 	for i, f := range [8]string{ev.Kind, ev.Node, ev.User, ev.Device, ev.Gateway, ev.Reason, ev.Status, ev.Member} {
-		if len(f) > 255 || n+len(f) > slotText {
+		if n+len(f) > slotText {
 			big := ev // allocated here only: ev itself stays on the stack
 			*s = slot{big: &big}
 			return

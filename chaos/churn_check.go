@@ -146,8 +146,7 @@ func medianOf(waves [][]NodeSample, f func([]NodeSample) float64) float64 {
 	for j, w := range waves {
 		vs[j] = f(w)
 	}
-	slices.Sort(vs)
-	return vs[len(vs)/2]
+	return median(vs)
 }
 
 // flatSpan is how many readings after a wave checkFlat takes at each end
@@ -186,13 +185,10 @@ func (ch *Churn) checkUp(since time.Time) {
 // unchecked says which of a check's settled readings may hold another
 // collection's live heap than their own (NodeSample.Unchecked).
 func unchecked(ns ...NodeSample) string {
-	out := ""
-	for _, n := range ns {
-		if n.Unchecked {
-			out = "; a reading's live heap perhaps another collection's than its own"
-		}
+	if slices.ContainsFunc(ns, func(n NodeSample) bool { return n.Unchecked }) {
+		return "; a reading's live heap perhaps another collection's than its own"
 	}
-	return out
+	return ""
 }
 
 // within reports whether got is at most ChurnTolerance over base.

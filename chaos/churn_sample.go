@@ -328,11 +328,7 @@ func medianReading(node string, rs []NodeSample) NodeSample {
 		for j, r := range ok {
 			vs[j] = f(r)
 		}
-		sort.Float64s(vs)
-		if m := len(vs) / 2; len(vs)%2 == 0 {
-			return (vs[m-1] + vs[m]) / 2
-		}
-		return vs[len(vs)/2]
+		return median(vs)
 	}
 	last := ok[len(ok)-1]
 	return NodeSample{Node: node, Lease: med(leaseOf), View: med(viewOf),
@@ -347,4 +343,14 @@ func medianReading(node string, rs []NodeSample) NodeSample {
 		Passivations: last.Passivations, Activations: last.Activations, GCs: last.GCs,
 		CPU: last.CPU, Fenced: last.Fenced,
 		Unchecked: slices.ContainsFunc(ok, func(r NodeSample) bool { return r.Unchecked })}
+}
+
+// median is the median of vs (of an even count, the mean of the middle
+// two); it sorts vs.
+func median(vs []float64) float64 {
+	sort.Float64s(vs)
+	if m := len(vs) / 2; len(vs)%2 == 0 {
+		return (vs[m-1] + vs[m]) / 2
+	}
+	return vs[len(vs)/2]
 }

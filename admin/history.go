@@ -18,6 +18,7 @@ const (
 	maxTransitions = 32
 	maxMembers     = 256
 	maxSamples     = 120
+	sampleWidth    = 8 // members a sample has room for before the ring widens
 	SampleEvery    = 5 * time.Second
 )
 
@@ -31,7 +32,7 @@ type History struct {
 	next     int
 	timeline map[string][]Transition
 	members  []string // in the order first seen, to evict the oldest
-	samples  []Sample
+	samples  *samples
 }
 
 // Transition is one change of a member's state as a node saw it: alive,
@@ -58,7 +59,7 @@ func NewHistory(capacity int) *History {
 	if capacity <= 0 {
 		capacity = DefaultHistory
 	}
-	return &History{ring: make([]slot, 0, capacity), timeline: map[string][]Transition{}}
+	return &History{ring: make([]slot, 0, capacity), timeline: map[string][]Transition{}, samples: newSamples(sampleWidth)}
 }
 
 // slotText is the bytes a ring slot holds for its event's strings; at
@@ -138,10 +139,7 @@ func (h *History) sample(counts map[string]map[string]int, renewals map[string]u
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.samples = append(h.samples, Sample{AtMs: time.Now().UnixMilli(), Actors: total, Renewals: renewals})
-	if len(h.samples) > maxSamples {
-		h.samples = slices.Delete(h.samples, 0, len(h.samples)-maxSamples)
-	}
+	h.samples.add(time.Now().UnixMilli(), total, renewals)
 }
 
 // Add records an event, evicting the oldest when full.
@@ -204,7 +202,7 @@ type Snapshot struct {
 func (h *History) Snapshot() Snapshot {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := Snapshot{Capacity: cap(h.ring), Events: make([]Event, 0, len(h.ring)), Members: map[string][]Transition{}, Samples: slices.Clone(h.samples)}
+	s := Snapshot{Capacity: cap(h.ring), Events: make([]Event, 0, len(h.ring)), Members: map[string][]Transition{}, Samples: h.samples.list()}
 	for _, part := range [][]slot{h.ring[h.next:], h.ring[:h.next]} {
 		for i := range part {
 			s.Events = append(s.Events, part[i].event())
@@ -212,9 +210,6 @@ func (h *History) Snapshot() Snapshot {
 	}
 	for m, tl := range h.timeline {
 		s.Members[m] = slices.Clone(tl)
-	}
-	if s.Samples == nil {
-		s.Samples = []Sample{}
 	}
 	return s
 }

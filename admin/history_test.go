@@ -2,6 +2,7 @@ package admin
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -71,5 +72,41 @@ func TestHistoryRingCopiesEvents(t *testing.T) {
 	ev := Event{Kind: "device_up", Node: "n1", User: "carol", Device: "desk", Gateway: "n1"}
 	if n := testing.AllocsPerRun(100, func() { h.Add(ev) }); n != 0 {
 		t.Fatalf("Add allocates %v times per event, want 0", n)
+	}
+}
+
+// The samples' ring keeps the last maxSamples in order with every
+// member's renewals, widens for a cluster larger than its rows (older
+// samples kept), and keeps a sample without allocating.
+func TestHistorySamplesRing(t *testing.T) {
+	h := NewHistory(1)
+	three := map[string]map[string]int{"n1": {"lease": 2, "view": 3}, "n2": {"gateway": 1, "connection": 4}}
+	for i := range maxSamples + 10 {
+		h.sample(three, map[string]uint64{"n2": uint64(i), "n1": uint64(2 * i), "n3": 7})
+	}
+	wide := map[string]uint64{}
+	for i := range sampleWidth + 3 {
+		wide[fmt.Sprint("m", i)] = uint64(i)
+	}
+	h.sample(three, wide)
+	got := h.Snapshot().Samples
+	if len(got) != maxSamples {
+		t.Fatalf("%d samples kept, want %d", len(got), maxSamples)
+	}
+	first, last := got[0], got[len(got)-2]
+	wantActors := map[string]int{"lease": 2, "view": 3, "gateway": 1, "connection": 4}
+	if !maps.Equal(first.Actors, wantActors) || !maps.Equal(first.Renewals, map[string]uint64{"n1": 22, "n2": 11, "n3": 7}) {
+		t.Fatalf("oldest sample kept %+v, want sample 11 (actors %v)", first, wantActors)
+	}
+	if !maps.Equal(last.Renewals, map[string]uint64{"n1": 2 * (maxSamples + 9), "n2": maxSamples + 9, "n3": 7}) {
+		t.Fatalf("last three-member sample %+v after the ring widened", last)
+	}
+	if w := got[len(got)-1].Renewals; !maps.Equal(w, wide) {
+		t.Fatalf("wide sample kept %v, want %v", w, wide)
+	}
+	renewals := map[string]uint64{"n2": 1, "n1": 2, "n3": 3}
+	total := map[string]int{"lease": 1}
+	if n := testing.AllocsPerRun(100, func() { h.samples.add(9, total, renewals) }); n != 0 {
+		t.Fatalf("a sample allocates %v times, want 0", n)
 	}
 }

@@ -309,6 +309,7 @@ func Start(d Deps) (_ *Node, err error) {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(quietlog.New(d.Logger.Handler(), quietlog.ProtoActor)).With("lib", "protoactor")
 	}))
+	fewerRegistryMaps(sys, registryMaps)
 	countDeadLetters(sys, d.Metrics.DeadLetters)
 	n := &Node{deps: d, sys: sys, root: sys.Root, sched: newTimers(sys.Root), metrics: d.Metrics, log: d.Logger, stall: newStallClock(), index: newIndex(), hub: newSinkHub()}
 	defer func() {

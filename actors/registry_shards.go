@@ -1,6 +1,9 @@
 package actors
 
-import cmap "github.com/orcaman/concurrent-map"
+import (
+	"github.com/asynkron/protoactor-go/actor"
+	cmap "github.com/orcaman/concurrent-map"
+)
 
 // proto.actor's process registry spreads the actors' ids over 1024
 // concurrent maps, each made of cmap.SHARD_COUNT Go maps (32 by default):
@@ -8,9 +11,38 @@ import cmap "github.com/orcaman/concurrent-map"
 // so as actors of ever new ids come and go every map ends up holding one,
 // empty or not: about 6 MB that the live heap reached after the first wave
 // of the churn benchmark and kept (docs/architecture.md, "Memory"), well
-// above what the actors alive need. One Go map per concurrent map (1024,
-// each behind its own lock, as many locks as a 2-core node could contend
-// for many times over) holds the same ids in 32 times fewer maps. Set in
-// init, before any actor system (or the cluster's PID cache, the only other
-// user of the package) makes one.
+// above what the actors alive need. One Go map per concurrent map holds
+// the same ids in 32 times fewer maps. Set in init, before any actor
+// system (or the cluster's PID cache, the only other user of the package)
+// makes one.
 func init() { cmap.SHARD_COUNT = 1 }
+
+// registryMaps is how many concurrent maps (one Go map and one lock each)
+// a node's process registry spreads ids over, where proto.actor makes
+// 1024. A Go map does not shrink: each keeps the size of the most ids it
+// ever held at once. With a few ids a map at a wave's peak, the most each
+// of 1024 maps ever held kept rising with the waves (the maximum of many
+// small counts), and the live heap of a node with it, wave after wave of a
+// long churn. In TestRegistryMapsFollowThePeak's model (24 peaks of 4,000
+// new ids) proto.actor's 1024 maps held 309 kB after the third peak and
+// 407 kB after the last; 64 maps hold 305 to 311 kB after the third and
+// not a kB more after. 64 locks are still many more than the cores that
+// contend for them, and a PID caches its process: the registry is read
+// when a PID is first resolved, written when an actor starts or stops.
+const registryMaps = 64
+
+// fewerRegistryMaps moves sys's process registry into n concurrent maps,
+// the ids it holds already included. Call it on a new actor system,
+// before anything else uses it: the registry's maps are swapped unlocked.
+func fewerRegistryMaps(sys *actor.ActorSystem, n int) {
+	sm := &actor.SliceMap{LocalPIDs: make([]cmap.ConcurrentMap, n)}
+	for i := range sm.LocalPIDs {
+		sm.LocalPIDs[i] = cmap.New()
+	}
+	for _, m := range sys.ProcessRegistry.LocalPIDs.LocalPIDs {
+		for id, p := range m.Items() {
+			sm.GetBucket(id).Set(id, p)
+		}
+	}
+	sys.ProcessRegistry.LocalPIDs = sm
+}

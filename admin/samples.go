@@ -25,19 +25,22 @@ type sampleSlot struct {
 // of devices came and left, a node's heap in use stayed megabytes over its
 // live heap for as long as the samples of the wave were kept
 // (docs/architecture.md, "Memory"). A cluster larger than the width widens
-// every row once; member ids are interned, so a sample allocates nothing
-// for them either.
+// every row once. Member ids are kept as unique handles: the ring's
+// handles keep each id's one copy alive, so that a sample allocates
+// nothing for them either, collections in between or not (a string taken
+// out of a handle would not keep it: the next sample after a collection
+// would make the id again).
 type samples struct {
 	slots    []sampleSlot // up to maxSamples, oldest at next once full
 	next     int
 	width    int
-	ids      []string // slot i's members: ids[i*width : i*width+slots[i].members], sorted
-	renewals []uint64 // theirs, in the same places
+	ids      []unique.Handle[string] // slot i's members: ids[i*width : i*width+slots[i].members]
+	renewals []uint64                // theirs, in the same places
 }
 
 func newSamples(width int) *samples {
 	return &samples{slots: make([]sampleSlot, 0, maxSamples), width: width,
-		ids: make([]string, maxSamples*width), renewals: make([]uint64, maxSamples*width)}
+		ids: make([]unique.Handle[string], maxSamples*width), renewals: make([]uint64, maxSamples*width)}
 }
 
 // add keeps one sample, over the oldest when full.
@@ -60,25 +63,20 @@ func (s *samples) add(at int64, actors map[string]int, renewals map[string]uint6
 	ids, counts := s.row(i)
 	n := 0
 	for id, c := range renewals {
-		id = unique.Make(id).Value()
-		j := n // insertion sort: a row is a cluster's members, a few
-		for ; j > 0 && ids[j-1] > id; j-- {
-			ids[j], counts[j] = ids[j-1], counts[j-1]
-		}
-		ids[j], counts[j] = id, c
+		ids[n], counts[n] = unique.Make(id), c
 		n++
 	}
 }
 
 // row is slot i's member ids and renewals.
-func (s *samples) row(i int) ([]string, []uint64) {
+func (s *samples) row(i int) ([]unique.Handle[string], []uint64) {
 	a, b := i*s.width, i*s.width+s.slots[i].members
 	return s.ids[a:b], s.renewals[a:b]
 }
 
 // widen gives every row room for width members.
 func (s *samples) widen(width int) {
-	ids, renewals := make([]string, maxSamples*width), make([]uint64, maxSamples*width)
+	ids, renewals := make([]unique.Handle[string], maxSamples*width), make([]uint64, maxSamples*width)
 	for i := range s.slots {
 		a, b := s.row(i)
 		copy(ids[i*width:], a)
@@ -100,7 +98,7 @@ func (s *samples) list() []Sample {
 		}
 		ids, counts := s.row(i)
 		for j, id := range ids {
-			smp.Renewals[id] = counts[j]
+			smp.Renewals[id.Value()] = counts[j]
 		}
 		out = append(out, smp)
 	}

@@ -21,9 +21,8 @@ type sampleSlot struct {
 // ring is made, each member's renewals in a row of ids and counts the
 // ring's width long. A sample allocated as it came (two maps, a SampleEvery
 // for ten minutes) would stay reachable among the garbage of its moment,
-// each of its objects keeping the span it landed in in use: after a wave
-// of devices came and left, a node's heap in use stayed megabytes over its
-// live heap for as long as the samples of the wave were kept
+// each of its objects keeping the span it landed in in use for those ten
+// minutes, during a wave of devices among that wave's garbage
 // (docs/architecture.md, "Memory"). A cluster larger than the width widens
 // every row once. Member ids are kept as unique handles: the ring's
 // handles keep each id's one copy alive, so that a sample allocates

@@ -9,6 +9,7 @@ import (
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
+	"google.golang.org/protobuf/proto"
 )
 
 // Connection messages from the socket layer and the gateway (local).
@@ -21,7 +22,17 @@ type (
 		targets   []string
 	}
 	connUnsubscribe struct{ targets []string }
-	connShow        struct{ show messages.Show }
+	connShow        struct {
+		show      messages.Show
+		text      string
+		expiresMs int64
+	}
+	connActivity  struct{ activity messages.Activity }
+	connStateSync struct {
+		nonce    string
+		activity messages.Activity
+	}
+	connDrift struct{ core.Drift }
 )
 
 // connActor is one live connection: its liveness (core.Conn), its lease
@@ -47,7 +58,10 @@ type connActor struct {
 	ended  bool // released, lost or closed: nothing more to send
 	renew  timer
 	rereg  timer
-	show   messages.Show // last set_status, told again after a re-register
+	// status is the last set_status, told again after a re-register.
+	status *messages.DeviceShow
+	// dev is the device's declared state (activity.go).
+	dev devState
 	// reregGen tags the re-register of the latest membership change (its
 	// timer and the lease's answer); reregTries counts its failures.
 	reregGen   uint64
@@ -73,6 +87,8 @@ func (a *connActor) born(ctx actor.Context, b connBirth) {
 	a.user, a.device, a.id, a.epoch, a.since, a.live = r.User, r.Device, r.ConnID, r.Attempt, r.since, r.live
 	a.rng = core.Rand(a.n.deps.Seed, r.ConnID)
 	a.out = connOut{sink: sink, sock: r.Socket}
+	a.dev = devState{DeviceState: core.NewDeviceState(platformOr(r.Platform), r.Activity, r.since, a.n.deps.Timing.IdleAfter), class: r.Class}
+	a.armLapse(ctx)
 	if b.active {
 		a.activate(ctx)
 	}
@@ -80,12 +96,14 @@ func (a *connActor) born(ctx actor.Context, b connBirth) {
 
 // rebirth is what the instance that replaces this one starts from.
 func (a *connActor) rebirth() connBirth {
-	return connBirth{OpenRequest{User: a.user, Device: a.device, Attempt: a.epoch, ConnID: a.id, Socket: a.out.sock, since: a.since, live: a.live}, a.active && !a.ended}
+	return connBirth{OpenRequest{User: a.user, Device: a.device, Attempt: a.epoch, ConnID: a.id, Socket: a.out.sock, since: a.since, live: a.live,
+		Platform: a.dev.Platform, Activity: a.dev.Activity, Class: a.dev.class}, a.active && !a.ended}
 }
 
 // activate starts renewing the lease the handshake acquired.
 func (a *connActor) activate(ctx actor.Context) {
 	a.active = true
+	a.dev.count(a.n.metrics, 1)
 	a.armRenew(ctx, true)
 }
 
@@ -103,6 +121,8 @@ func (a *connActor) Receive(ctx actor.Context) {
 	case connBeat: // a seq that did not grow (Conn.Heartbeat)
 		a.c.Restarts++
 		a.n.metrics.ClientRestarts.Inc()
+	case connDrift, connActivity, connStateSync, lapseDue, syncDue:
+		a.onState(ctx, m, now)
 	case checkTick:
 		a.onCheck(ctx, now)
 	case renewDue:
@@ -127,8 +147,8 @@ func (a *connActor) Receive(ctx actor.Context) {
 		a.out.mu.Unlock()
 		a.unsubscribe(ctx, dropped)
 	case connShow:
-		a.show = m.show
-		a.n.post.send(KindView, a.user, &messages.DeviceShow{User: a.user, Device: a.device, Show: m.show})
+		a.status = &messages.DeviceShow{User: a.user, Device: a.device, Show: m.show, Text: m.text, ExpiresMs: m.expiresMs, SetAtMs: now.UnixMilli()}
+		a.n.post.send(KindView, a.user, a.status)
 	case *messages.SnapshotPart:
 		a.onSnapshotPart(ctx, m)
 	case *messages.PresenceEvent:
@@ -138,10 +158,20 @@ func (a *connActor) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		a.onStopping(ctx, now)
 	case *actor.Restarting: // a panic: the new instance starts with an empty sink
-		a.n.births.leave(ctx.Self().GetId(), a.rebirth())
-		a.unhub(ctx)
-		a.renew.stop() // the new instance arms its own
-		a.rereg.stop()
+		a.onRestarting(ctx)
+	}
+}
+
+// onRestarting leaves the instance that replaces this one its birth and
+// stops what it arms anew.
+func (a *connActor) onRestarting(ctx actor.Context) {
+	a.n.births.leave(ctx.Self().GetId(), a.rebirth())
+	a.unhub(ctx)
+	a.renew.stop()
+	a.rereg.stop()
+	a.dev.stop()
+	if a.active {
+		a.dev.count(a.n.metrics, -1) // the new instance counts itself
 	}
 }
 
@@ -178,7 +208,8 @@ func (a *connActor) onCheck(ctx actor.Context, now time.Time) {
 		return
 	}
 	a.c.Beat(time.Unix(0, a.live.alive.Load()), 0) // the socket's last sign of life
-	if a.active && a.c.Stale(now, a.t.Stale) {
+	if a.active && a.c.Stale(now, a.live.stale) {
+		a.n.metrics.HalfOpen.WithLabelValues(platformLabel(a.dev.Platform)).Inc()
 		a.end(ctx, messages.EndReason_ping_timeout, a.c.LastAlive, messages.CloseGoingAway, "ping timeout")
 	}
 }
@@ -233,6 +264,10 @@ func (a *connActor) onStopping(ctx actor.Context, now time.Time) {
 	a.unhub(ctx)
 	a.renew.stop()
 	a.rereg.stop()
+	a.dev.stop()
+	if a.active {
+		a.dev.count(a.n.metrics, -1)
+	}
 	a.out.mu.Lock()
 	targets := make([]string, 0, len(a.out.sink.Targets()))
 	for target := range a.out.sink.Targets() {
@@ -274,8 +309,10 @@ func (a *connActor) reregisterNow(ctx actor.Context) {
 	for _, s := range subs {
 		a.n.post.send(KindView, s.GetTarget(), s)
 	}
-	if a.show != messages.Show_show_unspecified {
-		a.n.post.send(KindView, a.user, &messages.DeviceShow{User: a.user, Device: a.device, Show: a.show})
+	if a.status != nil {
+		replay := proto.CloneOf(a.status)
+		replay.Replay = true
+		a.n.post.send(KindView, a.user, replay)
 	}
 }
 
@@ -298,7 +335,9 @@ func (a *connActor) onReregistered(ctx actor.Context, m reregistered) {
 }
 
 func (a *connActor) holder() *messages.Holder {
-	return &messages.Holder{Node: a.g.node, ConnId: a.id, Epoch: a.epoch, Gateway: refOf(a.g.pid), SinceMs: a.since.UnixMilli()}
+	h := &messages.Holder{Node: a.g.node, ConnId: a.id, Epoch: a.epoch, Gateway: refOf(a.g.pid), SinceMs: a.since.UnixMilli()}
+	a.dev.Fill(h)
+	return h
 }
 
 func (a *connActor) release(reason messages.EndReason, lastAlive time.Time) {

@@ -2,10 +2,13 @@ package actors
 
 import (
 	"container/heap"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/presence-im/presence/core"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // liveConn is the gateway's entry for one of its connections. The socket
@@ -15,9 +18,16 @@ import (
 type liveConn struct {
 	pid   *actor.PID
 	alive atomic.Int64  // last sign of life, Unix ns (Conn.Heartbeat)
-	seq   atomic.Uint64 // last heartbeat seq (Conn.Heartbeat)
+	stale time.Duration // its heartbeat class's (config.Class)
 	gone  bool          // terminated: dropped when it next comes due
 	due   time.Time     // when the gateway looks at it next
+
+	// The heartbeat sequence (restarts, the drift fuse) and the platform's
+	// heartbeat counter, touched by the socket's reads only (Conn.Heartbeat);
+	// the lock keeps tests that beat from several goroutines honest.
+	mu    sync.Mutex
+	beats core.Beats
+	beat  prometheus.Counter
 }
 
 // deadlines is a min-heap of connections by due time: a check period
@@ -38,18 +48,18 @@ func (d *deadlines) Pop() any {
 	return c
 }
 
-// due pops the connections whose last sign of life is older than stale at
+// due pops the connections whose last sign of life is older than their stale at
 // now; one alive since is put back at its new deadline, a terminated one is
 // dropped. A connection told to check itself is put back one check later:
 // if it was not stale after all (a heartbeat in its mailbox) or a stall
 // holds its decision, the next period looks again.
-func (d *deadlines) due(now time.Time, stale, check time.Duration, tell func(*actor.PID)) {
+func (d *deadlines) due(now time.Time, check time.Duration, tell func(*actor.PID)) {
 	for d.Len() > 0 && !(*d)[0].due.After(now) {
 		c := heap.Pop(d).(*liveConn)
 		if c.gone {
 			continue
 		}
-		if at := time.Unix(0, c.alive.Load()).Add(stale); at.After(now) {
+		if at := time.Unix(0, c.alive.Load()).Add(c.stale); at.After(now) {
 			c.due = at
 		} else {
 			tell(c.pid)

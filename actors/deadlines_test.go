@@ -81,7 +81,7 @@ func TestHeartbeatsWithoutMessagesCountRestarts(t *testing.T) {
 		var last time.Time
 		for _, seq := range []uint64{5, 6, 1, 2} {
 			time.Sleep(timing.Heartbeat)
-			d.conn.Heartbeat(seq)
+			d.conn.Heartbeat(seq, 0)
 			last = time.Now()
 		}
 		synctest.Wait()

@@ -65,11 +65,14 @@ type fanGroup struct {
 func route(ds []core.Delivery, sinks map[string]*actor.PID) []*fanGroup {
 	// Every field of a Presence, so equal keys are equal presences.
 	type key struct {
-		addr, user     string
-		status         messages.Status
-		show           messages.Show
-		version        uint64
-		lastSeenMinute uint32
+		addr, user      string
+		status          messages.Status
+		show            messages.Show
+		version         uint64
+		lastSeenMinute  uint32
+		devices         string // platformsKey
+		idleSinceMinute uint32
+		statusText      string
 	}
 	var groups []*fanGroup
 	byKey := map[key]*fanGroup{}
@@ -79,7 +82,8 @@ func route(ds []core.Delivery, sinks map[string]*actor.PID) []*fanGroup {
 			continue
 		}
 		p := d.Presence
-		key := key{sink.GetAddress(), p.GetUser(), p.GetStatus(), p.GetShow(), p.GetVersion(), p.GetLastSeenMinute()}
+		key := key{sink.GetAddress(), p.GetUser(), p.GetStatus(), p.GetShow(), p.GetVersion(), p.GetLastSeenMinute(),
+			platformsKey(p.GetDevices()), p.GetIdleSinceMinute(), p.GetStatusText()}
 		g := byKey[key]
 		if g == nil {
 			g = &fanGroup{addr: sink.GetAddress(), presence: d.Presence}
@@ -89,6 +93,20 @@ func route(ds []core.Delivery, sinks map[string]*actor.PID) []*fanGroup {
 		g.sinks = append(g.sinks, sink)
 	}
 	return groups
+}
+
+// platformsKey is a presence's platforms as a string, two bytes each
+// (platform, activity): what route's key compares. Every enum of the two
+// fits a byte.
+func platformsKey(ds []*messages.DevicePresence) string {
+	if len(ds) == 0 {
+		return ""
+	}
+	b := make([]byte, 0, 2*len(ds))
+	for _, d := range ds {
+		b = append(b, byte(d.GetPlatform()), byte(d.GetActivity()))
+	}
+	return string(b)
 }
 
 // fanoutMsg is a group's PresenceFanout to another node.

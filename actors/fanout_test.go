@@ -85,8 +85,8 @@ func TestFanoutActorDeliversToLocalSinks(t *testing.T) {
 // route groups by every field of a Presence: one added to the message must
 // be added to its key too.
 func TestRouteKeyCoversPresence(t *testing.T) {
-	if n := (&messages.Presence{}).ProtoReflect().Descriptor().Fields().Len(); n != 5 {
-		t.Fatalf("Presence has %d fields; route's key has 5", n)
+	if n := (&messages.Presence{}).ProtoReflect().Descriptor().Fields().Len(); n != 8 {
+		t.Fatalf("Presence has %d fields; route's key has 8", n)
 	}
 }
 

@@ -131,7 +131,7 @@ func (a *gatewayActor) tell(ctx actor.Context, msg any) {
 // only those silent for stale, not every connection every check.
 func (a *gatewayActor) checkDue(ctx actor.Context) {
 	t := a.n.deps.Timing
-	a.due.due(time.Now(), t.Stale, t.Check, func(pid *actor.PID) {
+	a.due.due(time.Now(), t.Check, func(pid *actor.PID) {
 		a.n.metrics.StaleChecks.Inc()
 		ctx.Send(pid, checkTick{})
 	})
@@ -165,7 +165,7 @@ func (a *gatewayActor) spawn(ctx actor.Context, r OpenRequest) {
 		ctx.Respond(fmt.Errorf("actors: spawn connection %s: %w", r.ConnID, err))
 		return
 	}
-	r.live.pid, r.live.due = pid, r.since.Add(a.n.deps.Timing.Stale)
+	r.live.pid, r.live.due = pid, r.since.Add(r.live.stale)
 	a.conns[r.ConnID] = r.live
 	heap.Push(&a.due, r.live)
 	a.g.conns.Add(1)
@@ -178,6 +178,12 @@ type OpenRequest struct {
 	Attempt      uint64 // the device's connection attempt: the lease epoch
 	ConnID       string // unique in the cluster
 	Socket       Socket
+	// The device's declared state at the handshake (?platform=,
+	// ?activity=; zero: other, active) and heartbeat class (?class=; "":
+	// standard).
+	Platform messages.Platform
+	Activity messages.Activity
+	Class    string
 
 	since time.Time // set by Open
 	live  *liveConn // set by the gateway: where heartbeats leave their time
@@ -213,8 +219,14 @@ func (g *Gateway) Open(ctx context.Context, r OpenRequest) (*Conn, error) {
 
 // open is Open once the user's view admitted the device.
 func (g *Gateway) open(ctx context.Context, r OpenRequest, timeout time.Duration) (*Conn, error) {
+	class, ok := g.n.deps.Timing.Class(r.Class)
+	if !ok {
+		return nil, fmt.Errorf("%w: heartbeat class %q: must be standard or battery", core.ErrBadState, r.Class)
+	}
+	r.Class = class.Name
+	r.Platform = platformOr(r.Platform)
 	r.since = time.Now()
-	r.live = &liveConn{}
+	r.live = &liveConn{stale: class.Stale, beat: g.n.metrics.Heartbeats.WithLabelValues(platformLabel(r.Platform))}
 	r.live.alive.Store(r.since.UnixNano())
 	res, err := g.n.root.RequestFuture(g.pid, spawnConn{r}, timeout).Result()
 	if err != nil {
@@ -225,6 +237,8 @@ func (g *Gateway) open(ctx context.Context, r OpenRequest, timeout time.Duration
 		return nil, res.(error)
 	}
 	holder := &messages.Holder{Node: g.node, ConnId: r.ConnID, Epoch: r.Attempt, Gateway: refOf(g.pid), SinceMs: r.since.UnixMilli()}
+	state := core.NewDeviceState(r.Platform, r.Activity, r.since, g.n.deps.Timing.IdleAfter)
+	state.Fill(holder) // the connection actor starts from the same
 	ans, err := g.n.dir.Request(ctx, KindLease, leaseID(r.User, r.Device), &messages.LeaseAcquire{User: r.User, Device: r.Device, Holder: holder, Handshake: true})
 	acq, _ := ans.(*messages.LeaseAcquired)
 	if err != nil || !acq.GetOk() {
@@ -288,21 +302,28 @@ type Conn struct {
 	Epoch uint64
 }
 
-// Heartbeat records a heartbeat frame (seq >= 1) or a Pong (seq 0): its
-// time goes into the connection's atomic last sign of life, which the
-// gateway's deadlines and the actor's stale check read, with no message.
-// Only a seq that did not grow (the client restarted its counter) is sent
-// to the actor, which counts it. The profile at 19,000 devices showed the
-// message per heartbeat (mailbox, a goroutine per wake-up) as a third of
-// the node's CPU (BENCHMARKS.md). Calls for one connection come from its
-// socket's reads, one at a time.
-func (c *Conn) Heartbeat(seq uint64) {
+// Heartbeat records a heartbeat frame (seq >= 1, with the client's time in
+// Unix ms, 0 if none) or a Ping or Pong (seq 0): its time goes into the
+// connection's atomic last sign of life, which the gateway's deadlines and
+// the actor's stale check read, with no message: a message per heartbeat
+// would cost the node a mailbox run per beat (BENCHMARKS.md, "What limits
+// each figure"). The sequence goes through core.Beats; only a seq that did
+// not grow (counted) or a tripped drift fuse is sent to the actor. Calls
+// for one connection come from its socket's reads, one at a time.
+func (c *Conn) Heartbeat(seq uint64, clientTS int64) {
 	c.live.alive.Store(time.Now().UnixNano())
 	if seq == 0 {
 		return
 	}
-	if prev := c.live.seq.Swap(seq); prev != 0 && seq <= prev {
+	c.live.beat.Inc()
+	c.live.mu.Lock()
+	res := c.live.beats.Beat(seq, clientTS)
+	c.live.mu.Unlock()
+	if res.Restart {
 		c.n.root.Send(c.pid, connBeat{seq})
+	}
+	if res.Drift != nil {
+		c.n.root.Send(c.pid, connDrift{*res.Drift})
 	}
 }
 
@@ -317,5 +338,27 @@ func (c *Conn) Subscribe(requestID string, targets []string) {
 // Unsubscribe stops the changes of targets; idempotent.
 func (c *Conn) Unsubscribe(targets []string) { c.n.root.Send(c.pid, connUnsubscribe{targets}) }
 
-// SetShow sets the user's show.
-func (c *Conn) SetShow(show messages.Show) { c.n.root.Send(c.pid, connShow{show}) }
+// SetShow sets the user's show alone.
+func (c *Conn) SetShow(show messages.Show) { c.SetStatus(show, "", 0) }
+
+// SetStatus sets the user's show and status text until expiresMs (Unix ms;
+// 0: until changed). The socket layer checked them (core.ValidStatus).
+func (c *Conn) SetStatus(show messages.Show, text string, expiresMs int64) {
+	c.n.root.Send(c.pid, connShow{show: show, text: text, expiresMs: expiresMs})
+}
+
+// SetActivity declares the device's activity (checked: core.ValidActivity).
+func (c *Conn) SetActivity(a messages.Activity) { c.n.root.Send(c.pid, connActivity{a}) }
+
+// StateSync is the device's answer to a state sync request.
+func (c *Conn) StateSync(nonce string, a messages.Activity) {
+	c.n.root.Send(c.pid, connStateSync{nonce, a})
+}
+
+// platformOr is p, or other when none is given.
+func platformOr(p messages.Platform) messages.Platform {
+	if p == messages.Platform_platform_unspecified {
+		return messages.Platform_other
+	}
+	return p
+}

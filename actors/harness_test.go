@@ -142,13 +142,20 @@ func (e *env) connect(g *Gateway, user, dev string, attempt uint64, lose ...uint
 }
 
 func (e *env) tryConnect(g *Gateway, user, dev string, attempt uint64, lose ...uint64) (*device, error) {
+	return e.open(g, OpenRequest{User: user, Device: dev, Attempt: attempt}, lose...)
+}
+
+// open is tryConnect with the rest of the handshake's request (platform,
+// activity, class); the conn id and socket are the env's.
+func (e *env) open(g *Gateway, r OpenRequest, lose ...uint64) (*device, error) {
 	sock := &fakeSocket{}
 	e.conns++
-	conn, err := g.Open(context.Background(), OpenRequest{User: user, Device: dev, Attempt: attempt, ConnID: fmt.Sprintf("%s-%s-%s-%d", g.Node(), user, dev, e.conns), Socket: sock})
+	r.ConnID, r.Socket = fmt.Sprintf("%s-%s-%s-%d", g.Node(), r.User, r.Device, e.conns), sock
+	conn, err := g.Open(context.Background(), r)
 	if err != nil {
 		return nil, err
 	}
-	d := &device{e: e, user: user, name: dev, conn: conn, sock: sock, stop: make(chan struct{}), done: make(chan struct{}), skip: map[uint64]bool{}}
+	d := &device{e: e, user: r.User, name: r.Device, conn: conn, sock: sock, stop: make(chan struct{}), done: make(chan struct{}), skip: map[uint64]bool{}}
 	for _, seq := range lose {
 		d.skip[seq] = true
 	}
@@ -169,7 +176,7 @@ func (d *device) beat(r interface{ Float64() float64 }) {
 		if d.skip[seq] {
 			continue
 		}
-		d.conn.Heartbeat(seq)
+		d.conn.Heartbeat(seq, 0)
 	}
 }
 

@@ -226,7 +226,7 @@ func (a *leaseActor) info(now time.Time) *messages.ActorState {
 // info is a view actor's state for the inspector: subscribers by their
 // node's actor address (inspectLocal names the members).
 func (a *viewActor) info(now time.Time) *messages.ActorState {
-	vi := &messages.ViewInfo{Status: "offline", Version: a.v.Version, Devices: uint32(a.v.Devices.Len()), Show: a.v.Show,
+	vi := &messages.ViewInfo{Status: "offline", Version: a.v.Version, Devices: uint32(a.v.Devices.Len()), Show: a.v.Presence(now).Show,
 		Subscribers: map[string]uint32{}, Settled: !a.v.Unsettled}
 	switch {
 	case a.v.Uncertain():

@@ -170,6 +170,8 @@ func (a *leaseActor) apply(ctx actor.Context, res core.LeaseResult, op string, n
 		a.n.log.Debug("lease: up", "user", a.user, "device", a.device, "holder_node", a.l.Holder.GetNode(), slog.Uint64("epoch", a.l.Holder.GetEpoch()))
 		a.n.emit(&messages.ObsEvent{Kind: "device_up", User: a.user, Device: a.device, Gateway: a.l.Holder.GetNode()})
 		a.n.dir.Send(KindView, a.user, &messages.DeviceUp{User: a.user, Device: a.device, Holder: a.l.Holder, SinceMs: now.UnixMilli()})
+	case res.Changed: // the device's declared state: the view derives from it
+		a.n.dir.Send(KindView, a.user, &messages.DeviceUp{User: a.user, Device: a.device, Holder: a.l.Holder, SinceMs: now.UnixMilli()})
 	case res.Down:
 		a.expiry.stop()
 		a.n.metrics.DeviceTransitions.WithLabelValues("down", res.Reason.String()).Inc()

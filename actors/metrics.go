@@ -29,6 +29,7 @@ type Metrics struct {
 	Fanout            prometheus.Histogram          // one event's writes on a node
 	ViewReads         prometheus.Counter            // lookups answered from a view's state (Node.queryView)
 	stateMetrics
+	deviceMetrics
 }
 
 // NewMetrics makes the collectors and registers them with reg (nil: not
@@ -53,13 +54,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "From a view handing an event to this node's fan-out to the last of its subscribers' frames handed to the socket, per event.",
 			Buckets: fanoutBuckets,
 		}),
-		ViewReads:    metric.Counter("presence_view_reads_total", "Lookups answered from an active local view's state without a message to it; the others are ViewQuery messages (presence_actor_messages_total)."),
-		stateMetrics: newStateMetrics(),
+		ViewReads:     metric.Counter("presence_view_reads_total", "Lookups answered from an active local view's state without a message to it; the others are ViewQuery messages (presence_actor_messages_total)."),
+		stateMetrics:  newStateMetrics(),
+		deviceMetrics: newDeviceMetrics(),
 	}
 	m.preset()
 	if reg != nil {
 		reg.MustRegister(m.DeviceTransitions, m.Published, m.Delivered, m.EventMessages, m.Renewals, m.ClientRestarts, m.StaleChecks, m.RejectedStale, m.Passivations, m.Activations, m.Messages, m.DeadLetters, m.Refused, m.Fanout, m.ViewReads)
-		reg.MustRegister(m.collectors()...)
+		reg.MustRegister(m.stateMetrics.collectors()...)
+		reg.MustRegister(m.deviceMetrics.collectors()...)
 	}
 	return m
 }
@@ -73,12 +76,13 @@ var fanoutBuckets = []float64{0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
 const (
 	LimitSubscriptions = "subscriptions"
 	LimitSubscribeRate = "subscribe_rate"
+	LimitActivityRate  = "activity_rate"
 	LimitDevices       = "devices"
 	LimitBatch         = "batch"
 )
 
 // Limits are the label values of presence_limit_refusals_total.
-var Limits = []string{LimitSubscriptions, LimitSubscribeRate, LimitDevices, LimitBatch}
+var Limits = []string{LimitSubscriptions, LimitSubscribeRate, LimitActivityRate, LimitDevices, LimitBatch}
 
 // countDeadLetters counts the system's dead letters by message type:
 // after a member change or a passivation they are routine, so a rate is

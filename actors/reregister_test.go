@@ -109,7 +109,7 @@ func TestReregisterStuckOnADeadOwnerHoldsNothing(t *testing.T) {
 			t.Fatalf("re-registers hanging = %d, want 1", len(failed))
 		}
 		renewals := testutil.ToFloat64(e.n.metrics.Renewals)
-		alice.conn.Heartbeat(1) // seq 1 again: the client restarted its counter
+		alice.conn.Heartbeat(1, 0) // seq 1 again: the client restarted its counter
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		if n := testutil.ToFloat64(e.n.metrics.ClientRestarts); n != 1 {

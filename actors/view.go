@@ -2,8 +2,6 @@ package actors
 
 import (
 	"context"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -28,10 +26,10 @@ type viewActor struct {
 	received uint64 // directory messages handled (kept across a restart: births)
 	queries  uint64 // ViewQuery among received: a view only looked up
 
-	debounce, age, idle, settle timer
-	idleGen                     uint64
-	started                     time.Time // activation
-	mode                        string    // leave mode of the last departure (presence_offline_detection_seconds)
+	debounce, age, idle, settle, expiry timer
+	idleGen                             uint64
+	started                             time.Time // activation
+	mode                                string    // leave mode of the last departure (presence_offline_detection_seconds)
 }
 
 func (a *viewActor) Receive(ctx actor.Context) {
@@ -57,7 +55,7 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.apply(ctx, a.v.GatewayDownBefore(m.GetNode(), openedBefore(m), lastHeard(m), now))
 	case *messages.DeviceShow:
 		a.n.handled(KindView, &a.received)
-		a.onShow(ctx, m.GetShow(), now)
+		a.onShow(ctx, m, now)
 	case *messages.ViewSubscribe:
 		a.n.handled(KindView, &a.received)
 		a.loaded()
@@ -85,7 +83,7 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.apply(ctx, core.ViewResult{})
 	case debounceFired:
 		a.onDebounce(ctx, m, now)
-	case ageView:
+	case ageView: // a coarse recently turning long_ago, or the user's status expiring
 		a.apply(ctx, a.v.Age(now))
 	case settleView:
 		a.onSettle(ctx, m, now)
@@ -98,11 +96,18 @@ func (a *viewActor) Receive(ctx actor.Context) {
 // may know at what it is now, the store's until the view's own departures
 // (core.View.SetShow): a view not loaded reads it first, or a departure
 // written since would stand in for it at the load.
-func (a *viewActor) onShow(ctx actor.Context, show messages.Show, now time.Time) {
-	if show == messages.Show_invisible {
+func (a *viewActor) onShow(ctx actor.Context, m *messages.DeviceShow, now time.Time) {
+	if m.GetShow() == messages.Show_invisible {
 		a.loaded()
 	}
-	a.apply(ctx, a.v.SetShow(show, now))
+	u := core.UserStatus{Show: m.GetShow(), Text: m.GetText(), At: time.UnixMilli(m.GetSetAtMs())}
+	if ms := m.GetExpiresMs(); ms > 0 {
+		u.Until = time.UnixMilli(ms)
+	}
+	if m.GetSetAtMs() == 0 { // from a node of an earlier version
+		u.At = now
+	}
+	a.apply(ctx, a.v.SetStatus(u, m.GetReplay(), now))
 }
 
 // onPolicyChanged applies the user's new policy to the subscribers; a view
@@ -161,6 +166,7 @@ func (a *viewActor) onStopping(ctx actor.Context, m any) {
 	a.debounce.stop()
 	a.age.stop()
 	a.idle.stop()
+	a.expiry.stop()
 }
 
 // onDeviceUp ignores a device up for a connection of an earlier
@@ -423,6 +429,9 @@ func (a *viewActor) apply(ctx actor.Context, res core.ViewResult) {
 	if res.Age != nil {
 		a.age.arm(a.n.sched, res.Age.Sub(now), ctx.Self(), ageView{})
 	}
+	if res.Expiry != nil {
+		a.expiry.arm(a.n.sched, res.Expiry.Sub(now), ctx.Self(), ageView{})
+	}
 	if res.Published {
 		a.published(now)
 	}
@@ -495,14 +504,27 @@ func (a *viewActor) armIdle(ctx actor.Context) {
 	a.idle.arm(a.n.sched, a.n.deps.Timing.Idle, ctx.Self(), idleCheck{a.idleGen})
 }
 
+// state is the user's raw state for lookups and routing: the derived
+// status, and the devices ordered by deliverability (core.ByDeliverability).
 func (a *viewActor) state() *messages.ViewState {
-	s := &messages.ViewState{User: a.user, Online: a.v.Online, Show: a.v.Show, Version: a.v.Version, Subscribers: uint32(len(a.v.Subs)), Settling: a.v.Uncertain()}
+	now := time.Now()
+	p := a.v.Presence(now)
+	set := a.v.Status.Live(now)
+	s := &messages.ViewState{User: a.user, Online: a.v.Online, Show: p.Show, Version: a.v.Version, Subscribers: uint32(len(a.v.Subs)), Settling: a.v.Uncertain(),
+		StatusText: p.Text, UserShow: set.Show}
 	if !a.v.LastSeen.IsZero() {
 		s.LastSeenMs = a.v.LastSeen.UnixMilli()
 	}
-	for dev, h := range a.v.Devices.All() {
-		s.Devices = append(s.Devices, &messages.DeviceState{Device: dev, Node: h.GetNode(), ConnId: h.GetConnId(), Epoch: h.GetEpoch(), SinceMs: h.Since.UnixMilli()})
+	if !p.IdleSince.IsZero() {
+		s.IdleSinceMs = p.IdleSince.UnixMilli()
 	}
-	slices.SortFunc(s.Devices, func(x, y *messages.DeviceState) int { return strings.Compare(x.Device, y.Device) })
+	if !set.Until.IsZero() {
+		s.ShowExpiresMs = set.Until.UnixMilli()
+	}
+	s.Foreground, s.Attended = core.Foreground(a.v.Devices.Holders())
+	for dev, h := range a.v.Devices.Sorted() {
+		s.Devices = append(s.Devices, &messages.DeviceState{Device: dev, Node: h.GetNode(), ConnId: h.GetConnId(), Epoch: h.GetEpoch(), SinceMs: h.Since.UnixMilli(),
+			Platform: core.PlatformOf(h.Holder), Activity: core.ActivityOf(h.Holder), ActivityAtMs: h.GetActivityAtMs(), Dirty: h.GetDirty(), LastActiveMs: h.GetLastActiveMs()})
+	}
 	return s
 }

@@ -168,6 +168,16 @@ type Bounds struct {
 	OwnerCrashMs    int64             `json:"owner_crash_ms"`
 	Formulas        map[string]string `json:"formulas"`
 	Timing          Timing            `json:"timing"`
+	// Classes are the heartbeat classes (?class=): each one's interval,
+	// stale and half-open bound; the other bounds are the same for both.
+	Classes map[string]Class `json:"classes"`
+}
+
+// Class is one heartbeat class in milliseconds (config.Class).
+type Class struct {
+	HeartbeatMs int64 `json:"heartbeat_ms"`
+	StaleMs     int64 `json:"stale_ms"`
+	HalfOpenMs  int64 `json:"half_open_ms"`
 }
 
 // Timing is config.Timing in milliseconds (fractions as they are).
@@ -182,6 +192,9 @@ type Timing struct {
 	DebounceMs         int64   `json:"debounce_ms"`
 	FailureDetectionMs int64   `json:"failure_detection_ms"`
 	SettleMs           int64   `json:"settle_ms"`
+	IdleAfterMs        int64   `json:"idle_after_ms"`
+	StateSyncMs        int64   `json:"state_sync_ms"`
+	BatteryFactor      int     `json:"battery_factor"`
 }
 
 // formulas says how each bound is derived (docs/bounds.md).
@@ -191,6 +204,7 @@ var formulas = map[string]string{
 	"gateway_crash":  "min(ttl, failure_detection) + debounce",
 	"min_lease_life": "ttl after the last renewal",
 	"owner_crash":    "failure_detection + settle + debounce (a member dies with the lease or view of its own devices; 0 alone)",
+	"battery":        "heartbeat and stale x battery_factor; half_open = stale x battery_factor + check + debounce",
 }
 
 func (s *Server) bounds(w http.ResponseWriter, _ *http.Request) {
@@ -202,8 +216,19 @@ func (s *Server) bounds(w http.ResponseWriter, _ *http.Request) {
 			HeartbeatMs: ms(t.Heartbeat), HeartbeatJitter: t.HeartbeatJitter, StaleMs: ms(t.Stale),
 			CheckMs: ms(t.Check), RenewMs: ms(t.Renew), RenewJitter: t.RenewJitter, TTLMs: ms(t.TTL),
 			DebounceMs: ms(t.Debounce), FailureDetectionMs: ms(t.FailureDetection), SettleMs: ms(t.Settle),
+			IdleAfterMs: ms(t.IdleAfter), StateSyncMs: ms(t.StateSync), BatteryFactor: t.BatteryFactor,
 		},
+		Classes: classes(t),
 	})
+}
+
+func classes(t config.Timing) map[string]Class {
+	out := map[string]Class{}
+	for _, name := range []string{config.ClassStandard, config.ClassBattery} {
+		c, _ := t.Class(name)
+		out[name] = Class{HeartbeatMs: ms(c.Heartbeat), StaleMs: ms(c.Stale), HalfOpenMs: ms(c.HalfOpen)}
+	}
+	return out
 }
 
 // Cluster is GET /api/cluster: the members as this node's gossip sees them
@@ -227,22 +252,39 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, Cluster{Self: s.Members.Self().ID, Members: s.Members.Members(), Actors: counts, Renewals: renewals, Unanswered: missing})
 }
 
-// Device is one online device in presence and route answers.
+// Device is one online device in presence and route answers, in the
+// order of deliverability: active, idle, background, then the most
+// recently active; a dirty one (its heartbeats drifted, a state sync
+// asked) last.
 type Device struct {
-	Device string `json:"device"`
-	Node   string `json:"node"`
-	ConnID string `json:"conn_id"`
-	Epoch  uint64 `json:"epoch"`
-	Since  string `json:"since"`
+	Device   string `json:"device"`
+	Platform string `json:"platform"`
+	Activity string `json:"activity"`
+	// ActivitySince is since when the activity holds (RFC 3339); LastActive
+	// when the device last declared active (omitted: never).
+	ActivitySince string `json:"activity_since"`
+	LastActive    string `json:"last_active,omitempty"`
+	Dirty         bool   `json:"dirty,omitempty"`
+	Node          string `json:"node"`
+	ConnID        string `json:"conn_id"`
+	Epoch         uint64 `json:"epoch"`
+	Since         string `json:"since"`
 }
 
-// UserPresence is the raw (untrimmed) state of a user, for operators.
+// UserPresence is the raw (untrimmed) state of a user, for operators:
+// the derived show, and what the user set (user_show, until show_expires).
 type UserPresence struct {
-	User     string   `json:"user"`
-	Status   string   `json:"status"`
-	Show     string   `json:"show,omitempty"`
-	LastSeen string   `json:"last_seen,omitempty"`
-	Devices  []Device `json:"devices"`
+	User        string   `json:"user"`
+	Status      string   `json:"status"`
+	Show        string   `json:"show,omitempty"`
+	StatusText  string   `json:"status_text,omitempty"`
+	IdleSince   string   `json:"idle_since,omitempty"`
+	UserShow    string   `json:"user_show,omitempty"`
+	ShowExpires string   `json:"show_expires,omitempty"`
+	LastSeen    string   `json:"last_seen,omitempty"`
+	Foreground  bool     `json:"foreground"`
+	Attended    bool     `json:"attended"`
+	Devices     []Device `json:"devices"`
 }
 
 func (s *Server) lookup(ctx context.Context, user string) (UserPresence, error) {
@@ -256,17 +298,39 @@ func (s *Server) lookup(ctx context.Context, user string) (UserPresence, error) 
 }
 
 func toPresence(st *messages.ViewState) UserPresence {
-	p := UserPresence{User: st.GetUser(), Status: "offline", Devices: []Device{}}
+	p := UserPresence{User: st.GetUser(), Status: "offline", Devices: []Device{}, Foreground: st.GetForeground(), Attended: st.GetAttended()}
 	if st.GetOnline() {
-		p.Status, p.Show = "online", st.GetShow().String()
+		p.Status, p.Show, p.StatusText = "online", st.GetShow().String(), st.GetStatusText()
+		p.IdleSince = minuteOf(st.GetIdleSinceMs())
 	}
-	if st.GetLastSeenMs() != 0 {
-		p.LastSeen = time.UnixMilli(st.GetLastSeenMs()).UTC().Truncate(time.Minute).Format(time.RFC3339)
+	if sh := st.GetUserShow(); sh != messages.Show_show_unspecified {
+		p.UserShow, p.ShowExpires = sh.String(), instant(st.GetShowExpiresMs())
 	}
+	p.LastSeen = minuteOf(st.GetLastSeenMs())
 	for _, d := range st.GetDevices() {
-		p.Devices = append(p.Devices, Device{d.GetDevice(), d.GetNode(), d.GetConnId(), d.GetEpoch(), time.UnixMilli(d.GetSinceMs()).UTC().Format(time.RFC3339Nano)})
+		p.Devices = append(p.Devices, Device{
+			Device: d.GetDevice(), Platform: d.GetPlatform().String(), Activity: d.GetActivity().String(),
+			ActivitySince: instant(d.GetActivityAtMs()), LastActive: instant(d.GetLastActiveMs()), Dirty: d.GetDirty(),
+			Node: d.GetNode(), ConnID: d.GetConnId(), Epoch: d.GetEpoch(), Since: instant(d.GetSinceMs()),
+		})
 	}
 	return p
+}
+
+// instant is a Unix ms time in RFC 3339 with its fraction ("" for 0).
+func instant(ms int64) string {
+	if ms == 0 {
+		return ""
+	}
+	return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
+}
+
+// minuteOf is a Unix ms time to the minute, as viewers are told it ("" for 0).
+func minuteOf(ms int64) string {
+	if ms == 0 {
+		return ""
+	}
+	return time.UnixMilli(ms).UTC().Truncate(time.Minute).Format(time.RFC3339)
 }
 
 func (s *Server) timeout() time.Duration {
@@ -295,10 +359,16 @@ func (s *Server) presence(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, p)
 }
 
-// Route is GET /api/route/{user}: where to deliver (no device: offline).
+// Route is GET /api/route/{user}: where to deliver (no device: offline),
+// devices in the order to try them. Foreground is false when no device is
+// active or idle (all in the background, or none): send a vendor push as
+// well; Attended is false when none is active (the user is away from
+// every screen).
 type Route struct {
-	User    string   `json:"user"`
-	Devices []Device `json:"devices"`
+	User       string   `json:"user"`
+	Devices    []Device `json:"devices"`
+	Foreground bool     `json:"foreground"`
+	Attended   bool     `json:"attended"`
 }
 
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
@@ -307,7 +377,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, status(err), err)
 		return
 	}
-	writeJSON(w, http.StatusOK, Route{User: p.User, Devices: p.Devices})
+	writeJSON(w, http.StatusOK, Route{User: p.User, Devices: p.Devices, Foreground: p.Foreground, Attended: p.Attended})
 }
 
 func (s *Server) batch(w http.ResponseWriter, r *http.Request) {

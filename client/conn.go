@@ -47,6 +47,13 @@ type DialOptions struct {
 	Attempt     uint64
 	Subprotocol string       // ProtoJSON (default) or ProtoBinary
 	HTTPClient  *http.Client // nil: http.DefaultClient
+	// Platform is the device's kind (?platform=; 0: not sent, other).
+	Platform messages.Platform
+	// Activity is what the device is doing as it connects (?activity=;
+	// 0: not declared, and the device counts as active while connected).
+	Activity messages.Activity
+	// Class is the heartbeat class (?class=): "" or "standard", "battery".
+	Class string
 }
 
 // Dial connects to a node's /ws URL and waits for hello.
@@ -60,6 +67,15 @@ func Dial(ctx context.Context, rawURL string, o DialOptions) (*Conn, error) {
 	}
 	q := u.Query()
 	q.Set("attempt", strconv.FormatUint(o.Attempt, 10))
+	if o.Platform != messages.Platform_platform_unspecified {
+		q.Set("platform", o.Platform.String())
+	}
+	if o.Activity != messages.Activity_activity_unspecified {
+		q.Set("activity", o.Activity.String())
+	}
+	if o.Class != "" {
+		q.Set("class", o.Class)
+	}
 	u.RawQuery = q.Encode()
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+o.Token)
@@ -163,7 +179,27 @@ func (c *Conn) Unsubscribe(ctx context.Context, targets ...string) error {
 
 // SetStatus sets the user's show.
 func (c *Conn) SetStatus(ctx context.Context, show messages.Show) error {
-	return c.Send(ctx, &messages.Frame{Kind: &messages.Frame_SetStatus{SetStatus: &messages.SetStatus{Show: show}}})
+	return c.SetStatusText(ctx, show, "", time.Time{})
+}
+
+// SetStatusText sets the user's show and status text until expires (zero:
+// until changed); show auto leaves the show derived.
+func (c *Conn) SetStatusText(ctx context.Context, show messages.Show, text string, expires time.Time) error {
+	st := &messages.SetStatus{Show: show, Text: text}
+	if !expires.IsZero() {
+		st.ExpiresMs = expires.UnixMilli()
+	}
+	return c.Send(ctx, &messages.Frame{Kind: &messages.Frame_SetStatus{SetStatus: st}})
+}
+
+// SetActivity declares what the device is doing.
+func (c *Conn) SetActivity(ctx context.Context, a messages.Activity) error {
+	return c.Send(ctx, &messages.Frame{Kind: &messages.Frame_SetActivity{SetActivity: &messages.SetActivity{Activity: a}}})
+}
+
+// StateSync answers a state_sync_request with its nonce.
+func (c *Conn) StateSync(ctx context.Context, nonce string, a messages.Activity) error {
+	return c.Send(ctx, &messages.Frame{Kind: &messages.Frame_StateSync{StateSync: &messages.StateSync{Nonce: nonce, Activity: a}}})
 }
 
 // Ping sends a WebSocket ping and waits for its pong.

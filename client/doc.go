@@ -23,4 +23,30 @@
 // Retry-After is waited out only once every URL refused since the last
 // connection. Keep reading Events: a consumer that stalls stalls the
 // connection's reader too, and the node cuts it (4008) until it reads again.
+//
+// Device state (docs/protocol.md, "Device state"): Config.Platform and
+// Config.Class (battery: a longer heartbeat interval, the hello's) go with
+// every handshake, and so does the declared activity, Config.Activity at
+// first and SetActivity's after:
+//
+//	s := client.Start(ctx, client.Config{URLs: urls, Token: tok,
+//		Platform: messages.Platform_desktop, Activity: messages.Activity_active})
+//	s.SetActivity(messages.Activity_idle)       // no input for a while
+//	s.SetActivity(messages.Activity_active)     // input again: sent at once
+//	s.SetStatusText(client.Status{Show: messages.Show_dnd, Text: "in a meeting", Expires: end})
+//	p, _ := s.State("bob")                       // p.Show, p.StatusText, p.Devices, p.IdleSinceMinute
+//
+// SetActivity sends only changes; while the activity is active the session
+// declares it again every half of the node's idle-after (the hello's
+// idle_after_ms), so the node never turns an app in use idle; a
+// set_activity the node refuses for its rate (429) is sent again after the
+// frame's retry_after_ms. A Config.Activity of 0 declares nothing, and the
+// device counts as active while connected, as a client of an earlier
+// version does. The session answers a state_sync_request (the node saw
+// its heartbeats drift) with the nonce and its activity; a close with 4409
+// (no answer in time) reconnects with a token from Config.Refresh, or
+// stops with ErrReauthenticate. SetStatusText refuses what the node would
+// (a text over 140 characters, not UTF-8, an expiry in the past), naming
+// the rule, and the status is told again after every reconnect until it
+// expires.
 package client

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
 )
 
@@ -22,13 +23,19 @@ var ErrSuperseded = errors.New("client: superseded by a newer connection of this
 // has no Refresh to get another.
 var ErrTokenExpired = errors.New("client: the token expired")
 
+// ErrReauthenticate ends a Session the node closed with 4409 (its
+// heartbeats drifted and the state sync went unanswered) when it has no
+// Refresh to get a new token.
+var ErrReauthenticate = errors.New("client: the node asks to authenticate again (state sync failed)")
+
 // Config configures a Session.
 type Config struct {
 	URLs  []string // node /ws URLs; 1001 and 503 move to the next
 	Token string
 	// Refresh, when set, gives a new token when the node closes the
-	// connection because the token expired (4401); the session reconnects
-	// with it at once. nil: the session ends with ErrTokenExpired.
+	// connection because the token expired (4401) or asks the device to
+	// authenticate again (4409); the session reconnects with it at once.
+	// nil: the session ends with ErrTokenExpired or ErrReauthenticate.
 	Refresh     func(context.Context) (string, error)
 	Subprotocol string  // ProtoJSON (default) or ProtoBinary
 	Jitter      float64 // heartbeats are shortened at random by up to this; default 0.1
@@ -50,6 +57,23 @@ type Config struct {
 	// node whose host vanished may leave SYNs unanswered for minutes.
 	// Default 10 s.
 	DialTimeout time.Duration
+	// Platform is the device's kind, sent at every handshake (0: other).
+	Platform messages.Platform
+	// Class is the heartbeat class: "" (standard) or "battery", a longer
+	// interval (the hello's) for a device that saves its battery.
+	Class string
+	// Activity is what the device is doing at the start (SetActivity
+	// changes it); 0 declares nothing, and the device counts as active
+	// while connected, as a client of an earlier version does.
+	Activity messages.Activity
+}
+
+// Status is what a user sets of its own: a show (auto: derived from the
+// devices' activity), a status text, and until when (zero: until changed).
+type Status struct {
+	Show    messages.Show
+	Text    string
+	Expires time.Time
 }
 
 // silentCode is what serve returns for a connection that went silent; not
@@ -77,14 +101,17 @@ type Session struct {
 	conn    *Conn
 	targets map[string]bool
 	state   map[string]*messages.Presence
-	show    messages.Show
-	attempt uint64
-	err     error
-	reqs    int
-	asked   map[string][]string // request id -> targets, until its snapshot
-	conns   int                 // successful connections
-	ended   time.Time           // when the last connection ended
-	gap     time.Duration       // from then to the current one's hello
+	status  Status
+	// activity is the device's declared activity (0: none declared);
+	// told at every handshake, and renewed while active (activity.go).
+	activity messages.Activity
+	attempt  uint64
+	err      error
+	reqs     int
+	asked    map[string][]string // request id -> targets, until its snapshot
+	conns    int                 // successful connections
+	ended    time.Time           // when the last connection ended
+	gap      time.Duration       // from then to the current one's hello
 }
 
 // Start runs a session until ctx ends or the device is superseded.
@@ -107,7 +134,8 @@ func Start(ctx context.Context, cfg Config) *Session {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Session{cfg: cfg, events: make(chan Event, 256), done: make(chan struct{}), targets: map[string]bool{}, state: map[string]*messages.Presence{}}
+	s := &Session{cfg: cfg, events: make(chan Event, 256), done: make(chan struct{}), targets: map[string]bool{}, state: map[string]*messages.Presence{},
+		activity: cfg.Activity}
 	go s.run(ctx)
 	return s
 }
@@ -159,7 +187,10 @@ func (s *Session) Connections() int {
 	return s.conns
 }
 
-// State is the newest presence kept for target.
+// State is the newest presence kept for target: its status, the derived
+// show and, as the target's policy lets this user see them, the status
+// text, the platforms online with their activity (Presence.Devices) and
+// since when it is idle (Presence.IdleSinceMinute).
 func (s *Session) State(target string) (*messages.Presence, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -195,14 +226,28 @@ func (s *Session) Unsubscribe(targets ...string) {
 }
 
 // SetStatus sets the user's show, now and after every reconnect.
-func (s *Session) SetStatus(show messages.Show) {
+func (s *Session) SetStatus(show messages.Show) { s.SetStatusText(Status{Show: show}) }
+
+// SetStatusText sets the user's show and status text, now and after every
+// reconnect until it expires. It refuses, naming the rule, what the node
+// would refuse (core.ValidStatus): a text over 140 characters or not
+// UTF-8, an expiry in the past.
+func (s *Session) SetStatusText(st Status) error {
+	var ms int64
+	if !st.Expires.IsZero() {
+		ms = st.Expires.UnixMilli()
+	}
+	if err := core.ValidStatus(st.Show, st.Text, ms, time.Now()); err != nil {
+		return err
+	}
 	s.mu.Lock()
-	s.show = show
+	s.status = st
 	c := s.conn
 	s.mu.Unlock()
 	if c != nil {
-		_ = c.SetStatus(context.Background(), show)
+		_ = c.SetStatusText(context.Background(), st.Show, st.Text, st.Expires)
 	}
+	return nil
 }
 
 // request names a subscribe of targets; callers hold mu.
@@ -238,7 +283,8 @@ func (s *Session) run(ctx context.Context) {
 	wait := func(d time.Duration) bool { return sleep(ctx, d) }
 	for ctx.Err() == nil {
 		dctx, dcancel := context.WithTimeout(ctx, s.cfg.DialTimeout)
-		c, err := Dial(dctx, s.cfg.URLs[url%len(s.cfg.URLs)], DialOptions{Token: s.cfg.Token, Attempt: s.nextAttempt(), Subprotocol: s.cfg.Subprotocol, HTTPClient: s.cfg.HTTPClient})
+		c, err := Dial(dctx, s.cfg.URLs[url%len(s.cfg.URLs)], DialOptions{Token: s.cfg.Token, Attempt: s.nextAttempt(), Subprotocol: s.cfg.Subprotocol, HTTPClient: s.cfg.HTTPClient,
+			Platform: s.cfg.Platform, Class: s.cfg.Class, Activity: s.currentActivity()})
 		dcancel()
 		if err != nil {
 			delay, next, stop := s.dialFailed(err, backoff, &refused)
@@ -272,8 +318,8 @@ func (s *Session) run(ctx context.Context) {
 			wait(s.draw(backoff)) // a context ended ends the loop
 		case int(messages.CloseOverflow):
 			// reconnect and resubscribe at once
-		case int(messages.CloseTokenExpired):
-			if err := s.refresh(ctx); err != nil {
+		case int(messages.CloseTokenExpired), int(messages.CloseStateSync):
+			if err := s.refresh(ctx, code); err != nil {
 				s.finish(err)
 				return
 			}
@@ -329,14 +375,19 @@ func isRefusal(err error) bool {
 	return errors.As(err, &he) && (he.Status == http.StatusTooManyRequests || he.Status == http.StatusServiceUnavailable)
 }
 
-// refresh replaces the expired token (Config.Refresh).
-func (s *Session) refresh(ctx context.Context) error {
+// refresh replaces the token (Config.Refresh) after a close with code:
+// 4401 (it expired) or 4409 (authenticate again).
+func (s *Session) refresh(ctx context.Context, code int) error {
+	why := ErrTokenExpired
+	if code == int(messages.CloseStateSync) {
+		why = ErrReauthenticate
+	}
 	if s.cfg.Refresh == nil {
-		return ErrTokenExpired
+		return why
 	}
 	tok, err := s.cfg.Refresh(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: refreshing it: %w", ErrTokenExpired, err)
+		return fmt.Errorf("%w: refreshing the token: %w", why, err)
 	}
 	s.cfg.Token = tok // read by run's goroutine only, which is here
 	return nil
@@ -361,7 +412,7 @@ func (s *Session) serve(ctx context.Context, c *Conn) int {
 	for t := range s.targets {
 		targets = append(targets, t)
 	}
-	id, show := s.request(targets), s.show
+	id, status := s.request(targets), s.status
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -372,12 +423,13 @@ func (s *Session) serve(ctx context.Context, c *Conn) int {
 	if len(targets) > 0 {
 		_ = c.Subscribe(ctx, id, targets...)
 	}
-	if show != messages.Show_show_unspecified {
-		_ = c.SetStatus(ctx, show)
+	if status.Show != messages.Show_show_unspecified && (status.Expires.IsZero() || time.Now().Before(status.Expires)) {
+		_ = c.SetStatusText(ctx, status.Show, status.Text, status.Expires)
 	}
 	if s.cfg.Heartbeats == nil || *s.cfg.Heartbeats {
 		go s.heartbeat(ctx, c)
 	}
+	go s.renewActivity(ctx, c)
 	silence := s.silence(c)
 	for {
 		rctx, rcancel := context.WithTimeout(ctx, silence)
@@ -389,23 +441,31 @@ func (s *Session) serve(ctx context.Context, c *Conn) int {
 		if err != nil {
 			return CloseCode(err)
 		}
-		switch k := f.GetKind().(type) {
-		case *messages.Frame_Snapshot:
-			s.snapshot(ctx, k.Snapshot)
-		case *messages.Frame_Presence:
-			s.change(ctx, k.Presence)
-		case *messages.Frame_Resync:
-			s.mu.Lock()
-			all := make([]string, 0, len(s.targets))
-			for t := range s.targets {
-				all = append(all, t)
-			}
-			id := s.request(all)
-			s.mu.Unlock()
-			_ = c.Subscribe(ctx, id, all...)
-		case *messages.Frame_Error:
-			s.cfg.Log.Warn("client: server error frame", "code", k.Error.GetCode(), "message", k.Error.GetMessage())
+		s.handle(ctx, c, f)
+	}
+}
+
+// handle is one frame from the node.
+func (s *Session) handle(ctx context.Context, c *Conn, f *messages.Frame) {
+	switch k := f.GetKind().(type) {
+	case *messages.Frame_Snapshot:
+		s.snapshot(ctx, k.Snapshot)
+	case *messages.Frame_Presence:
+		s.change(ctx, k.Presence)
+	case *messages.Frame_Resync:
+		s.mu.Lock()
+		all := make([]string, 0, len(s.targets))
+		for t := range s.targets {
+			all = append(all, t)
 		}
+		id := s.request(all)
+		s.mu.Unlock()
+		_ = c.Subscribe(ctx, id, all...)
+	case *messages.Frame_StateSyncRequest:
+		_ = c.StateSync(ctx, k.StateSyncRequest.GetNonce(), s.declared())
+	case *messages.Frame_Error:
+		s.cfg.Log.Warn("client: server error frame", "code", k.Error.GetCode(), "message", k.Error.GetMessage())
+		s.retryActivity(ctx, c, k.Error)
 	}
 }
 

@@ -26,6 +26,38 @@ type Bounds struct {
 	// the re-created view learns who re-registered within Settle and reports
 	// the rest offline: failure detection + settle + debounce.
 	OwnerCrash time.Duration
+	// Battery is the battery heartbeat class's: its interval and stale are
+	// BatteryFactor times the standard ones, so its half-open bound is
+	// Stale x factor + Check + Debounce; every other bound is the same.
+	Battery Class
+}
+
+// Class is a heartbeat class: the interval its devices beat at, the stale
+// its connections are closed after, and its half-open bound.
+type Class struct {
+	Name      string
+	Heartbeat time.Duration
+	Stale     time.Duration
+	HalfOpen  time.Duration
+}
+
+// Class names (the handshake's ?class=).
+const (
+	ClassStandard = "standard"
+	ClassBattery  = "battery"
+)
+
+// Class is the named heartbeat class of these timings ("" is standard);
+// false for a name that is none.
+func (t Timing) Class(name string) (Class, bool) {
+	switch name {
+	case "", ClassStandard:
+		return Class{ClassStandard, t.Heartbeat, t.Stale, t.Stale + t.Check + t.Debounce}, true
+	case ClassBattery:
+		f := time.Duration(t.BatteryFactor)
+		return Class{ClassBattery, t.Heartbeat * f, t.Stale * f, t.Stale*f + t.Check + t.Debounce}, true
+	}
+	return Class{}, false
 }
 
 // Bounds computes the bounds of these timings.
@@ -40,6 +72,7 @@ func (t Timing) Bounds() Bounds {
 		GatewayCrash:  crash + t.Debounce,
 		MinLeaseLife:  t.TTL,
 	}
+	b.Battery, _ = t.Class(ClassBattery)
 	if t.FailureDetection > 0 {
 		b.OwnerCrash = t.FailureDetection + t.Settle + t.Debounce
 	}

@@ -51,6 +51,18 @@ type Timing struct {
 	// Idle is how long a lease or view actor with nothing live waits before
 	// it passivates (stops). Seed 10 min, fast 6 s. Rule: > 0.
 	Idle time.Duration
+	// IdleAfter is how long a device's declared active holds: it turns
+	// idle unless the device declares active again (set_activity). Seed
+	// 10 min, fast 6 s. Rule: > 0.
+	IdleAfter time.Duration
+	// StateSync is how long a device whose heartbeats drifted has to
+	// answer the node's state_sync_request before it is closed with 4409
+	// (authenticate again). Seed 60 s, fast 600 ms. Rule: > 0.
+	StateSync time.Duration
+	// BatteryFactor multiplies Heartbeat and Stale for a device that asks
+	// for the battery class at its handshake (?class=battery). Default 4
+	// (seed 002 §4.2: 120 s instead of 30 s); rule: in [2, 10].
+	BatteryFactor int
 	// FailureDetection is the gossip layer's worst-case time to declare a
 	// crashed node dead, 0 when the node runs alone (no gossip). Derived,
 	// not set by presets: cluster.Timings computes it from the memberlist
@@ -63,6 +75,10 @@ type Timing struct {
 	// cluster.Timings.
 	Settle time.Duration
 }
+
+// MaxBatteryFactor bounds Timing.BatteryFactor: a battery device still
+// beats at least every 10 heartbeat intervals.
+const MaxBatteryFactor = 10
 
 // Config is one node's whole configuration.
 type Config struct {
@@ -128,6 +144,11 @@ type Gateway struct {
 	// answered with an error frame 429 and a retry-after in ms.
 	SubscribeRate  float64
 	SubscribeBurst int
+	// ActivityRate and ActivityBurst are each connection's token bucket of
+	// set_activity and state_sync frames; one beyond it is answered with
+	// an error frame 429 and a retry-after in ms.
+	ActivityRate  float64
+	ActivityBurst int
 }
 
 // Limits bound what one client can make a node hold (docs/operations.md,
@@ -178,6 +199,9 @@ func Seed() Timing {
 		TTL:             150 * time.Second,
 		Debounce:        20 * time.Second,
 		Idle:            10 * time.Minute,
+		IdleAfter:       10 * time.Minute,
+		StateSync:       time.Minute,
+		BatteryFactor:   4,
 	}
 }
 
@@ -186,7 +210,7 @@ func Fast() Timing { return Seed().divided(100) }
 
 // divided is t with every duration divided by n (fractions unchanged).
 func (t Timing) divided(n time.Duration) Timing {
-	for _, d := range []*time.Duration{&t.Heartbeat, &t.Stale, &t.Check, &t.Renew, &t.TTL, &t.Debounce, &t.Idle, &t.FailureDetection, &t.Settle} {
+	for _, d := range []*time.Duration{&t.Heartbeat, &t.Stale, &t.Check, &t.Renew, &t.TTL, &t.Debounce, &t.Idle, &t.IdleAfter, &t.StateSync, &t.FailureDetection, &t.Settle} {
 		*d /= n
 	}
 	return t
@@ -237,6 +261,7 @@ func (c Config) Validate() error {
 	}{{"outbox", float64(g.Outbox)}, {"write-timeout", float64(g.WriteTimeout)}, {"admit-rate", g.AdmitRate},
 		{"admit-burst", float64(g.AdmitBurst)}, {"drain-spread", float64(g.DrainSpread)}, {"send-buffer", float64(g.SendBuffer)},
 		{"subscribe-rate", g.SubscribeRate}, {"subscribe-burst", float64(g.SubscribeBurst)},
+		{"activity-rate", g.ActivityRate}, {"activity-burst", float64(g.ActivityBurst)},
 		{"max-subscriptions", float64(c.Limits.Subscriptions)}, {"max-devices", float64(c.Limits.Devices)}, {"max-batch", float64(c.Limits.Batch)}} {
 		if !(f.v >= 0) {
 			errs = append(errs, fmt.Errorf("%w: %s = %v: must be >= 0 (0: the default)", ErrInvalid, f.name, f.v))
@@ -319,7 +344,8 @@ func (t Timing) Validate() error {
 	for _, p := range []struct {
 		name string
 		v    time.Duration
-	}{{"heartbeat", t.Heartbeat}, {"stale", t.Stale}, {"check", t.Check}, {"renew", t.Renew}, {"ttl", t.TTL}, {"idle", t.Idle}} {
+	}{{"heartbeat", t.Heartbeat}, {"stale", t.Stale}, {"check", t.Check}, {"renew", t.Renew}, {"ttl", t.TTL}, {"idle", t.Idle},
+		{"idle-after", t.IdleAfter}, {"state-sync-timeout", t.StateSync}} {
 		if p.v <= 0 {
 			bad("%s = %v: must be > 0", p.name, p.v)
 		}
@@ -333,6 +359,9 @@ func (t Timing) Validate() error {
 	// Written as halves so that huge values cannot overflow.
 	if t.Heartbeat > (t.Stale-1)/2 {
 		bad("stale = %v: must be > 2 x heartbeat (%v) so one lost heartbeat never closes a connection", t.Stale, 2*t.Heartbeat)
+	}
+	if t.BatteryFactor < 2 || t.BatteryFactor > MaxBatteryFactor {
+		bad("battery-factor = %d: must be in [2, %d]", t.BatteryFactor, MaxBatteryFactor)
 	}
 	if t.Check >= t.Stale {
 		bad("check = %v: must be < stale (%v)", t.Check, t.Stale)

@@ -41,6 +41,10 @@ func TestSeedFigures(t *testing.T) {
 		Heartbeat: 30 * time.Second, HeartbeatJitter: 0.1, Stale: 75 * time.Second, Check: 5 * time.Second,
 		Renew: 60 * time.Second, RenewJitter: 0.1, TTL: 150 * time.Second, Debounce: 20 * time.Second,
 		Idle: 10 * time.Minute,
+		// Ten minutes without input before away; a minute to answer a
+		// state sync (seed 002 §4.3, its second level); battery devices
+		// every 120 s instead of 30 (§4.2).
+		IdleAfter: 10 * time.Minute, StateSync: time.Minute, BatteryFactor: 4,
 	}
 	if s != want {
 		t.Fatalf("Seed = %+v, want %+v", s, want)
@@ -65,6 +69,10 @@ func TestFastIsSeedOver100(t *testing.T) {
 			case s.Kind() == reflect.Float64:
 				if f.Float() != s.Float() {
 					t.Fatalf("fast %v, want the seed's %v", f.Float(), s.Float())
+				}
+			case s.Kind() == reflect.Int: // a factor, not a time
+				if f.Int() != s.Int() {
+					t.Fatalf("fast %v, want the seed's %v", f.Int(), s.Int())
 				}
 			default:
 				t.Fatalf("unexpected field kind %v", s.Kind())
@@ -251,6 +259,11 @@ func TestBounds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := tc.timing.Bounds()
 			want := config.Bounds{GracefulClose: tc.graceful, HalfOpen: tc.halfOpen, GatewayCrash: tc.crash, MinLeaseLife: tc.minLif}
+			// The battery class: heartbeat and stale x 4 (seed: 120 s and
+			// 300 s), half-open 300 + 5 + 20 = 325 s (fast: 3.25 s).
+			f := time.Duration(tc.timing.BatteryFactor)
+			want.Battery = config.Class{Name: config.ClassBattery, Heartbeat: f * tc.timing.Heartbeat, Stale: f * tc.timing.Stale,
+				HalfOpen: f*tc.timing.Stale + tc.timing.Check + tc.timing.Debounce}
 			if tc.timing.FailureDetection > 0 { // clusters: failure detection + settle + debounce
 				want.OwnerCrash = tc.timing.FailureDetection + tc.timing.Settle + tc.timing.Debounce
 			}
@@ -417,6 +430,8 @@ drain-spread: 4s
 send-buffer: 4096
 subscribe-rate: 2.5
 subscribe-burst: 3
+activity-rate: 0.5
+activity-burst: 2
 max-subscriptions: 40
 max-devices: 4
 max-batch: 50
@@ -429,6 +444,9 @@ renew-jitter: 0.3
 ttl: 50s
 debounce: 7s
 idle: 1m
+idle-after: 2m
+state-sync-timeout: 30s
+battery-factor: 3
 memory-return: 30s
 `)
 	want := config.Config{
@@ -436,11 +454,12 @@ memory-return: 30s
 		Join: []string{"a:1", "b:2"}, Advertise: "presence-1", RemotePort: 7947, JoinRetry: time.Minute, Preset: "seed", Secret: "s3cret", ClusterKey: "0123456789abcdef", Seed: 42, Demo: 3, PolicyDSN: "postgres://db/presence", SplitBrain: "lease",
 		MemoryReturn: 30 * time.Second,
 		Gateway: config.Gateway{Outbox: 8, WriteTimeout: 3 * time.Second, AdmitRate: 9.5, AdmitBurst: 10, DrainSpread: 4 * time.Second, SendBuffer: 4096,
-			SubscribeRate: 2.5, SubscribeBurst: 3},
+			SubscribeRate: 2.5, SubscribeBurst: 3, ActivityRate: 0.5, ActivityBurst: 2},
 		Limits: config.Limits{Subscriptions: 40, Devices: 4, Batch: 50},
 		Timing: config.Timing{
 			Heartbeat: 10 * time.Second, HeartbeatJitter: 0.2, Stale: 25 * time.Second, Check: time.Second,
 			Renew: 20 * time.Second, RenewJitter: 0.3, TTL: 50 * time.Second, Debounce: 7 * time.Second, Idle: time.Minute,
+			IdleAfter: 2 * time.Minute, StateSync: 30 * time.Second, BatteryFactor: 3,
 		},
 	}
 	fromFile, err := config.Load([]string{"--config", file}, env(), io.Discard)
@@ -459,7 +478,7 @@ memory-return: 30s
 		"renew-jitter": "0.3", "ttl": "50s", "debounce": "7s", "idle": "1m", "policy-dsn": "postgres://db/presence", "split-brain": "lease",
 		"outbox": "8", "write-timeout": "3s", "admit-rate": "9.5", "admit-burst": "10", "drain-spread": "4s", "send-buffer": "4096",
 		"subscribe-rate": "2.5", "subscribe-burst": "3", "max-subscriptions": "40", "max-devices": "4", "max-batch": "50",
-		"memory-return": "30s",
+		"memory-return": "30s", "activity-rate": "0.5", "activity-burst": "2", "idle-after": "2m", "state-sync-timeout": "30s", "battery-factor": "3",
 	} {
 		kv = append(kv, config.EnvName(k), v)
 		args = append(args, "--"+k+"="+v)

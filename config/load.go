@@ -119,6 +119,8 @@ var fields = []field{
 	{"send-buffer", "SO_SNDBUF of device sockets in bytes (0: the kernel's)", intField(func(c *Config) *int { return &c.Gateway.SendBuffer })},
 	{"subscribe-rate", "subscribe frames a connection may send per second before an error frame 429 (default 5)", frac(func(c *Config) *float64 { return &c.Gateway.SubscribeRate })},
 	{"subscribe-burst", "subscribe frames a connection may send at once (default 10)", intField(func(c *Config) *int { return &c.Gateway.SubscribeBurst })},
+	{"activity-rate", "set_activity and state_sync frames a connection may send per second before an error frame 429 (default 1)", frac(func(c *Config) *float64 { return &c.Gateway.ActivityRate })},
+	{"activity-burst", "set_activity and state_sync frames a connection may send at once (default 5)", intField(func(c *Config) *int { return &c.Gateway.ActivityBurst })},
 	{"max-subscriptions", "targets one connection may be subscribed to at once, over all its requests; beyond: an error frame 413 (default 5000)", intField(func(c *Config) *int { return &c.Limits.Subscriptions })},
 	{"max-devices", "devices of one user online at once; the handshake of one more is 403 (default 100)", intField(func(c *Config) *int { return &c.Limits.Devices })},
 	{"max-batch", "users one POST /api/presence/batch may name; more is 413 (default 1000)", intField(func(c *Config) *int { return &c.Limits.Batch })},
@@ -132,6 +134,9 @@ var fields = []field{
 	{"ttl", "lease time to live after its last renewal", dur(func(c *Config) *time.Duration { return &c.Timing.TTL })},
 	{"debounce", "offline debounce", dur(func(c *Config) *time.Duration { return &c.Timing.Debounce })},
 	{"idle", "idle time before a lease or view actor passivates", dur(func(c *Config) *time.Duration { return &c.Timing.Idle })},
+	{"idle-after", "a device's declared active turns idle after this long unless declared again", dur(func(c *Config) *time.Duration { return &c.Timing.IdleAfter })},
+	{"state-sync-timeout", "a device whose heartbeats drifted is closed with 4409 if it does not answer the state sync within this", dur(func(c *Config) *time.Duration { return &c.Timing.StateSync })},
+	{"battery-factor", "heartbeat interval and stale multiple of the battery class (?class=battery), in [2, 10]", intField(func(c *Config) *int { return &c.Timing.BatteryFactor })},
 }
 
 // EnvName is the environment variable of a flag: PRESENCE_ and the flag in

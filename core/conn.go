@@ -2,33 +2,35 @@ package core
 
 import "time"
 
-// Conn is the liveness state of one connection, owned by its
-// connActor. Heartbeat frames and WebSocket Pongs both count.
+// Conn is the liveness state of one connection: when it was last alive
+// and its heartbeat sequence (Beats: restarts and the drift fuse).
+// Heartbeat frames and WebSocket Pings and Pongs all count as life.
+// Production keeps the two halves apart, each where it is read: the
+// socket runs Beats on every heartbeat and stores the time in an atomic
+// (actors.Conn.Heartbeat), the connection actor keeps LastAlive for its
+// stale check; the E01 simulator (internal/sim) runs both here.
 type Conn struct {
 	Opened    time.Time
 	LastAlive time.Time
-	Seq       uint64 // last heartbeat seq
-	Restarts  uint64 // times the client's seq started again
+	Beats
 }
 
 // NewConn starts a connection's liveness at now.
 func NewConn(now time.Time) Conn { return Conn{Opened: now, LastAlive: now} }
 
-// Beat records a sign of life. A heartbeat seq that does not grow means the
-// client restarted its counter; it reports true. Seq 0 is a Pong (no seq).
-func (c *Conn) Beat(now time.Time, seq uint64) (restart bool) {
+// Heartbeat records a sign of life at now: a heartbeat (seq >= 1, with
+// the client's time in Unix ms, 0 if not given) or a Ping or Pong (seq 0).
+func (c *Conn) Heartbeat(now time.Time, seq uint64, clientTS int64) BeatResult {
 	if now.After(c.LastAlive) {
 		c.LastAlive = now
 	}
-	if seq == 0 {
-		return false
-	}
-	restart = c.Seq != 0 && seq <= c.Seq
-	if restart {
-		c.Restarts++
-	}
-	c.Seq = seq
-	return restart
+	return c.Beats.Beat(seq, clientTS)
+}
+
+// Beat is Heartbeat without a client time; it reports a seq that did not
+// grow (the client restarted its counter).
+func (c *Conn) Beat(now time.Time, seq uint64) (restart bool) {
+	return c.Heartbeat(now, seq, 0).Restart
 }
 
 // Stale reports whether the connection went longer than stale without a sign

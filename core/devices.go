@@ -3,6 +3,8 @@ package core
 import (
 	"iter"
 	"slices"
+
+	"github.com/presence-im/presence/messages"
 )
 
 // Devices are a view's live devices by name. A user has one device or a
@@ -46,6 +48,35 @@ func (ds *Devices) Delete(name string) {
 	}
 	if len(ds.s) == 0 {
 		ds.s = nil
+	}
+}
+
+// Holders are the live devices' holders, ordered by deliverability
+// (ByDeliverability); nil when none is live.
+func (ds *Devices) Holders() []*messages.Holder {
+	if len(ds.s) == 0 {
+		return nil
+	}
+	sorted := slices.Clone(ds.s)
+	slices.SortFunc(sorted, func(a, b namedDevice) int { return ByDeliverability(a.name, a.Holder, b.name, b.Holder) })
+	out := make([]*messages.Holder, len(sorted))
+	for i := range sorted {
+		out[i] = sorted[i].Holder
+	}
+	return out
+}
+
+// Sorted yields each live device with its name, ordered by
+// deliverability (ByDeliverability).
+func (ds *Devices) Sorted() iter.Seq2[string, Device] {
+	return func(yield func(string, Device) bool) {
+		sorted := slices.Clone(ds.s)
+		slices.SortFunc(sorted, func(a, b namedDevice) int { return ByDeliverability(a.name, a.Holder, b.name, b.Holder) })
+		for _, d := range sorted {
+			if !yield(d.name, d.Device) {
+				return
+			}
+		}
 	}
 }
 

@@ -61,7 +61,8 @@ func TestReattachedSinksGetTheSettledState(t *testing.T) {
 func TestReattachWithLastSendsOnlyChanges(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	pol := &core.Policy{Granularity: core.Exact, Contacts: map[string]bool{"bob": true}}
-	was := &messages.Presence{User: "alice", Status: messages.Status_online, Show: messages.Show_available, Version: 7}
+	was := &messages.Presence{User: "alice", Status: messages.Status_online, Show: messages.Show_available, Version: 7,
+		Devices: []*messages.DevicePresence{{Platform: messages.Platform_other, Activity: messages.Activity_active}}}
 
 	stayed := core.NewView("alice", 20*time.Second, pol, time.Time{})
 	stayed.Unsettled = true

@@ -55,7 +55,10 @@ type LeaseResult struct {
 	Reason     messages.EndReason
 	LastAlive  time.Time
 	Superseded *messages.Holder // an older holder to close with ConnLost{superseded}
-	Expiry     *Timer           // (re)arm the expiry timer
+	// Changed: the holder's declared state changed (a renewal carried a
+	// newer one): tell the view with DeviceUp, no transition to count.
+	Changed bool
+	Expiry  *Timer // (re)arm the expiry timer
 }
 
 // Acquire claims the lease for holder h. A handshake must carry an epoch
@@ -84,10 +87,18 @@ func (l *Lease) Acquire(h *messages.Holder, handshake bool, now time.Time, ttl t
 // Renew extends the lease of its holder by ttl. A renew from the holder of a
 // lease that expired (a gateway that was slow, not dead) revives it; a renew
 // from anything older than the current holder is refused.
+//
+// A renewal carries the device's declared state (messages.Holder): a
+// newer one replaces the holder's and reports Changed, so the view hears
+// of it.
 func (l *Lease) Renew(h *messages.Holder, now time.Time, ttl time.Duration) LeaseResult {
 	if l.holds(h) {
 		l.RenewedAt = now
-		return LeaseResult{Expiry: l.arm(now, ttl)}
+		res := LeaseResult{Expiry: l.arm(now, ttl)}
+		if h.GetStateGen() > l.Holder.GetStateGen() {
+			l.Holder, res.Changed = h, true
+		}
+		return res
 	}
 	if !l.mayHold(h) {
 		l.RejectedStale++

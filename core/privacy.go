@@ -25,6 +25,7 @@ type Policy struct {
 	Contacts    map[string]bool
 	Blocked     map[string]bool // wins over Contacts
 	HiddenFrom  map[string]bool // contacts that see "unknown"
+	CoarseFor   map[string]bool // contacts that see coarse where the others see exact
 }
 
 // Presence is the untrimmed state of a user that trimming works from.
@@ -35,10 +36,16 @@ type Presence struct {
 	// invisible user's real departures stay hidden, so for others it stops
 	// at the moment the user went invisible, when they saw it go offline.
 	LastSeen time.Time
-	Show     messages.Show
+	// Show is the derived show (Derive); invisible looks offline to others.
+	Show messages.Show
 	// OwnLastSeen is the real last departure, which only the user sees
 	// (zero: same as LastSeen).
 	OwnLastSeen time.Time
+	// While online: the platforms with their activity and the idle time
+	// (exact viewers), the status text (exact and coarse viewers).
+	Devices   []*messages.DevicePresence
+	IdleSince time.Time
+	Text      string
 }
 
 // Trim returns what viewer may see of p, or nil when viewer may see nothing:
@@ -52,6 +59,8 @@ func Trim(pol *Policy, viewer string, p Presence, now time.Time) *messages.Prese
 			return nil
 		case pol.HiddenFrom[viewer]:
 			g = Hidden
+		case pol.CoarseFor[viewer] && pol.Granularity == Exact:
+			g = Coarse
 		default:
 			g = pol.Granularity
 		}
@@ -67,7 +76,13 @@ func Trim(pol *Policy, viewer string, p Presence, now time.Time) *messages.Prese
 	switch {
 	case g == Hidden:
 	case online:
-		out.Status, out.Show = messages.Status_online, p.Show
+		out.Status, out.Show, out.StatusText = messages.Status_online, p.Show, p.Text
+		if g == Exact {
+			out.Devices = p.Devices // shared, read-only as the presence is
+			if !p.IdleSince.IsZero() {
+				out.IdleSinceMinute = uint32(p.IdleSince.Unix() / 60)
+			}
+		}
 	case g == Exact:
 		out.Status = messages.Status_offline
 		if !p.LastSeen.IsZero() {

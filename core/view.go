@@ -1,6 +1,7 @@
 package core
 
 import (
+	"slices"
 	"time"
 
 	"github.com/presence-im/presence/messages"
@@ -21,8 +22,10 @@ type View struct {
 	LastSeen time.Time // last published departure
 	// seenByOthers is LastSeen as others may know it (see Presence).
 	seenByOthers time.Time
-	Show         messages.Show
-	Version      uint64 // of the last published change; grows strictly
+	// Status is what the user set (set_status); the show others see is
+	// derived from it and the devices' activity (Derive).
+	Status  UserStatus
+	Version uint64 // of the last published change; grows strictly
 
 	pending   bool      // an offline is waiting out the debounce
 	pendingTo time.Time // when that debounce ends
@@ -79,6 +82,7 @@ type ViewResult struct {
 	Deliveries []Delivery
 	Debounce   *Timer     // arm the debounce timer
 	Age        *time.Time // re-trim at this time (coarse recently -> long_ago)
+	Expiry     *time.Time // the user's status expires then (StatusExpired)
 	Stale      bool       // the change was from an older connection and ignored
 	Published  bool       // the user-level online/offline state changed
 	// Unmeasured is set by a Settle that told subscribers who saw the user
@@ -91,18 +95,21 @@ type ViewResult struct {
 func NewView(user string, debounce time.Duration, pol *Policy, lastSeen time.Time) *View {
 	return &View{
 		User: user, Debounce: debounce, Policy: pol, LastSeen: lastSeen, seenByOthers: lastSeen,
-		Show: messages.Show_available,
 		Subs: map[string]*Sub{},
 	}
 }
 
-// DeviceUp records a device's live connection. Coming back inside the
-// debounce window cancels the pending offline.
+// DeviceUp records a device's live connection, or a change of its
+// declared state (the holder carries it: a lower state_gen of the same
+// connection is older and ignored). Coming back inside the debounce
+// window cancels the pending offline; a change of a user already online
+// is published to those who see it differ.
 func (v *View) DeviceUp(device string, h *messages.Holder, now time.Time) ViewResult {
 	cur, ok := v.Devices.Get(device)
-	if ok && cur.GetEpoch() > h.GetEpoch() {
+	if ok && (cur.GetEpoch() > h.GetEpoch() || cur.GetEpoch() == h.GetEpoch() && cur.GetStateGen() > h.GetStateGen()) {
 		return ViewResult{Stale: true}
 	}
+	changed := !ok || !SameState(cur.Holder, h)
 	if !ok {
 		v.DeviceFlips++
 		cur.Since = now
@@ -117,6 +124,9 @@ func (v *View) DeviceUp(device string, h *messages.Holder, now time.Time) ViewRe
 		v.Gen++
 	}
 	if v.Online {
+		if changed {
+			return v.publish(now)
+		}
 		return ViewResult{}
 	}
 	v.Online = true
@@ -136,6 +146,9 @@ func (v *View) DeviceDown(device string, epoch uint64, lastAlive, now time.Time)
 	}
 	v.Devices.Delete(device)
 	v.DeviceFlips++
+	if v.Devices.Len() > 0 && v.Online {
+		return v.publish(now) // the platforms left, maybe the show
+	}
 	if v.Devices.Len() > 0 || !v.Online && !v.Unsettled {
 		return ViewResult{}
 	}
@@ -211,7 +224,7 @@ func (v *View) goOffline(now time.Time) ViewResult {
 	if v.departure.After(v.LastSeen) {
 		v.LastSeen = v.departure
 	}
-	if v.Show != messages.Show_invisible {
+	if v.Status.Live(now).Show != messages.Show_invisible {
 		v.seenByOthers = v.LastSeen
 	}
 	return v.flip(now)
@@ -226,17 +239,62 @@ func (v *View) flip(now time.Time) ViewResult {
 	return res
 }
 
-// SetShow changes the user's show; subscribers see it while the user is
-// online.
-func (v *View) SetShow(show messages.Show, now time.Time) ViewResult {
-	if show == messages.Show_show_unspecified || show == v.Show {
+// SetStatus sets what the user set (set_status). A replay (each device
+// tells its own again after a failover) is taken only if none set later
+// is in place, so the latest of the devices wins; a set as it happens
+// always is, whatever the clocks say. Show auto (or unspecified) clears
+// the user's show: it is derived again. Subscribers see it while the user
+// is online.
+func (v *View) SetStatus(u UserStatus, replay bool, now time.Time) ViewResult {
+	if replay && u.At.Before(v.Status.At) {
 		return ViewResult{}
 	}
-	if show == messages.Show_invisible && v.Online {
-		v.seenByOthers = now // others see the user leave now
+	if u.Show == messages.Show_auto {
+		u.Show = messages.Show_show_unspecified
 	}
-	v.Show = show
+	if u.Show == v.Status.Show && u.Text == v.Status.Text && u.Until.Equal(v.Status.Until) {
+		v.Status.At = u.At
+		return ViewResult{} // nothing anyone sees changes
+	}
+	was := v.Status.Live(now).Show
+	v.Status = u
+	if is := u.Live(now).Show; is != was {
+		v.invisibleTurned(was, is, now)
+	}
+	res := v.publish(now)
+	if !u.Until.IsZero() && u.Until.After(now) {
+		res.Expiry = &u.Until
+	}
+	return res
+}
+
+// SetShow sets the user's show alone, as set at now (SetStatus); an
+// unspecified show changes nothing.
+func (v *View) SetShow(show messages.Show, now time.Time) ViewResult {
+	if show == messages.Show_show_unspecified {
+		return ViewResult{}
+	}
+	return v.SetStatus(UserStatus{Show: show, At: now}, false, now)
+}
+
+// StatusExpired drops the user's status once its expiry passed and
+// publishes what is derived again.
+func (v *View) StatusExpired(now time.Time) ViewResult {
+	if v.Status.Until.IsZero() || now.Before(v.Status.Until) {
+		return ViewResult{}
+	}
+	was := v.Status.Show
+	v.Status = UserStatus{At: v.Status.At}
+	v.invisibleTurned(was, messages.Show_show_unspecified, now)
 	return v.publish(now)
+}
+
+// invisibleTurned: going invisible while online looks to others like
+// leaving now.
+func (v *View) invisibleTurned(was, is messages.Show, now time.Time) {
+	if is == messages.Show_invisible && was != messages.Show_invisible && v.Online {
+		v.seenByOthers = now
+	}
 }
 
 // SetPolicy applies a new policy to existing subscribers at once: a viewer
@@ -247,14 +305,20 @@ func (v *View) SetPolicy(pol *Policy, now time.Time) ViewResult {
 	return v.publish(now)
 }
 
-// Age re-trims for subscribers at now (coarse "recently" becoming
-// "long_ago" 24 h after the last departure).
-func (v *View) Age(now time.Time) ViewResult { return v.publish(now) }
+// Age re-trims for subscribers at now: a coarse "recently" becoming
+// "long_ago" 24 h after the last departure, or the user's status expiring
+// (StatusExpired).
+func (v *View) Age(now time.Time) ViewResult {
+	if !v.Status.Until.IsZero() && !now.Before(v.Status.Until) {
+		return v.StatusExpired(now)
+	}
+	return v.publish(now)
+}
 
 // Subscribe registers sink as viewer and returns what viewer may see now
 // (nil: nothing). Subscribing again replaces the registration.
 func (v *View) Subscribe(sink, viewer string, now time.Time) (*messages.Presence, ViewResult) {
-	p := v.trim(viewer, now)
+	p := v.trim(v.Presence(now), viewer, now)
 	if p != nil && v.Uncertain() {
 		// The user's devices may still be re-registering: unknown, never
 		// offline; the state follows at Settle or with the first device.
@@ -338,9 +402,15 @@ func (v *View) sinksOnline() map[string]bool {
 // Unsubscribe is idempotent.
 func (v *View) Unsubscribe(sink string) { delete(v.Subs, sink) }
 
-// Presence is the untrimmed state.
-func (v *View) Presence() Presence {
-	return Presence{User: v.User, Online: v.Online, LastSeen: v.seenByOthers, Show: v.Show, OwnLastSeen: v.LastSeen}
+// Presence is the untrimmed state at now, with the derived status.
+func (v *View) Presence(now time.Time) Presence {
+	holders := v.Devices.Holders()
+	d := Derive(v.Status, holders, now)
+	p := Presence{User: v.User, Online: v.Online, LastSeen: v.seenByOthers, Show: d.Show, OwnLastSeen: v.LastSeen, IdleSince: d.IdleSince, Text: d.Text}
+	if len(holders) > 0 {
+		p.Devices = Platforms(holders)
+	}
+	return p
 }
 
 // PendingUntil is when a pending offline publishes (its debounce ends), and
@@ -351,11 +421,11 @@ func (v *View) PendingUntil() (time.Time, bool) { return v.pendingTo, v.pending 
 // pending offline. An idle view may passivate.
 func (v *View) Idle() bool { return v.Devices.Len() == 0 && len(v.Subs) == 0 && !v.pending }
 
-func (v *View) trim(viewer string, now time.Time) *messages.Presence {
+func (v *View) trim(p Presence, viewer string, now time.Time) *messages.Presence {
 	if v.Unloaded {
 		panic("core: a view trimmed for " + viewer + " before its policy was loaded")
 	}
-	return Trim(v.Policy, viewer, v.Presence(), now)
+	return Trim(v.Policy, viewer, p, now)
 }
 
 // NewUnloadedView is a view whose policy and last seen are read later
@@ -391,8 +461,12 @@ func (v *View) Load(pol *Policy, lastSeen time.Time) {
 func (v *View) publish(now time.Time) ViewResult {
 	var res ViewResult
 	v.Version = max(v.Version+1, uint64(now.UnixMilli()))
+	var state Presence
+	if len(v.Subs) > 0 { // derived once for every subscriber
+		state = v.Presence(now)
+	}
 	for sink, s := range v.Subs {
-		p := v.trim(s.Viewer, now)
+		p := v.trim(state, s.Viewer, now)
 		if p == nil || sameView(p, s.Last) {
 			continue
 		}
@@ -420,5 +494,12 @@ func (v *View) ageAt(now time.Time) *time.Time {
 // sameView compares two trimmed presences but for their versions.
 func sameView(a, b *messages.Presence) bool {
 	return b != nil && a.GetStatus() == b.GetStatus() && a.GetShow() == b.GetShow() &&
-		a.GetLastSeenMinute() == b.GetLastSeenMinute()
+		a.GetLastSeenMinute() == b.GetLastSeenMinute() && a.GetIdleSinceMinute() == b.GetIdleSinceMinute() &&
+		a.GetStatusText() == b.GetStatusText() && samePlatforms(a.GetDevices(), b.GetDevices())
+}
+
+func samePlatforms(a, b []*messages.DevicePresence) bool {
+	return slices.EqualFunc(a, b, func(x, y *messages.DevicePresence) bool {
+		return x.GetPlatform() == y.GetPlatform() && x.GetActivity() == y.GetActivity()
+	})
 }

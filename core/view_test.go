@@ -430,7 +430,8 @@ func TestViewSetPolicy(t *testing.T) {
 		{"block bob", blockBob, map[string]messages.Status{}, []string{"s-alice", "s-carol"}},
 		{"add frank", addFrank, map[string]messages.Status{"s-frank": messages.Status_online}, []string{"s-alice", "s-bob", "s-carol", "s-frank"}},
 		{"hide from carol", hideCarol, map[string]messages.Status{"s-carol": messages.Status_unknown}, []string{"s-alice", "s-bob"}},
-		{"coarse", policy(core.Coarse), map[string]messages.Status{}, []string{"s-alice", "s-bob", "s-carol"}},
+		// Coarse viewers no longer see the platforms: told so, still online.
+		{"coarse", policy(core.Coarse), map[string]messages.Status{"s-bob": messages.Status_online, "s-carol": messages.Status_online}, []string{"s-alice", "s-bob", "s-carol"}},
 		{"hidden", policy(core.Hidden), map[string]messages.Status{"s-bob": messages.Status_unknown, "s-carol": messages.Status_unknown}, []string{"s-alice"}},
 		{"no policy", nil, map[string]messages.Status{}, []string{"s-alice"}},
 		{"no contacts", &core.Policy{Granularity: core.Exact}, map[string]messages.Status{}, []string{"s-alice"}},

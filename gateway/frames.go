@@ -2,11 +2,13 @@ package gateway
 
 import (
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/lesismal/nbio/nbhttp/websocket"
 	"github.com/presence-im/presence/actors"
+	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
 	"golang.org/x/time/rate"
 )
@@ -27,14 +29,14 @@ func clearReadDeadline(c *websocket.Conn) {
 
 func (s *socket) beat(seq uint64) {
 	if c := s.conn.Load(); c != nil {
-		c.Heartbeat(seq)
+		c.Heartbeat(seq, 0)
 	}
 }
 
 // heartbeat records a sign of life and answers its ack; on the JSON
 // subprotocol the ack is written without protojson (heartbeat.go).
 func (s *socket) heartbeat(conn *actors.Conn, seq uint64, clientTS int64) {
-	conn.Heartbeat(max(seq, 1))
+	conn.Heartbeat(max(seq, 1), clientTS)
 	now := time.Now().UnixMilli()
 	if s.codec.kind == websocket.TextMessage {
 		s.write(websocket.TextMessage, appendJSONAck(make([]byte, 0, 96), seq, clientTS, now), true)
@@ -49,29 +51,42 @@ func (s *socket) errorFrame(code messages.ErrorCode, requestID, msg string) {
 	s.Send(&messages.Frame{Kind: &messages.Frame_Error{Error: &messages.Error{Code: uint32(code), RequestId: requestID, Message: msg}}})
 }
 
-// takeSubscribe takes a token of the connection's subscribe bucket; when
-// it is empty, it says how long until one is back.
-func (s *socket) takeSubscribe(now time.Time) (time.Duration, bool) {
-	if s.subscribes == nil { // at the first subscribe: most devices never send one
-		s.subscribes = rate.NewLimiter(rate.Limit(s.s.opt.SubscribeRate), s.s.opt.SubscribeBurst)
+// take takes a token of one of the connection's buckets, made at its
+// first use (most devices never send what it bounds); when it is empty,
+// it says how long until one is back.
+func take(b **rate.Limiter, r float64, burst int, now time.Time) (time.Duration, bool) {
+	if *b == nil {
+		*b = rate.NewLimiter(rate.Limit(r), burst)
 	}
-	if s.subscribes.AllowN(now, 1) {
+	if (*b).AllowN(now, 1) {
 		return 0, true
 	}
-	need := 1 - s.subscribes.TokensAt(now)
-	return time.Duration(need / float64(s.subscribes.Limit()) * float64(time.Second)), false
+	need := 1 - (*b).TokensAt(now)
+	return time.Duration(need / float64((*b).Limit()) * float64(time.Second)), false
 }
 
-// slowDown refuses a subscribe over the bucket: an error frame 429 with the
-// wait in milliseconds, rounded up.
-func (s *socket) slowDown(requestID string, wait time.Duration) {
+func (s *socket) takeSubscribe(now time.Time) (time.Duration, bool) {
+	return take(&s.subscribes, s.s.opt.SubscribeRate, s.s.opt.SubscribeBurst, now)
+}
+
+func (s *socket) takeActivity(now time.Time) (time.Duration, bool) {
+	return take(&s.activities, s.s.opt.ActivityRate, s.s.opt.ActivityBurst, now)
+}
+
+// slowDown refuses a frame over its bucket (what names the frame and the
+// flags of its bucket): an error frame 429 with the wait in milliseconds,
+// rounded up.
+func (s *socket) slowDown(b *rate.Limiter, what, requestID string, wait time.Duration) {
 	ms := (wait + time.Millisecond - 1) / time.Millisecond
 	s.Send(&messages.Frame{Kind: &messages.Frame_Error{Error: &messages.Error{
 		Code: uint32(messages.ErrSlowDown), RequestId: requestID, RetryAfterMs: uint32(max(ms, 1)),
-		Message: fmt.Sprintf("subscribe: more than %v a second (subscribe-rate, burst subscribe-burst %d): retry after %d ms",
-			float64(s.subscribes.Limit()), s.subscribes.Burst(), max(ms, 1)),
+		Message: fmt.Sprintf("%s: more than %v a second (%s-rate, burst %s-burst %d): retry after %d ms",
+			what, float64(b.Limit()), bucketFlag[what], bucketFlag[what], b.Burst(), max(ms, 1)),
 	}}})
 }
+
+// bucketFlag names the flags of the bucket a frame kind is bounded by.
+var bucketFlag = map[string]string{"subscribe": "subscribe", "set_activity": "activity", "state_sync": "activity"}
 
 // onMessage handles one client message: a frame of the connection's
 // subprotocol, or a close for the wrong frame type (1003) or repeated
@@ -115,21 +130,47 @@ func (s *Server) onMessage(c *websocket.Conn, kind websocket.MessageType, data [
 	case *messages.Frame_Subscribe:
 		if wait, ok := sock.takeSubscribe(time.Now()); !ok {
 			s.gw.Refused(actors.LimitSubscribeRate)
-			sock.slowDown(k.Subscribe.GetRequestId(), wait)
+			sock.slowDown(sock.subscribes, "subscribe", k.Subscribe.GetRequestId(), wait)
 			return
 		}
 		conn.Subscribe(k.Subscribe.GetRequestId(), k.Subscribe.GetTargets())
 	case *messages.Frame_Unsubscribe:
 		conn.Unsubscribe(k.Unsubscribe.GetTargets())
 	case *messages.Frame_SetStatus:
-		if sh := k.SetStatus.GetShow(); sh == messages.Show_show_unspecified || messages.Show_name[int32(sh)] == "" {
-			sock.errorFrame(messages.ErrBadRequest, "", "set_status: show must be available, away, dnd or invisible")
+		st := k.SetStatus
+		if err := core.ValidStatus(st.GetShow(), st.GetText(), st.GetExpiresMs(), time.Now()); err != nil {
+			sock.errorFrame(messages.ErrBadRequest, "", strings.TrimPrefix(err.Error(), core.ErrBadState.Error()+": "))
 		} else {
-			conn.SetShow(sh)
+			conn.SetStatus(st.GetShow(), st.GetText(), st.GetExpiresMs())
 		}
+	case *messages.Frame_SetActivity:
+		s.onActivity(sock, "set_activity", "", k.SetActivity.GetActivity())
+	case *messages.Frame_StateSync:
+		s.onActivity(sock, "state_sync", k.StateSync.GetNonce(), k.StateSync.GetActivity())
 	default:
 		sock.errorFrame(messages.ErrBadRequest, "", "unexpected frame from a device")
 	}
+}
+
+// onActivity checks a set_activity or state_sync (nonce set): an activity
+// of the enum, within the connection's activity bucket; a refusal is an
+// error frame and changes nothing.
+func (s *Server) onActivity(sock *socket, what, nonce string, a messages.Activity) {
+	if err := core.ValidActivity(a); err != nil {
+		sock.errorFrame(messages.ErrBadRequest, "", what+": "+strings.TrimPrefix(err.Error(), core.ErrBadState.Error()+": "))
+		return
+	}
+	if wait, ok := sock.takeActivity(time.Now()); !ok {
+		s.gw.Refused(actors.LimitActivityRate)
+		sock.slowDown(sock.activities, what, "", wait)
+		return
+	}
+	conn := sock.conn.Load()
+	if what == "state_sync" {
+		conn.StateSync(nonce, a)
+		return
+	}
+	conn.SetActivity(a)
 }
 
 // onClose ends the connection's actor: a close the device (or the network)

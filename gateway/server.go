@@ -47,14 +47,15 @@ type Options struct {
 // DefaultOptions are the endpoint's defaults, the one place they are set:
 // 64 frames of outbox, a peer cut after 10 s without taking anything, 500
 // handshakes a second in bursts of 1000, a drain spread over 2 s, 5
-// subscribe frames a second per connection in bursts of 10, 1 s of close
+// subscribe frames a second per connection in bursts of 10, 1 set_activity
+// or state_sync a second in bursts of 5, 1 s of close
 // grace, messages of at most 64 KiB, 3 undecodable frames in a row;
 // SendBuffer 0 keeps the kernel's.
 func DefaultOptions() Options {
 	return Options{
 		Gateway: config.Gateway{
 			Outbox: 64, WriteTimeout: 10 * time.Second, AdmitRate: 500, AdmitBurst: 1000, DrainSpread: 2 * time.Second,
-			SubscribeRate: 5, SubscribeBurst: 10,
+			SubscribeRate: 5, SubscribeBurst: 10, ActivityRate: 1, ActivityBurst: 5,
 		},
 		CloseGrace: time.Second, MaxMessage: 64 << 10, MaxErrors: 3,
 	}
@@ -69,6 +70,8 @@ func (o *Options) defaults() {
 	orDefault(&o.DrainSpread, d.DrainSpread)
 	orDefault(&o.SubscribeRate, d.SubscribeRate)
 	orDefault(&o.SubscribeBurst, d.SubscribeBurst)
+	orDefault(&o.ActivityRate, d.ActivityRate)
+	orDefault(&o.ActivityBurst, d.ActivityBurst)
 	orDefault(&o.CloseGrace, d.CloseGrace)
 	orDefault(&o.MaxMessage, d.MaxMessage)
 	orDefault(&o.MaxErrors, d.MaxErrors)
@@ -264,12 +267,17 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	dev, ok := s.deviceParams(w, r)
+	if !ok {
+		return
+	}
 	c := pickCodec(r.Header)
 	sock := &socket{s: s, codec: c}
 	connID := s.node + "-" + randomHex(8)
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	conn, err := s.gw.Open(ctx, actors.OpenRequest{User: claims.User, Device: claims.Device, Attempt: attempt, ConnID: connID, Socket: sock})
+	conn, err := s.gw.Open(ctx, actors.OpenRequest{User: claims.User, Device: claims.Device, Attempt: attempt, ConnID: connID, Socket: sock,
+		Platform: dev.platform, Activity: dev.activity, Class: dev.class.Name})
 	switch {
 	case errors.Is(err, core.ErrStaleAttempt):
 		s.refuse(w, http.StatusConflict, false, "%v", err)
@@ -287,8 +295,38 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	sock.expireAt(claims.Expires)
 	sock.Send(&messages.Frame{Kind: &messages.Frame_Hello{Hello: &messages.Hello{
 		ConnId: connID, Node: s.node, User: claims.User, Device: claims.Device, Epoch: attempt,
-		HeartbeatIntervalMs: uint32(s.timing.Heartbeat.Milliseconds()),
+		HeartbeatIntervalMs: uint32(dev.class.Heartbeat.Milliseconds()), HeartbeatClass: dev.class.Name,
+		StaleMs: uint32(dev.class.Stale.Milliseconds()), HalfOpenBoundMs: uint32(dev.class.HalfOpen.Milliseconds()),
+		IdleAfterMs: uint32(s.timing.IdleAfter.Milliseconds()), Platform: dev.platform,
 	}}})
+}
+
+// device is what a handshake declares of its device.
+type device struct {
+	platform messages.Platform
+	activity messages.Activity
+	class    config.Class
+}
+
+// deviceParams reads ?platform=, ?activity= and ?class= (each optional:
+// other, active, standard); one that names none of its values is 400 and
+// nothing is written.
+func (s *Server) deviceParams(w http.ResponseWriter, r *http.Request) (device, bool) {
+	q := r.URL.Query()
+	p, err := core.ParsePlatform(q.Get("platform"))
+	var a messages.Activity
+	if err == nil {
+		a, err = core.ParseActivity(q.Get("activity"))
+	}
+	class, ok := s.timing.Class(q.Get("class"))
+	if err == nil && !ok {
+		err = fmt.Errorf("class %q: must be standard or battery", q.Get("class"))
+	}
+	if err != nil {
+		s.refuse(w, http.StatusBadRequest, false, "%v", err)
+		return device{}, false
+	}
+	return device{p, a, class}, true
 }
 
 // check runs the checks before the lease: the upgrade itself, the node

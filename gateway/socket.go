@@ -39,6 +39,10 @@ type socket struct {
 	// (Options.SubscribeRate, SubscribeBurst), made at its first subscribe
 	// (read side only).
 	subscribes *rate.Limiter
+	// activities is the bucket of set_activity and state_sync frames
+	// (Options.ActivityRate, ActivityBurst), made at the first (read side
+	// only).
+	activities *rate.Limiter
 }
 
 type earlyMsg struct {

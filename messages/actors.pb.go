@@ -141,12 +141,26 @@ func (x *PidRef) GetId() string {
 
 // Holder is the connection that holds a device's lease.
 type Holder struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
-	ConnId        string                 `protobuf:"bytes,2,opt,name=conn_id,json=connId,proto3" json:"conn_id,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Gateway       *PidRef                `protobuf:"bytes,4,opt,name=gateway,proto3" json:"gateway,omitempty"`
-	SinceMs       int64                  `protobuf:"varint,5,opt,name=since_ms,json=sinceMs,proto3" json:"since_ms,omitempty"` // when the connection opened: a re-created view keeps it
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Node    string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	ConnId  string                 `protobuf:"bytes,2,opt,name=conn_id,json=connId,proto3" json:"conn_id,omitempty"`
+	Epoch   uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Gateway *PidRef                `protobuf:"bytes,4,opt,name=gateway,proto3" json:"gateway,omitempty"`
+	SinceMs int64                  `protobuf:"varint,5,opt,name=since_ms,json=sinceMs,proto3" json:"since_ms,omitempty"` // when the connection opened: a re-created view keeps it
+	// The device's declared state, soft state carried by every renewal and
+	// re-register, so a lease or view re-created after a failover has it:
+	// its platform (from the handshake), activity and since when
+	// (activity_at_ms, the connection node's clock), when it was last
+	// declared active (last_active_ms; 0: never), dirty (its heartbeats
+	// drifted: route to it last), and state_gen, which grows with every
+	// change on the connection so that an older state never replaces a
+	// newer one.
+	Platform      Platform `protobuf:"varint,6,opt,name=platform,proto3,enum=presence.v1.Platform" json:"platform,omitempty"`
+	Activity      Activity `protobuf:"varint,7,opt,name=activity,proto3,enum=presence.v1.Activity" json:"activity,omitempty"`
+	ActivityAtMs  int64    `protobuf:"varint,8,opt,name=activity_at_ms,json=activityAtMs,proto3" json:"activity_at_ms,omitempty"`
+	Dirty         bool     `protobuf:"varint,9,opt,name=dirty,proto3" json:"dirty,omitempty"`
+	StateGen      uint64   `protobuf:"varint,10,opt,name=state_gen,json=stateGen,proto3" json:"state_gen,omitempty"`
+	LastActiveMs  int64    `protobuf:"varint,11,opt,name=last_active_ms,json=lastActiveMs,proto3" json:"last_active_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -212,6 +226,48 @@ func (x *Holder) GetGateway() *PidRef {
 func (x *Holder) GetSinceMs() int64 {
 	if x != nil {
 		return x.SinceMs
+	}
+	return 0
+}
+
+func (x *Holder) GetPlatform() Platform {
+	if x != nil {
+		return x.Platform
+	}
+	return Platform_platform_unspecified
+}
+
+func (x *Holder) GetActivity() Activity {
+	if x != nil {
+		return x.Activity
+	}
+	return Activity_activity_unspecified
+}
+
+func (x *Holder) GetActivityAtMs() int64 {
+	if x != nil {
+		return x.ActivityAtMs
+	}
+	return 0
+}
+
+func (x *Holder) GetDirty() bool {
+	if x != nil {
+		return x.Dirty
+	}
+	return false
+}
+
+func (x *Holder) GetStateGen() uint64 {
+	if x != nil {
+		return x.StateGen
+	}
+	return 0
+}
+
+func (x *Holder) GetLastActiveMs() int64 {
+	if x != nil {
+		return x.LastActiveMs
 	}
 	return 0
 }
@@ -940,12 +996,21 @@ func (x *DeviceAdmitWithdraw) GetDevice() string {
 	return ""
 }
 
-// DeviceShow sets the user's show (available, away, dnd, invisible).
+// DeviceShow sets the user's own show and status text (set_status) as the
+// device set it at set_at_ms (its node's clock; the latest of the user's
+// devices wins, also when each sends it again after a failover), until
+// expires_ms (0: until changed). Show auto clears both.
 type DeviceShow struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
-	Device        string                 `protobuf:"bytes,2,opt,name=device,proto3" json:"device,omitempty"`
-	Show          Show                   `protobuf:"varint,3,opt,name=show,proto3,enum=presence.v1.Show" json:"show,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	User      string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Device    string                 `protobuf:"bytes,2,opt,name=device,proto3" json:"device,omitempty"`
+	Show      Show                   `protobuf:"varint,3,opt,name=show,proto3,enum=presence.v1.Show" json:"show,omitempty"`
+	Text      string                 `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
+	ExpiresMs int64                  `protobuf:"varint,5,opt,name=expires_ms,json=expiresMs,proto3" json:"expires_ms,omitempty"`
+	SetAtMs   int64                  `protobuf:"varint,6,opt,name=set_at_ms,json=setAtMs,proto3" json:"set_at_ms,omitempty"`
+	// replay: told again after a failover, taken only if no later one is
+	// in place (core.View.SetStatus).
+	Replay        bool `protobuf:"varint,7,opt,name=replay,proto3" json:"replay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -999,6 +1064,34 @@ func (x *DeviceShow) GetShow() Show {
 		return x.Show
 	}
 	return Show_show_unspecified
+}
+
+func (x *DeviceShow) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *DeviceShow) GetExpiresMs() int64 {
+	if x != nil {
+		return x.ExpiresMs
+	}
+	return 0
+}
+
+func (x *DeviceShow) GetSetAtMs() int64 {
+	if x != nil {
+		return x.SetAtMs
+	}
+	return 0
+}
+
+func (x *DeviceShow) GetReplay() bool {
+	if x != nil {
+		return x.Replay
+	}
+	return false
 }
 
 // ViewSubscribe registers sink for target's changes as seen by viewer. The
@@ -1582,6 +1675,11 @@ type DeviceState struct {
 	ConnId        string                 `protobuf:"bytes,3,opt,name=conn_id,json=connId,proto3" json:"conn_id,omitempty"`
 	Epoch         uint64                 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	SinceMs       int64                  `protobuf:"varint,5,opt,name=since_ms,json=sinceMs,proto3" json:"since_ms,omitempty"`
+	Platform      Platform               `protobuf:"varint,6,opt,name=platform,proto3,enum=presence.v1.Platform" json:"platform,omitempty"`
+	Activity      Activity               `protobuf:"varint,7,opt,name=activity,proto3,enum=presence.v1.Activity" json:"activity,omitempty"`
+	ActivityAtMs  int64                  `protobuf:"varint,8,opt,name=activity_at_ms,json=activityAtMs,proto3" json:"activity_at_ms,omitempty"`
+	Dirty         bool                   `protobuf:"varint,9,opt,name=dirty,proto3" json:"dirty,omitempty"`
+	LastActiveMs  int64                  `protobuf:"varint,10,opt,name=last_active_ms,json=lastActiveMs,proto3" json:"last_active_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1651,6 +1749,41 @@ func (x *DeviceState) GetSinceMs() int64 {
 	return 0
 }
 
+func (x *DeviceState) GetPlatform() Platform {
+	if x != nil {
+		return x.Platform
+	}
+	return Platform_platform_unspecified
+}
+
+func (x *DeviceState) GetActivity() Activity {
+	if x != nil {
+		return x.Activity
+	}
+	return Activity_activity_unspecified
+}
+
+func (x *DeviceState) GetActivityAtMs() int64 {
+	if x != nil {
+		return x.ActivityAtMs
+	}
+	return 0
+}
+
+func (x *DeviceState) GetDirty() bool {
+	if x != nil {
+		return x.Dirty
+	}
+	return false
+}
+
+func (x *DeviceState) GetLastActiveMs() int64 {
+	if x != nil {
+		return x.LastActiveMs
+	}
+	return 0
+}
+
 type ViewState struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	User        string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
@@ -1662,7 +1795,16 @@ type ViewState struct {
 	Subscribers uint32                 `protobuf:"varint,7,opt,name=subscribers,proto3" json:"subscribers,omitempty"`
 	// settling: the view was re-created after a membership change and knows
 	// no device yet; the user may be online on a device still re-registering.
-	Settling      bool `protobuf:"varint,8,opt,name=settling,proto3" json:"settling,omitempty"`
+	Settling bool `protobuf:"varint,8,opt,name=settling,proto3" json:"settling,omitempty"`
+	// devices above are ordered by deliverability (core.ByDeliverability);
+	// foreground: some device is active or idle; attended: some device is
+	// active.
+	Foreground    bool   `protobuf:"varint,9,opt,name=foreground,proto3" json:"foreground,omitempty"`
+	Attended      bool   `protobuf:"varint,10,opt,name=attended,proto3" json:"attended,omitempty"`
+	StatusText    string `protobuf:"bytes,11,opt,name=status_text,json=statusText,proto3" json:"status_text,omitempty"`
+	IdleSinceMs   int64  `protobuf:"varint,12,opt,name=idle_since_ms,json=idleSinceMs,proto3" json:"idle_since_ms,omitempty"`            // online and away for want of an active device
+	UserShow      Show   `protobuf:"varint,13,opt,name=user_show,json=userShow,proto3,enum=presence.v1.Show" json:"user_show,omitempty"` // the show the user set (unspecified: none)
+	ShowExpiresMs int64  `protobuf:"varint,14,opt,name=show_expires_ms,json=showExpiresMs,proto3" json:"show_expires_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1751,6 +1893,48 @@ func (x *ViewState) GetSettling() bool {
 		return x.Settling
 	}
 	return false
+}
+
+func (x *ViewState) GetForeground() bool {
+	if x != nil {
+		return x.Foreground
+	}
+	return false
+}
+
+func (x *ViewState) GetAttended() bool {
+	if x != nil {
+		return x.Attended
+	}
+	return false
+}
+
+func (x *ViewState) GetStatusText() string {
+	if x != nil {
+		return x.StatusText
+	}
+	return ""
+}
+
+func (x *ViewState) GetIdleSinceMs() int64 {
+	if x != nil {
+		return x.IdleSinceMs
+	}
+	return 0
+}
+
+func (x *ViewState) GetUserShow() Show {
+	if x != nil {
+		return x.UserShow
+	}
+	return Show_show_unspecified
+}
+
+func (x *ViewState) GetShowExpiresMs() int64 {
+	if x != nil {
+		return x.ShowExpiresMs
+	}
+	return 0
 }
 
 // ObsEvent is one thing a node saw, for GET /api/events and the dashboard:
@@ -2679,13 +2863,20 @@ const file_actors_proto_rawDesc = "" +
 	"\factors.proto\x12\vpresence.v1\x1a\fframes.proto\x1a\x19google/protobuf/any.proto\"2\n" +
 	"\x06PidRef\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"\x95\x01\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\xfa\x02\n" +
 	"\x06Holder\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x17\n" +
 	"\aconn_id\x18\x02 \x01(\tR\x06connId\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12-\n" +
 	"\agateway\x18\x04 \x01(\v2\x13.presence.v1.PidRefR\agateway\x12\x19\n" +
-	"\bsince_ms\x18\x05 \x01(\x03R\asinceMs\"\x85\x01\n" +
+	"\bsince_ms\x18\x05 \x01(\x03R\asinceMs\x121\n" +
+	"\bplatform\x18\x06 \x01(\x0e2\x15.presence.v1.PlatformR\bplatform\x121\n" +
+	"\bactivity\x18\a \x01(\x0e2\x15.presence.v1.ActivityR\bactivity\x12$\n" +
+	"\x0eactivity_at_ms\x18\b \x01(\x03R\factivityAtMs\x12\x14\n" +
+	"\x05dirty\x18\t \x01(\bR\x05dirty\x12\x1b\n" +
+	"\tstate_gen\x18\n" +
+	" \x01(\x04R\bstateGen\x12$\n" +
+	"\x0elast_active_ms\x18\v \x01(\x03R\flastActiveMs\"\x85\x01\n" +
 	"\fLeaseAcquire\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12+\n" +
@@ -2736,12 +2927,17 @@ const file_actors_proto_rawDesc = "" +
 	"\adevices\x18\x02 \x01(\rR\adevices\"A\n" +
 	"\x13DeviceAdmitWithdraw\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x16\n" +
-	"\x06device\x18\x02 \x01(\tR\x06device\"_\n" +
+	"\x06device\x18\x02 \x01(\tR\x06device\"\xc6\x01\n" +
 	"\n" +
 	"DeviceShow\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12%\n" +
-	"\x04show\x18\x03 \x01(\x0e2\x11.presence.v1.ShowR\x04show\"\xce\x01\n" +
+	"\x04show\x18\x03 \x01(\x0e2\x11.presence.v1.ShowR\x04show\x12\x12\n" +
+	"\x04text\x18\x04 \x01(\tR\x04text\x12\x1d\n" +
+	"\n" +
+	"expires_ms\x18\x05 \x01(\x03R\texpiresMs\x12\x1a\n" +
+	"\tset_at_ms\x18\x06 \x01(\x03R\asetAtMs\x12\x16\n" +
+	"\x06replay\x18\a \x01(\bR\x06replay\"\xce\x01\n" +
 	"\rViewSubscribe\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x12\x16\n" +
 	"\x06viewer\x18\x02 \x01(\tR\x06viewer\x12'\n" +
@@ -2781,13 +2977,19 @@ const file_actors_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x1f\n" +
 	"\tViewQuery\x12\x12\n" +
-	"\x04user\x18\x01 \x01(\tR\x04user\"\x83\x01\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\"\xcb\x02\n" +
 	"\vDeviceState\x12\x16\n" +
 	"\x06device\x18\x01 \x01(\tR\x06device\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x17\n" +
 	"\aconn_id\x18\x03 \x01(\tR\x06connId\x12\x14\n" +
 	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\x12\x19\n" +
-	"\bsince_ms\x18\x05 \x01(\x03R\asinceMs\"\x8c\x02\n" +
+	"\bsince_ms\x18\x05 \x01(\x03R\asinceMs\x121\n" +
+	"\bplatform\x18\x06 \x01(\x0e2\x15.presence.v1.PlatformR\bplatform\x121\n" +
+	"\bactivity\x18\a \x01(\x0e2\x15.presence.v1.ActivityR\bactivity\x12$\n" +
+	"\x0eactivity_at_ms\x18\b \x01(\x03R\factivityAtMs\x12\x14\n" +
+	"\x05dirty\x18\t \x01(\bR\x05dirty\x12$\n" +
+	"\x0elast_active_ms\x18\n" +
+	" \x01(\x03R\flastActiveMs\"\xe5\x03\n" +
 	"\tViewState\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x16\n" +
 	"\x06online\x18\x02 \x01(\bR\x06online\x122\n" +
@@ -2797,7 +2999,17 @@ const file_actors_proto_rawDesc = "" +
 	"\x04show\x18\x05 \x01(\x0e2\x11.presence.v1.ShowR\x04show\x12\x18\n" +
 	"\aversion\x18\x06 \x01(\x04R\aversion\x12 \n" +
 	"\vsubscribers\x18\a \x01(\rR\vsubscribers\x12\x1a\n" +
-	"\bsettling\x18\b \x01(\bR\bsettling\"\xf4\x01\n" +
+	"\bsettling\x18\b \x01(\bR\bsettling\x12\x1e\n" +
+	"\n" +
+	"foreground\x18\t \x01(\bR\n" +
+	"foreground\x12\x1a\n" +
+	"\battended\x18\n" +
+	" \x01(\bR\battended\x12\x1f\n" +
+	"\vstatus_text\x18\v \x01(\tR\n" +
+	"statusText\x12\"\n" +
+	"\ridle_since_ms\x18\f \x01(\x03R\vidleSinceMs\x12.\n" +
+	"\tuser_show\x18\r \x01(\x0e2\x11.presence.v1.ShowR\buserShow\x12&\n" +
+	"\x0fshow_expires_ms\x18\x0e \x01(\x03R\rshowExpiresMs\"\xf4\x01\n" +
 	"\bObsEvent\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x12\n" +
@@ -2942,45 +3154,52 @@ var file_actors_proto_goTypes = []any{
 	(*GatewayInfo)(nil),         // 38: presence.v1.GatewayInfo
 	nil,                         // 39: presence.v1.NodeCounts.CountsEntry
 	nil,                         // 40: presence.v1.ViewInfo.SubscribersEntry
-	(Show)(0),                   // 41: presence.v1.Show
-	(*Presence)(nil),            // 42: presence.v1.Presence
-	(*anypb.Any)(nil),           // 43: google.protobuf.Any
+	(Platform)(0),               // 41: presence.v1.Platform
+	(Activity)(0),               // 42: presence.v1.Activity
+	(Show)(0),                   // 43: presence.v1.Show
+	(*Presence)(nil),            // 44: presence.v1.Presence
+	(*anypb.Any)(nil),           // 45: google.protobuf.Any
 }
 var file_actors_proto_depIdxs = []int32{
 	1,  // 0: presence.v1.Holder.gateway:type_name -> presence.v1.PidRef
-	2,  // 1: presence.v1.LeaseAcquire.holder:type_name -> presence.v1.Holder
-	2,  // 2: presence.v1.LeaseRenew.holder:type_name -> presence.v1.Holder
-	0,  // 3: presence.v1.LeaseRelease.reason:type_name -> presence.v1.EndReason
-	0,  // 4: presence.v1.ConnLost.reason:type_name -> presence.v1.EndReason
-	2,  // 5: presence.v1.DeviceUp.holder:type_name -> presence.v1.Holder
-	0,  // 6: presence.v1.DeviceDown.reason:type_name -> presence.v1.EndReason
-	41, // 7: presence.v1.DeviceShow.show:type_name -> presence.v1.Show
-	1,  // 8: presence.v1.ViewSubscribe.sink:type_name -> presence.v1.PidRef
-	42, // 9: presence.v1.ViewSubscribe.last:type_name -> presence.v1.Presence
-	1,  // 10: presence.v1.ViewUnsubscribe.sink:type_name -> presence.v1.PidRef
-	42, // 11: presence.v1.SnapshotPart.presence:type_name -> presence.v1.Presence
-	42, // 12: presence.v1.PresenceEvent.presence:type_name -> presence.v1.Presence
-	42, // 13: presence.v1.PresenceFanout.presence:type_name -> presence.v1.Presence
-	43, // 14: presence.v1.DirectoryDeliver.message:type_name -> google.protobuf.Any
-	39, // 15: presence.v1.NodeCounts.counts:type_name -> presence.v1.NodeCounts.CountsEntry
-	25, // 16: presence.v1.ViewState.devices:type_name -> presence.v1.DeviceState
-	41, // 17: presence.v1.ViewState.show:type_name -> presence.v1.Show
-	1,  // 18: presence.v1.EventsSubscribe.sink:type_name -> presence.v1.PidRef
-	1,  // 19: presence.v1.EventsUnsubscribe.sink:type_name -> presence.v1.PidRef
-	34, // 20: presence.v1.ActorsPage.actors:type_name -> presence.v1.ActorState
-	35, // 21: presence.v1.ActorState.lease:type_name -> presence.v1.LeaseInfo
-	36, // 22: presence.v1.ActorState.view:type_name -> presence.v1.ViewInfo
-	37, // 23: presence.v1.ActorState.connection:type_name -> presence.v1.ConnInfo
-	38, // 24: presence.v1.ActorState.gateway:type_name -> presence.v1.GatewayInfo
-	2,  // 25: presence.v1.LeaseInfo.holder:type_name -> presence.v1.Holder
-	0,  // 26: presence.v1.LeaseInfo.ended:type_name -> presence.v1.EndReason
-	41, // 27: presence.v1.ViewInfo.show:type_name -> presence.v1.Show
-	40, // 28: presence.v1.ViewInfo.subscribers:type_name -> presence.v1.ViewInfo.SubscribersEntry
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	41, // 1: presence.v1.Holder.platform:type_name -> presence.v1.Platform
+	42, // 2: presence.v1.Holder.activity:type_name -> presence.v1.Activity
+	2,  // 3: presence.v1.LeaseAcquire.holder:type_name -> presence.v1.Holder
+	2,  // 4: presence.v1.LeaseRenew.holder:type_name -> presence.v1.Holder
+	0,  // 5: presence.v1.LeaseRelease.reason:type_name -> presence.v1.EndReason
+	0,  // 6: presence.v1.ConnLost.reason:type_name -> presence.v1.EndReason
+	2,  // 7: presence.v1.DeviceUp.holder:type_name -> presence.v1.Holder
+	0,  // 8: presence.v1.DeviceDown.reason:type_name -> presence.v1.EndReason
+	43, // 9: presence.v1.DeviceShow.show:type_name -> presence.v1.Show
+	1,  // 10: presence.v1.ViewSubscribe.sink:type_name -> presence.v1.PidRef
+	44, // 11: presence.v1.ViewSubscribe.last:type_name -> presence.v1.Presence
+	1,  // 12: presence.v1.ViewUnsubscribe.sink:type_name -> presence.v1.PidRef
+	44, // 13: presence.v1.SnapshotPart.presence:type_name -> presence.v1.Presence
+	44, // 14: presence.v1.PresenceEvent.presence:type_name -> presence.v1.Presence
+	44, // 15: presence.v1.PresenceFanout.presence:type_name -> presence.v1.Presence
+	45, // 16: presence.v1.DirectoryDeliver.message:type_name -> google.protobuf.Any
+	39, // 17: presence.v1.NodeCounts.counts:type_name -> presence.v1.NodeCounts.CountsEntry
+	41, // 18: presence.v1.DeviceState.platform:type_name -> presence.v1.Platform
+	42, // 19: presence.v1.DeviceState.activity:type_name -> presence.v1.Activity
+	25, // 20: presence.v1.ViewState.devices:type_name -> presence.v1.DeviceState
+	43, // 21: presence.v1.ViewState.show:type_name -> presence.v1.Show
+	43, // 22: presence.v1.ViewState.user_show:type_name -> presence.v1.Show
+	1,  // 23: presence.v1.EventsSubscribe.sink:type_name -> presence.v1.PidRef
+	1,  // 24: presence.v1.EventsUnsubscribe.sink:type_name -> presence.v1.PidRef
+	34, // 25: presence.v1.ActorsPage.actors:type_name -> presence.v1.ActorState
+	35, // 26: presence.v1.ActorState.lease:type_name -> presence.v1.LeaseInfo
+	36, // 27: presence.v1.ActorState.view:type_name -> presence.v1.ViewInfo
+	37, // 28: presence.v1.ActorState.connection:type_name -> presence.v1.ConnInfo
+	38, // 29: presence.v1.ActorState.gateway:type_name -> presence.v1.GatewayInfo
+	2,  // 30: presence.v1.LeaseInfo.holder:type_name -> presence.v1.Holder
+	0,  // 31: presence.v1.LeaseInfo.ended:type_name -> presence.v1.EndReason
+	43, // 32: presence.v1.ViewInfo.show:type_name -> presence.v1.Show
+	40, // 33: presence.v1.ViewInfo.subscribers:type_name -> presence.v1.ViewInfo.SubscribersEntry
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_actors_proto_init() }

@@ -29,11 +29,16 @@ const (
 	// CloseTokenExpired: the connection's token expired: get a new token,
 	// then reconnect (the old one answers 401).
 	CloseTokenExpired CloseCode = 4401
+	// CloseStateSync: the device's heartbeats drifted (seq or client time
+	// went backwards three times in a row) and it did not answer the
+	// state sync request in time: authenticate again (a new token if the
+	// old one may be compromised), then reconnect.
+	CloseStateSync CloseCode = 4409
 )
 
 // CloseCodes is every close code above, in the order docs/protocol.md
 // lists them.
-var CloseCodes = []CloseCode{CloseGoingAway, CloseProtocolError, CloseWrongType, CloseInvalidData, CloseTooBig, CloseSuperseded, CloseOverflow, CloseTokenExpired}
+var CloseCodes = []CloseCode{CloseGoingAway, CloseProtocolError, CloseWrongType, CloseInvalidData, CloseTooBig, CloseSuperseded, CloseOverflow, CloseTokenExpired, CloseStateSync}
 
 // ErrorCode is the code of an error frame: HTTP-like, as the handshake's
 // statuses.

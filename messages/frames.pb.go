@@ -85,6 +85,9 @@ func (Status) EnumDescriptor() ([]byte, []int) {
 	return file_frames_proto_rawDescGZIP(), []int{0}
 }
 
+// Show is the user's status as contacts see it while the user is online.
+// In presence it is the derived one (docs/protocol.md, "Status"); in
+// set_status, auto clears what the user set so that it is derived again.
 type Show int32
 
 const (
@@ -93,6 +96,7 @@ const (
 	Show_away             Show = 2
 	Show_dnd              Show = 3
 	Show_invisible        Show = 4
+	Show_auto             Show = 5 // set_status only: no show of the user's own
 )
 
 // Enum value maps for Show.
@@ -103,6 +107,7 @@ var (
 		2: "away",
 		3: "dnd",
 		4: "invisible",
+		5: "auto",
 	}
 	Show_value = map[string]int32{
 		"show_unspecified": 0,
@@ -110,6 +115,7 @@ var (
 		"away":             2,
 		"dnd":              3,
 		"invisible":        4,
+		"auto":             5,
 	}
 )
 
@@ -140,6 +146,116 @@ func (Show) EnumDescriptor() ([]byte, []int) {
 	return file_frames_proto_rawDescGZIP(), []int{1}
 }
 
+// Platform is what kind of device a connection is, given at the handshake
+// (?platform=).
+type Platform int32
+
+const (
+	Platform_platform_unspecified Platform = 0
+	Platform_mobile               Platform = 1
+	Platform_desktop              Platform = 2
+	Platform_web                  Platform = 3
+	Platform_other                Platform = 4
+)
+
+// Enum value maps for Platform.
+var (
+	Platform_name = map[int32]string{
+		0: "platform_unspecified",
+		1: "mobile",
+		2: "desktop",
+		3: "web",
+		4: "other",
+	}
+	Platform_value = map[string]int32{
+		"platform_unspecified": 0,
+		"mobile":               1,
+		"desktop":              2,
+		"web":                  3,
+		"other":                4,
+	}
+)
+
+func (x Platform) Enum() *Platform {
+	p := new(Platform)
+	*p = x
+	return p
+}
+
+func (x Platform) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Platform) Descriptor() protoreflect.EnumDescriptor {
+	return file_frames_proto_enumTypes[2].Descriptor()
+}
+
+func (Platform) Type() protoreflect.EnumType {
+	return &file_frames_proto_enumTypes[2]
+}
+
+func (x Platform) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Platform.Descriptor instead.
+func (Platform) EnumDescriptor() ([]byte, []int) {
+	return file_frames_proto_rawDescGZIP(), []int{2}
+}
+
+// Activity is what a device declares it is doing (set_activity).
+type Activity int32
+
+const (
+	Activity_activity_unspecified Activity = 0
+	Activity_active               Activity = 1 // foreground, the user present
+	Activity_idle                 Activity = 2 // foreground, no input
+	Activity_background           Activity = 3 // app in the background, screen locked
+)
+
+// Enum value maps for Activity.
+var (
+	Activity_name = map[int32]string{
+		0: "activity_unspecified",
+		1: "active",
+		2: "idle",
+		3: "background",
+	}
+	Activity_value = map[string]int32{
+		"activity_unspecified": 0,
+		"active":               1,
+		"idle":                 2,
+		"background":           3,
+	}
+)
+
+func (x Activity) Enum() *Activity {
+	p := new(Activity)
+	*p = x
+	return p
+}
+
+func (x Activity) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Activity) Descriptor() protoreflect.EnumDescriptor {
+	return file_frames_proto_enumTypes[3].Descriptor()
+}
+
+func (Activity) Type() protoreflect.EnumType {
+	return &file_frames_proto_enumTypes[3]
+}
+
+func (x Activity) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Activity.Descriptor instead.
+func (Activity) EnumDescriptor() ([]byte, []int) {
+	return file_frames_proto_rawDescGZIP(), []int{3}
+}
+
 type Frame struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Kind:
@@ -154,6 +270,9 @@ type Frame struct {
 	//	*Frame_SetStatus
 	//	*Frame_Resync
 	//	*Frame_Error
+	//	*Frame_SetActivity
+	//	*Frame_StateSyncRequest
+	//	*Frame_StateSync
 	Kind          isFrame_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -286,6 +405,33 @@ func (x *Frame) GetError() *Error {
 	return nil
 }
 
+func (x *Frame) GetSetActivity() *SetActivity {
+	if x != nil {
+		if x, ok := x.Kind.(*Frame_SetActivity); ok {
+			return x.SetActivity
+		}
+	}
+	return nil
+}
+
+func (x *Frame) GetStateSyncRequest() *StateSyncRequest {
+	if x != nil {
+		if x, ok := x.Kind.(*Frame_StateSyncRequest); ok {
+			return x.StateSyncRequest
+		}
+	}
+	return nil
+}
+
+func (x *Frame) GetStateSync() *StateSync {
+	if x != nil {
+		if x, ok := x.Kind.(*Frame_StateSync); ok {
+			return x.StateSync
+		}
+	}
+	return nil
+}
+
 type isFrame_Kind interface {
 	isFrame_Kind()
 }
@@ -330,6 +476,18 @@ type Frame_Error struct {
 	Error *Error `protobuf:"bytes,10,opt,name=error,proto3,oneof"`
 }
 
+type Frame_SetActivity struct {
+	SetActivity *SetActivity `protobuf:"bytes,11,opt,name=set_activity,json=setActivity,proto3,oneof"`
+}
+
+type Frame_StateSyncRequest struct {
+	StateSyncRequest *StateSyncRequest `protobuf:"bytes,12,opt,name=state_sync_request,json=stateSyncRequest,proto3,oneof"`
+}
+
+type Frame_StateSync struct {
+	StateSync *StateSync `protobuf:"bytes,13,opt,name=state_sync,json=stateSync,proto3,oneof"`
+}
+
 func (*Frame_Hello) isFrame_Kind() {}
 
 func (*Frame_Heartbeat) isFrame_Kind() {}
@@ -350,6 +508,12 @@ func (*Frame_Resync) isFrame_Kind() {}
 
 func (*Frame_Error) isFrame_Kind() {}
 
+func (*Frame_SetActivity) isFrame_Kind() {}
+
+func (*Frame_StateSyncRequest) isFrame_Kind() {}
+
+func (*Frame_StateSync) isFrame_Kind() {}
+
 // Hello is the server's first frame after the upgrade.
 type Hello struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
@@ -359,8 +523,20 @@ type Hello struct {
 	Device              string                 `protobuf:"bytes,4,opt,name=device,proto3" json:"device,omitempty"`
 	Epoch               uint64                 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	HeartbeatIntervalMs uint32                 `protobuf:"varint,6,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// heartbeat_class is the class the device asked for at the handshake
+	// (?class=): "standard" or "battery" (a longer interval, docs/protocol.md).
+	HeartbeatClass string `protobuf:"bytes,7,opt,name=heartbeat_class,json=heartbeatClass,proto3" json:"heartbeat_class,omitempty"`
+	// stale_ms: the node closes the connection after this long without a
+	// heartbeat, Ping or Pong (the class's stale).
+	StaleMs uint32 `protobuf:"varint,8,opt,name=stale_ms,json=staleMs,proto3" json:"stale_ms,omitempty"`
+	// half_open_bound_ms: the class's half-open bound (GET /api/bounds).
+	HalfOpenBoundMs uint32 `protobuf:"varint,9,opt,name=half_open_bound_ms,json=halfOpenBoundMs,proto3" json:"half_open_bound_ms,omitempty"`
+	// idle_after_ms: a declared active turns idle after this long unless
+	// the device declares active again (set_activity).
+	IdleAfterMs   uint32   `protobuf:"varint,10,opt,name=idle_after_ms,json=idleAfterMs,proto3" json:"idle_after_ms,omitempty"`
+	Platform      Platform `protobuf:"varint,11,opt,name=platform,proto3,enum=presence.v1.Platform" json:"platform,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Hello) Reset() {
@@ -433,6 +609,41 @@ func (x *Hello) GetHeartbeatIntervalMs() uint32 {
 		return x.HeartbeatIntervalMs
 	}
 	return 0
+}
+
+func (x *Hello) GetHeartbeatClass() string {
+	if x != nil {
+		return x.HeartbeatClass
+	}
+	return ""
+}
+
+func (x *Hello) GetStaleMs() uint32 {
+	if x != nil {
+		return x.StaleMs
+	}
+	return 0
+}
+
+func (x *Hello) GetHalfOpenBoundMs() uint32 {
+	if x != nil {
+		return x.HalfOpenBoundMs
+	}
+	return 0
+}
+
+func (x *Hello) GetIdleAfterMs() uint32 {
+	if x != nil {
+		return x.IdleAfterMs
+	}
+	return 0
+}
+
+func (x *Hello) GetPlatform() Platform {
+	if x != nil {
+		return x.Platform
+	}
+	return Platform_platform_unspecified
 }
 
 // Heartbeat is the client's liveness beat; seq restarting at 1 marks a
@@ -700,6 +911,60 @@ func (x *Unsubscribe) GetTargets() []string {
 	return nil
 }
 
+// DevicePresence is one platform the user is online on, with the most
+// deliverable activity among its devices (exact granularity only).
+type DevicePresence struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Platform      Platform               `protobuf:"varint,1,opt,name=platform,proto3,enum=presence.v1.Platform" json:"platform,omitempty"`
+	Activity      Activity               `protobuf:"varint,2,opt,name=activity,proto3,enum=presence.v1.Activity" json:"activity,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DevicePresence) Reset() {
+	*x = DevicePresence{}
+	mi := &file_frames_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DevicePresence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DevicePresence) ProtoMessage() {}
+
+func (x *DevicePresence) ProtoReflect() protoreflect.Message {
+	mi := &file_frames_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DevicePresence.ProtoReflect.Descriptor instead.
+func (*DevicePresence) Descriptor() ([]byte, []int) {
+	return file_frames_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *DevicePresence) GetPlatform() Platform {
+	if x != nil {
+		return x.Platform
+	}
+	return Platform_platform_unspecified
+}
+
+func (x *DevicePresence) GetActivity() Activity {
+	if x != nil {
+		return x.Activity
+	}
+	return Activity_activity_unspecified
+}
+
 // Presence is one user's trimmed state, in snapshots and as a change event.
 type Presence struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -712,13 +977,22 @@ type Presence struct {
 	// departure; exact granularity only, 0 otherwise.
 	LastSeenMinute uint32 `protobuf:"varint,4,opt,name=last_seen_minute,json=lastSeenMinute,proto3" json:"last_seen_minute,omitempty"`
 	Show           Show   `protobuf:"varint,5,opt,name=show,proto3,enum=presence.v1.Show" json:"show,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// devices: the platforms online, each with its activity, ordered by
+	// platform; exact granularity only.
+	Devices []*DevicePresence `protobuf:"bytes,6,rep,name=devices,proto3" json:"devices,omitempty"`
+	// idle_since_minute: while the user is online and away because no
+	// device is active, the Unix minute the last device stopped being
+	// active; exact granularity only, 0 otherwise.
+	IdleSinceMinute uint32 `protobuf:"varint,7,opt,name=idle_since_minute,json=idleSinceMinute,proto3" json:"idle_since_minute,omitempty"`
+	// status_text: the text the user set with its show (exact and coarse).
+	StatusText    string `protobuf:"bytes,8,opt,name=status_text,json=statusText,proto3" json:"status_text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Presence) Reset() {
 	*x = Presence{}
-	mi := &file_frames_proto_msgTypes[7]
+	mi := &file_frames_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -730,7 +1004,7 @@ func (x *Presence) String() string {
 func (*Presence) ProtoMessage() {}
 
 func (x *Presence) ProtoReflect() protoreflect.Message {
-	mi := &file_frames_proto_msgTypes[7]
+	mi := &file_frames_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -743,7 +1017,7 @@ func (x *Presence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Presence.ProtoReflect.Descriptor instead.
 func (*Presence) Descriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{7}
+	return file_frames_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Presence) GetUser() string {
@@ -781,16 +1055,42 @@ func (x *Presence) GetShow() Show {
 	return Show_show_unspecified
 }
 
+func (x *Presence) GetDevices() []*DevicePresence {
+	if x != nil {
+		return x.Devices
+	}
+	return nil
+}
+
+func (x *Presence) GetIdleSinceMinute() uint32 {
+	if x != nil {
+		return x.IdleSinceMinute
+	}
+	return 0
+}
+
+func (x *Presence) GetStatusText() string {
+	if x != nil {
+		return x.StatusText
+	}
+	return ""
+}
+
+// SetStatus sets the user's own show and status text, seen by contacts
+// while the user is online, until expires_ms (absolute Unix ms; 0: until
+// changed). show auto clears the user's show: it is derived again.
 type SetStatus struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Show          Show                   `protobuf:"varint,1,opt,name=show,proto3,enum=presence.v1.Show" json:"show,omitempty"`
+	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	ExpiresMs     int64                  `protobuf:"varint,3,opt,name=expires_ms,json=expiresMs,proto3" json:"expires_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SetStatus) Reset() {
 	*x = SetStatus{}
-	mi := &file_frames_proto_msgTypes[8]
+	mi := &file_frames_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -802,7 +1102,7 @@ func (x *SetStatus) String() string {
 func (*SetStatus) ProtoMessage() {}
 
 func (x *SetStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_frames_proto_msgTypes[8]
+	mi := &file_frames_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -815,7 +1115,7 @@ func (x *SetStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetStatus.ProtoReflect.Descriptor instead.
 func (*SetStatus) Descriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{8}
+	return file_frames_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SetStatus) GetShow() Show {
@@ -823,6 +1123,166 @@ func (x *SetStatus) GetShow() Show {
 		return x.Show
 	}
 	return Show_show_unspecified
+}
+
+func (x *SetStatus) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *SetStatus) GetExpiresMs() int64 {
+	if x != nil {
+		return x.ExpiresMs
+	}
+	return 0
+}
+
+// SetActivity declares what the device is doing. A declared active turns
+// idle after the hello's idle_after_ms unless declared again.
+type SetActivity struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Activity      Activity               `protobuf:"varint,1,opt,name=activity,proto3,enum=presence.v1.Activity" json:"activity,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetActivity) Reset() {
+	*x = SetActivity{}
+	mi := &file_frames_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetActivity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetActivity) ProtoMessage() {}
+
+func (x *SetActivity) ProtoReflect() protoreflect.Message {
+	mi := &file_frames_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetActivity.ProtoReflect.Descriptor instead.
+func (*SetActivity) Descriptor() ([]byte, []int) {
+	return file_frames_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SetActivity) GetActivity() Activity {
+	if x != nil {
+		return x.Activity
+	}
+	return Activity_activity_unspecified
+}
+
+// StateSyncRequest asks the device for its state: its heartbeats drifted
+// (seq or client time went backwards three times in a row), and the node
+// routes to it last until it answers with StateSync and the same nonce.
+type StateSyncRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Nonce         string                 `protobuf:"bytes,1,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StateSyncRequest) Reset() {
+	*x = StateSyncRequest{}
+	mi := &file_frames_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StateSyncRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StateSyncRequest) ProtoMessage() {}
+
+func (x *StateSyncRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_frames_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StateSyncRequest.ProtoReflect.Descriptor instead.
+func (*StateSyncRequest) Descriptor() ([]byte, []int) {
+	return file_frames_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *StateSyncRequest) GetNonce() string {
+	if x != nil {
+		return x.Nonce
+	}
+	return ""
+}
+
+// StateSync answers a StateSyncRequest with the device's activity.
+type StateSync struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Nonce         string                 `protobuf:"bytes,1,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	Activity      Activity               `protobuf:"varint,2,opt,name=activity,proto3,enum=presence.v1.Activity" json:"activity,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StateSync) Reset() {
+	*x = StateSync{}
+	mi := &file_frames_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StateSync) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StateSync) ProtoMessage() {}
+
+func (x *StateSync) ProtoReflect() protoreflect.Message {
+	mi := &file_frames_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StateSync.ProtoReflect.Descriptor instead.
+func (*StateSync) Descriptor() ([]byte, []int) {
+	return file_frames_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *StateSync) GetNonce() string {
+	if x != nil {
+		return x.Nonce
+	}
+	return ""
+}
+
+func (x *StateSync) GetActivity() Activity {
+	if x != nil {
+		return x.Activity
+	}
+	return Activity_activity_unspecified
 }
 
 // Resync tells the client its subscriptions were lost: subscribe again and
@@ -836,7 +1296,7 @@ type Resync struct {
 
 func (x *Resync) Reset() {
 	*x = Resync{}
-	mi := &file_frames_proto_msgTypes[9]
+	mi := &file_frames_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +1308,7 @@ func (x *Resync) String() string {
 func (*Resync) ProtoMessage() {}
 
 func (x *Resync) ProtoReflect() protoreflect.Message {
-	mi := &file_frames_proto_msgTypes[9]
+	mi := &file_frames_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +1321,7 @@ func (x *Resync) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resync.ProtoReflect.Descriptor instead.
 func (*Resync) Descriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{9}
+	return file_frames_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Resync) GetReason() string {
@@ -885,7 +1345,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_frames_proto_msgTypes[10]
+	mi := &file_frames_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -897,7 +1357,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_frames_proto_msgTypes[10]
+	mi := &file_frames_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -910,7 +1370,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{10}
+	return file_frames_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Error) GetCode() uint32 {
@@ -945,7 +1405,7 @@ var File_frames_proto protoreflect.FileDescriptor
 
 const file_frames_proto_rawDesc = "" +
 	"\n" +
-	"\fframes.proto\x12\vpresence.v1\"\xa9\x04\n" +
+	"\fframes.proto\x12\vpresence.v1\"\xf0\x05\n" +
 	"\x05Frame\x12*\n" +
 	"\x05hello\x18\x01 \x01(\v2\x12.presence.v1.HelloH\x00R\x05hello\x126\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x16.presence.v1.HeartbeatH\x00R\theartbeat\x12@\n" +
@@ -958,15 +1418,25 @@ const file_frames_proto_rawDesc = "" +
 	"set_status\x18\b \x01(\v2\x16.presence.v1.SetStatusH\x00R\tsetStatus\x12-\n" +
 	"\x06resync\x18\t \x01(\v2\x13.presence.v1.ResyncH\x00R\x06resync\x12*\n" +
 	"\x05error\x18\n" +
-	" \x01(\v2\x12.presence.v1.ErrorH\x00R\x05errorB\x06\n" +
-	"\x04kind\"\xaa\x01\n" +
+	" \x01(\v2\x12.presence.v1.ErrorH\x00R\x05error\x12=\n" +
+	"\fset_activity\x18\v \x01(\v2\x18.presence.v1.SetActivityH\x00R\vsetActivity\x12M\n" +
+	"\x12state_sync_request\x18\f \x01(\v2\x1d.presence.v1.StateSyncRequestH\x00R\x10stateSyncRequest\x127\n" +
+	"\n" +
+	"state_sync\x18\r \x01(\v2\x16.presence.v1.StateSyncH\x00R\tstateSyncB\x06\n" +
+	"\x04kind\"\xf2\x02\n" +
 	"\x05Hello\x12\x17\n" +
 	"\aconn_id\x18\x01 \x01(\tR\x06connId\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x12\n" +
 	"\x04user\x18\x03 \x01(\tR\x04user\x12\x16\n" +
 	"\x06device\x18\x04 \x01(\tR\x06device\x12\x14\n" +
 	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\x122\n" +
-	"\x15heartbeat_interval_ms\x18\x06 \x01(\rR\x13heartbeatIntervalMs\"?\n" +
+	"\x15heartbeat_interval_ms\x18\x06 \x01(\rR\x13heartbeatIntervalMs\x12'\n" +
+	"\x0fheartbeat_class\x18\a \x01(\tR\x0eheartbeatClass\x12\x19\n" +
+	"\bstale_ms\x18\b \x01(\rR\astaleMs\x12+\n" +
+	"\x12half_open_bound_ms\x18\t \x01(\rR\x0fhalfOpenBoundMs\x12\"\n" +
+	"\ridle_after_ms\x18\n" +
+	" \x01(\rR\vidleAfterMs\x121\n" +
+	"\bplatform\x18\v \x01(\x0e2\x15.presence.v1.PlatformR\bplatform\"?\n" +
 	"\tHeartbeat\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12 \n" +
 	"\fclient_ts_ms\x18\x02 \x01(\x03R\n" +
@@ -986,15 +1456,32 @@ const file_frames_proto_rawDesc = "" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x123\n" +
 	"\tpresences\x18\x02 \x03(\v2\x15.presence.v1.PresenceR\tpresences\"'\n" +
 	"\vUnsubscribe\x12\x18\n" +
-	"\atargets\x18\x01 \x03(\tR\atargets\"\xb6\x01\n" +
+	"\atargets\x18\x01 \x03(\tR\atargets\"v\n" +
+	"\x0eDevicePresence\x121\n" +
+	"\bplatform\x18\x01 \x01(\x0e2\x15.presence.v1.PlatformR\bplatform\x121\n" +
+	"\bactivity\x18\x02 \x01(\x0e2\x15.presence.v1.ActivityR\bactivity\"\xba\x02\n" +
 	"\bPresence\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12+\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x13.presence.v1.StatusR\x06status\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\x04R\aversion\x12(\n" +
 	"\x10last_seen_minute\x18\x04 \x01(\rR\x0elastSeenMinute\x12%\n" +
-	"\x04show\x18\x05 \x01(\x0e2\x11.presence.v1.ShowR\x04show\"2\n" +
+	"\x04show\x18\x05 \x01(\x0e2\x11.presence.v1.ShowR\x04show\x125\n" +
+	"\adevices\x18\x06 \x03(\v2\x1b.presence.v1.DevicePresenceR\adevices\x12*\n" +
+	"\x11idle_since_minute\x18\a \x01(\rR\x0fidleSinceMinute\x12\x1f\n" +
+	"\vstatus_text\x18\b \x01(\tR\n" +
+	"statusText\"e\n" +
 	"\tSetStatus\x12%\n" +
-	"\x04show\x18\x01 \x01(\x0e2\x11.presence.v1.ShowR\x04show\" \n" +
+	"\x04show\x18\x01 \x01(\x0e2\x11.presence.v1.ShowR\x04show\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12\x1d\n" +
+	"\n" +
+	"expires_ms\x18\x03 \x01(\x03R\texpiresMs\"@\n" +
+	"\vSetActivity\x121\n" +
+	"\bactivity\x18\x01 \x01(\x0e2\x15.presence.v1.ActivityR\bactivity\"(\n" +
+	"\x10StateSyncRequest\x12\x14\n" +
+	"\x05nonce\x18\x01 \x01(\tR\x05nonce\"T\n" +
+	"\tStateSync\x12\x14\n" +
+	"\x05nonce\x18\x01 \x01(\tR\x05nonce\x121\n" +
+	"\bactivity\x18\x02 \x01(\x0e2\x15.presence.v1.ActivityR\bactivity\" \n" +
 	"\x06Resync\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"z\n" +
 	"\x05Error\x12\x12\n" +
@@ -1010,13 +1497,28 @@ const file_frames_proto_rawDesc = "" +
 	"\aoffline\x10\x02\x12\f\n" +
 	"\brecently\x10\x03\x12\f\n" +
 	"\blong_ago\x10\x04\x12\v\n" +
-	"\aunknown\x10\x05*M\n" +
+	"\aunknown\x10\x05*W\n" +
 	"\x04Show\x12\x14\n" +
 	"\x10show_unspecified\x10\x00\x12\r\n" +
 	"\tavailable\x10\x01\x12\b\n" +
 	"\x04away\x10\x02\x12\a\n" +
 	"\x03dnd\x10\x03\x12\r\n" +
-	"\tinvisible\x10\x04B*Z(github.com/presence-im/presence/messagesb\x06proto3"
+	"\tinvisible\x10\x04\x12\b\n" +
+	"\x04auto\x10\x05*Q\n" +
+	"\bPlatform\x12\x18\n" +
+	"\x14platform_unspecified\x10\x00\x12\n" +
+	"\n" +
+	"\x06mobile\x10\x01\x12\v\n" +
+	"\adesktop\x10\x02\x12\a\n" +
+	"\x03web\x10\x03\x12\t\n" +
+	"\x05other\x10\x04*J\n" +
+	"\bActivity\x12\x18\n" +
+	"\x14activity_unspecified\x10\x00\x12\n" +
+	"\n" +
+	"\x06active\x10\x01\x12\b\n" +
+	"\x04idle\x10\x02\x12\x0e\n" +
+	"\n" +
+	"background\x10\x03B*Z(github.com/presence-im/presence/messagesb\x06proto3"
 
 var (
 	file_frames_proto_rawDescOnce sync.Once
@@ -1030,43 +1532,58 @@ func file_frames_proto_rawDescGZIP() []byte {
 	return file_frames_proto_rawDescData
 }
 
-var file_frames_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_frames_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_frames_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_frames_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_frames_proto_goTypes = []any{
-	(Status)(0),          // 0: presence.v1.Status
-	(Show)(0),            // 1: presence.v1.Show
-	(*Frame)(nil),        // 2: presence.v1.Frame
-	(*Hello)(nil),        // 3: presence.v1.Hello
-	(*Heartbeat)(nil),    // 4: presence.v1.Heartbeat
-	(*HeartbeatAck)(nil), // 5: presence.v1.HeartbeatAck
-	(*Subscribe)(nil),    // 6: presence.v1.Subscribe
-	(*Snapshot)(nil),     // 7: presence.v1.Snapshot
-	(*Unsubscribe)(nil),  // 8: presence.v1.Unsubscribe
-	(*Presence)(nil),     // 9: presence.v1.Presence
-	(*SetStatus)(nil),    // 10: presence.v1.SetStatus
-	(*Resync)(nil),       // 11: presence.v1.Resync
-	(*Error)(nil),        // 12: presence.v1.Error
+	(Status)(0),              // 0: presence.v1.Status
+	(Show)(0),                // 1: presence.v1.Show
+	(Platform)(0),            // 2: presence.v1.Platform
+	(Activity)(0),            // 3: presence.v1.Activity
+	(*Frame)(nil),            // 4: presence.v1.Frame
+	(*Hello)(nil),            // 5: presence.v1.Hello
+	(*Heartbeat)(nil),        // 6: presence.v1.Heartbeat
+	(*HeartbeatAck)(nil),     // 7: presence.v1.HeartbeatAck
+	(*Subscribe)(nil),        // 8: presence.v1.Subscribe
+	(*Snapshot)(nil),         // 9: presence.v1.Snapshot
+	(*Unsubscribe)(nil),      // 10: presence.v1.Unsubscribe
+	(*DevicePresence)(nil),   // 11: presence.v1.DevicePresence
+	(*Presence)(nil),         // 12: presence.v1.Presence
+	(*SetStatus)(nil),        // 13: presence.v1.SetStatus
+	(*SetActivity)(nil),      // 14: presence.v1.SetActivity
+	(*StateSyncRequest)(nil), // 15: presence.v1.StateSyncRequest
+	(*StateSync)(nil),        // 16: presence.v1.StateSync
+	(*Resync)(nil),           // 17: presence.v1.Resync
+	(*Error)(nil),            // 18: presence.v1.Error
 }
 var file_frames_proto_depIdxs = []int32{
-	3,  // 0: presence.v1.Frame.hello:type_name -> presence.v1.Hello
-	4,  // 1: presence.v1.Frame.heartbeat:type_name -> presence.v1.Heartbeat
-	5,  // 2: presence.v1.Frame.heartbeat_ack:type_name -> presence.v1.HeartbeatAck
-	6,  // 3: presence.v1.Frame.subscribe:type_name -> presence.v1.Subscribe
-	7,  // 4: presence.v1.Frame.snapshot:type_name -> presence.v1.Snapshot
-	8,  // 5: presence.v1.Frame.unsubscribe:type_name -> presence.v1.Unsubscribe
-	9,  // 6: presence.v1.Frame.presence:type_name -> presence.v1.Presence
-	10, // 7: presence.v1.Frame.set_status:type_name -> presence.v1.SetStatus
-	11, // 8: presence.v1.Frame.resync:type_name -> presence.v1.Resync
-	12, // 9: presence.v1.Frame.error:type_name -> presence.v1.Error
-	9,  // 10: presence.v1.Snapshot.presences:type_name -> presence.v1.Presence
-	0,  // 11: presence.v1.Presence.status:type_name -> presence.v1.Status
-	1,  // 12: presence.v1.Presence.show:type_name -> presence.v1.Show
-	1,  // 13: presence.v1.SetStatus.show:type_name -> presence.v1.Show
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	5,  // 0: presence.v1.Frame.hello:type_name -> presence.v1.Hello
+	6,  // 1: presence.v1.Frame.heartbeat:type_name -> presence.v1.Heartbeat
+	7,  // 2: presence.v1.Frame.heartbeat_ack:type_name -> presence.v1.HeartbeatAck
+	8,  // 3: presence.v1.Frame.subscribe:type_name -> presence.v1.Subscribe
+	9,  // 4: presence.v1.Frame.snapshot:type_name -> presence.v1.Snapshot
+	10, // 5: presence.v1.Frame.unsubscribe:type_name -> presence.v1.Unsubscribe
+	12, // 6: presence.v1.Frame.presence:type_name -> presence.v1.Presence
+	13, // 7: presence.v1.Frame.set_status:type_name -> presence.v1.SetStatus
+	17, // 8: presence.v1.Frame.resync:type_name -> presence.v1.Resync
+	18, // 9: presence.v1.Frame.error:type_name -> presence.v1.Error
+	14, // 10: presence.v1.Frame.set_activity:type_name -> presence.v1.SetActivity
+	15, // 11: presence.v1.Frame.state_sync_request:type_name -> presence.v1.StateSyncRequest
+	16, // 12: presence.v1.Frame.state_sync:type_name -> presence.v1.StateSync
+	2,  // 13: presence.v1.Hello.platform:type_name -> presence.v1.Platform
+	12, // 14: presence.v1.Snapshot.presences:type_name -> presence.v1.Presence
+	2,  // 15: presence.v1.DevicePresence.platform:type_name -> presence.v1.Platform
+	3,  // 16: presence.v1.DevicePresence.activity:type_name -> presence.v1.Activity
+	0,  // 17: presence.v1.Presence.status:type_name -> presence.v1.Status
+	1,  // 18: presence.v1.Presence.show:type_name -> presence.v1.Show
+	11, // 19: presence.v1.Presence.devices:type_name -> presence.v1.DevicePresence
+	1,  // 20: presence.v1.SetStatus.show:type_name -> presence.v1.Show
+	3,  // 21: presence.v1.SetActivity.activity:type_name -> presence.v1.Activity
+	3,  // 22: presence.v1.StateSync.activity:type_name -> presence.v1.Activity
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_frames_proto_init() }
@@ -1085,14 +1602,17 @@ func file_frames_proto_init() {
 		(*Frame_SetStatus)(nil),
 		(*Frame_Resync)(nil),
 		(*Frame_Error)(nil),
+		(*Frame_SetActivity)(nil),
+		(*Frame_StateSyncRequest)(nil),
+		(*Frame_StateSync)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_frames_proto_rawDesc), len(file_frames_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   11,
+			NumEnums:      4,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

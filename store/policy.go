@@ -23,6 +23,9 @@ type PolicyDoc struct {
 	Contacts    []string         `json:"contacts"`
 	Blocked     []string         `json:"blocked"`
 	HiddenFrom  []string         `json:"hidden_from"`
+	// CoarseFor are contacts that see coarse presence where the others
+	// see exact (a colleague who needs to know "online", not the devices).
+	CoarseFor []string `json:"coarse_for,omitempty"`
 }
 
 // Validate checks a policy document of user.
@@ -35,7 +38,7 @@ func (d PolicyDoc) Validate(user string) error {
 	for _, l := range []struct {
 		name string
 		v    []string
-	}{{"contacts", d.Contacts}, {"blocked", d.Blocked}, {"hidden_from", d.HiddenFrom}} {
+	}{{"contacts", d.Contacts}, {"blocked", d.Blocked}, {"hidden_from", d.HiddenFrom}, {"coarse_for", d.CoarseFor}} {
 		if len(l.v) > MaxListLen {
 			return fmt.Errorf("%w: %s has %d entries: at most %d", ErrBadPolicy, l.name, len(l.v), MaxListLen)
 		}
@@ -60,7 +63,11 @@ func (d PolicyDoc) Policy() *core.Policy {
 		}
 		return m
 	}
-	return &core.Policy{Granularity: d.Granularity, Contacts: set(d.Contacts), Blocked: set(d.Blocked), HiddenFrom: set(d.HiddenFrom)}
+	p := &core.Policy{Granularity: d.Granularity, Contacts: set(d.Contacts), Blocked: set(d.Blocked), HiddenFrom: set(d.HiddenFrom)}
+	if len(d.CoarseFor) > 0 {
+		p.CoarseFor = set(d.CoarseFor)
+	}
+	return p
 }
 
 // PolicyStore keeps users' privacy policies.

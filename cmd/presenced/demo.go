@@ -91,7 +91,7 @@ func demoDevice(ctx context.Context, n *actors.Node, cfg config.Config, user str
 				}
 				break beat
 			case <-time.After(core.HeartbeatDelay(r, t.Heartbeat, t.HeartbeatJitter)):
-				conn.Heartbeat(seq)
+				conn.Heartbeat(seq, time.Now().UnixMilli())
 			}
 		}
 		select { // away for a while (sometimes shorter than the debounce)

@@ -18,3 +18,8 @@ func CounterVec(name, help string, labels ...string) *prometheus.CounterVec {
 func Gauge(name, help string) prometheus.Gauge {
 	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
 }
+
+// GaugeVec is a gauge by labels.
+func GaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+}

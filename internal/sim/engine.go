@@ -167,7 +167,7 @@ func (w *World) heartbeat(c *conn) {
 		}
 		c.seq++
 		if !c.lose[c.seq] {
-			c.c.Beat(w.wall(), c.seq)
+			c.c.Heartbeat(w.wall(), c.seq, w.wall().UnixMilli())
 		}
 		w.heartbeat(c)
 	})

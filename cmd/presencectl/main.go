@@ -27,6 +27,7 @@ const usage = `usage:
   presencectl serve-alone [--admin URL]                 a fenced node serves as a new cluster (admin token)
   presencectl token --user U --device D [--ttl 24h] [--secret S]   (secret also PRESENCE_SECRET, or --secret-file / PRESENCE_SECRET_FILE)
   presencectl sim e01 [--json] [--seed N] [--timing seed|fast]
+  presencectl sim activity [--json] [--seed N] [--timing seed|fast] [--users 100]   declared activity across an owner crash
   presencectl demo [--devices 20] [--ws URL,...] [--admin URL,...] [--life 30s] [--status 5s]   reconnecting demo devices spread over the nodes
   presencectl load --conns N --pid PID [--url ws://127.0.0.1:7600/ws] [--admin http://127.0.0.1:7700]
 `
@@ -96,15 +97,16 @@ func tokenCmd(args []string, out, errOut io.Writer) int {
 }
 
 func simCmd(args []string, out, errOut io.Writer) int {
-	if len(args) == 0 || args[0] != "e01" {
-		fmt.Fprintf(errOut, "presencectl sim: the only experiment is e01\n%s", usage)
+	if len(args) == 0 || args[0] != "e01" && args[0] != "activity" {
+		fmt.Fprintf(errOut, "presencectl sim: the experiments are e01 and activity\n%s", usage)
 		return 2
 	}
-	fs := flag.NewFlagSet("sim e01", flag.ContinueOnError)
+	fs := flag.NewFlagSet("sim "+args[0], flag.ContinueOnError)
 	fs.SetOutput(errOut)
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
 	seed := fs.Int64("seed", 1, "seed of every random draw")
 	preset := fs.String("timing", "seed", "timing preset: seed or fast")
+	users := fs.Int("users", 100, "activity: users, each with a phone and a laptop")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -112,6 +114,9 @@ func simCmd(args []string, out, errOut io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(errOut, "presencectl:", err)
 		return 2
+	}
+	if args[0] == "activity" {
+		return activityReport(out, errOut, sim.Activity(t, *preset, *seed, *users), *asJSON)
 	}
 	r := sim.E01(t, *preset, *seed)
 	if *asJSON {
@@ -123,6 +128,26 @@ func simCmd(args []string, out, errOut io.Writer) int {
 		return 0
 	}
 	printReport(out, r)
+	return 0
+}
+
+// activityReport prints the activity experiment; exit 1 if it failed.
+func activityReport(out, errOut io.Writer, r sim.ActivityReport, asJSON bool) int {
+	if asJSON {
+		if err := json.NewEncoder(out).Encode(r); err != nil {
+			fmt.Fprintln(errOut, "presencectl:", err)
+			return 1
+		}
+	} else {
+		fmt.Fprintf(out, "declared activity across an owner crash, preset %s, seed %d: %d users, %d devices\n", r.Preset, r.Seed, r.Users, r.Devices)
+		fmt.Fprintf(out, "views holding the declared activity: %d before the crash, %d after the failover; subscribers sent the derived show: %d\n", r.Before, r.After, r.Seen)
+		for _, l := range r.Lost {
+			fmt.Fprintln(out, "  differs:", l)
+		}
+	}
+	if !r.OK {
+		return 1
+	}
 	return 0
 }
 

@@ -54,6 +54,17 @@ func TestSimIsDeterministic(t *testing.T) {
 	}
 }
 
+func TestSimActivity(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"sim", "activity", "--timing", "fast", "--users", "20"}, &out, &errOut); code != 0 ||
+		!strings.Contains(out.String(), "40 after the failover") {
+		t.Fatalf("sim activity: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	if code := run([]string{"sim", "nothing"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "e01 and activity") {
+		t.Fatalf("sim nothing: exit %d, %q", code, errOut.String())
+	}
+}
+
 func TestStatusReportsAdminErrors(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/api/presence/alice" {

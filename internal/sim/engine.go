@@ -52,6 +52,7 @@ type World struct {
 	// Observations.
 	Offline        map[string][]time.Duration // user -> times an offline reached its subscriber
 	Online         map[string][]time.Duration
+	Last           map[string]*messages.Presence // user -> the last presence its subscriber got
 	Renewals       map[int64]int // renewals arriving per virtual second
 	Expiries       int
 	EarlyExpiries  int // expiries before last renewal + TTL (must stay 0)
@@ -75,13 +76,14 @@ type conn struct {
 	closed           bool
 	lose             map[uint64]bool // heartbeat seqs lost on the way
 	seq              uint64
+	state            core.DeviceState // declared (activity.go)
 }
 
 // NewWorld makes an empty world.
 func NewWorld(t config.Timing, seed int64) *World {
 	return &World{
 		T: t, Seed: seed, gws: map[string]*gateway{}, leas: map[string]*core.Lease{}, view: map[string]*core.View{},
-		Offline: map[string][]time.Duration{}, Online: map[string][]time.Duration{}, Renewals: map[int64]int{},
+		Offline: map[string][]time.Duration{}, Online: map[string][]time.Duration{}, Renewals: map[int64]int{}, Last: map[string]*messages.Presence{},
 	}
 }
 
@@ -145,7 +147,8 @@ func (w *World) Watch(user string) {
 func (w *World) Connect(gw, user, device string, attempt uint64, lose ...uint64) {
 	g := w.gws[gw]
 	id := fmt.Sprintf("%s/%s/%s/%d", gw, user, device, attempt)
-	c := &conn{id: id, user: user, device: device, epoch: attempt, gw: g, c: core.NewConn(w.wall()), rng: core.Rand(w.Seed, id), lose: map[uint64]bool{}}
+	c := &conn{id: id, user: user, device: device, epoch: attempt, gw: g, c: core.NewConn(w.wall()), rng: core.Rand(w.Seed, id), lose: map[uint64]bool{},
+		state: core.NewDeviceState(messages.Platform_other, messages.Activity_activity_unspecified, w.wall(), w.T.IdleAfter)}
 	for _, s := range lose {
 		c.lose[s] = true
 	}
@@ -157,7 +160,9 @@ func (w *World) Connect(gw, user, device string, attempt uint64, lose ...uint64)
 }
 
 func (c *conn) holder() *messages.Holder {
-	return &messages.Holder{Node: c.gw.name, ConnId: c.id, Epoch: c.epoch}
+	h := &messages.Holder{Node: c.gw.name, ConnId: c.id, Epoch: c.epoch}
+	c.state.Fill(h)
+	return h
 }
 
 func (w *World) heartbeat(c *conn) {
@@ -236,6 +241,9 @@ func (w *World) applyLease(user, device string, res core.LeaseResult) {
 	if res.Expiry != nil {
 		gen := res.Expiry.Gen
 		w.at(res.Expiry.At.Sub(epoch0), func() {
+			if w.leas[user+"/"+device] != l {
+				return // lost with its member (OwnerCrash)
+			}
 			renewedAt := l.RenewedAt
 			r := l.Expire(gen, w.wall())
 			if r.Down {
@@ -255,6 +263,8 @@ func (w *World) applyLease(user, device string, res core.LeaseResult) {
 	case res.Up:
 		w.DeviceFlips++
 		w.applyView(v, v.DeviceUp(device, l.Holder, w.wall()))
+	case res.Changed:
+		w.applyView(v, v.DeviceUp(device, l.Holder, w.wall()))
 	case res.Down:
 		w.DeviceFlips++
 		w.applyView(v, v.DeviceDown(device, l.EndedEpoch, res.LastAlive, w.wall()))
@@ -266,6 +276,7 @@ func (w *World) applyView(v *core.View, res core.ViewResult) {
 		w.PublishedFlips++
 	}
 	for _, d := range res.Deliveries {
+		w.Last[v.User] = d.Presence
 		switch d.Presence.GetStatus() {
 		case messages.Status_offline:
 			w.Offline[v.User] = append(w.Offline[v.User], w.now)

@@ -53,7 +53,7 @@ type World struct {
 	Offline        map[string][]time.Duration // user -> times an offline reached its subscriber
 	Online         map[string][]time.Duration
 	Last           map[string]*messages.Presence // user -> the last presence its subscriber got
-	Renewals       map[int64]int // renewals arriving per virtual second
+	Renewals       map[int64]int                 // renewals arriving per virtual second
 	Expiries       int
 	EarlyExpiries  int // expiries before last renewal + TTL (must stay 0)
 	DeviceFlips    int

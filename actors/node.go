@@ -20,6 +20,7 @@ import (
 	"github.com/presence-im/presence/internal/quietlog"
 	"github.com/presence-im/presence/messages"
 	"github.com/presence-im/presence/store"
+	"github.com/presence-im/presence/webhook"
 )
 
 // Deps is what a node is made of.
@@ -38,6 +39,9 @@ type Deps struct {
 	// Unfenced switches lease epoch fencing off for the negative-control
 	// test only (see core.Lease.Unfenced).
 	Unfenced bool
+	// Changes receives every user's change as its view publishes it (the
+	// webhooks: package webhook); nil: none.
+	Changes ChangeSink
 	// Cluster makes the node a member of a gossip cluster whose lease and
 	// view actors are spread over the members (ClusterDirectory); nil: a
 	// node alone.
@@ -46,6 +50,15 @@ type Deps struct {
 	// node's (one that hangs or fails, as a dying member's does).
 	wrapDir func(Directory) Directory
 }
+
+// ChangeSink takes users' changes; Changed must not block (it runs in
+// the view's Receive).
+type ChangeSink interface {
+	Changed(webhook.Event)
+}
+
+// OwnsView reports whether this node owns the user's view now.
+func (n *Node) OwnsView(user string) bool { return n.owns(KindView, user) }
 
 // ClusterOptions are a cluster member's settings.
 type ClusterOptions struct {

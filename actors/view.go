@@ -30,6 +30,7 @@ type viewActor struct {
 	idleGen                             uint64
 	started                             time.Time // activation
 	mode                                string    // leave mode of the last departure (presence_offline_detection_seconds)
+	hooked                              string    // what the webhooks were last told (hook.go)
 }
 
 func (a *viewActor) Receive(ctx actor.Context) {
@@ -438,6 +439,7 @@ func (a *viewActor) apply(ctx actor.Context, res core.ViewResult) {
 	if res.Unmeasured {
 		a.unmeasured()
 	}
+	a.hook(now)
 	if a.v.Idle() {
 		a.armIdle(ctx)
 	} else {

@@ -23,6 +23,7 @@ import (
 	"github.com/presence-im/presence/dashboard"
 	"github.com/presence-im/presence/messages"
 	"github.com/presence-im/presence/store"
+	"github.com/presence-im/presence/webhook"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -53,7 +54,12 @@ type Server struct {
 	// MaxBatch bounds the users of one POST /api/presence/batch; more is
 	// 413. 0: config.DefaultLimits().Batch.
 	MaxBatch int
-	streams  atomic.Int64
+	// Webhooks, when set, answers GET /api/webhooks: each endpoint's
+	// delivery as this node sees it.
+	Webhooks interface {
+		States(ctx context.Context) []webhook.State
+	}
+	streams atomic.Int64
 }
 
 // DefaultMaxEventStreams is the default cap on open event streams: each
@@ -85,6 +91,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/history", s.history)
 	mux.HandleFunc("GET /api/users/{user}/graph", s.graph)
 	mux.HandleFunc("GET /api/actors", s.actorsPage)
+	mux.HandleFunc("GET /api/webhooks", s.webhooks)
 	// Go's profiler, behind the token like the rest: a profile shows where
 	// the node spends its CPU and heap under real load (docs/operations.md).
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
@@ -250,6 +257,17 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	counts, renewals, missing := s.Node.ClusterCounts(ctx)
 	writeJSON(w, http.StatusOK, Cluster{Self: s.Members.Self().ID, Members: s.Members.Members(), Actors: counts, Renewals: renewals, Unanswered: missing})
+}
+
+// webhooks is GET /api/webhooks: every endpoint's state ([] without any).
+func (s *Server) webhooks(w http.ResponseWriter, r *http.Request) {
+	states := []webhook.State{}
+	if s.Webhooks != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), s.timeout())
+		defer cancel()
+		states = append(states, s.Webhooks.States(ctx)...)
+	}
+	writeJSON(w, http.StatusOK, states)
 }
 
 // Device is one online device in presence and route answers, in the

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -127,7 +128,15 @@ type Config struct {
 	// AdminAllowedHosts are Host header values the admin API answers
 	// besides its listen address and loopback names.
 	AdminAllowedHosts []string
-	files             struct{ secret, adminToken, clusterKey string } // *-file parameters, read by Load
+	// WebhookURLs are the endpoints every user's change is POSTed to
+	// (docs/webhooks.md); WebhookSecret signs the deliveries (at least
+	// MinWebhookSecret bytes; required with an endpoint).
+	WebhookURLs   []string
+	WebhookSecret string
+	// WebhookRetryMax caps the back-off of a failing receiver (each wait
+	// drawn from [0, back-off), which doubles from 100 ms). Default 1 min.
+	WebhookRetryMax time.Duration
+	files           struct{ secret, adminToken, clusterKey string } // *-file parameters, read by Load
 }
 
 // Gateway is what an operator tunes of the device WebSocket endpoint;
@@ -285,7 +294,32 @@ func (c Config) Validate() error {
 	if c.Secret == "" {
 		errs = append(errs, fmt.Errorf("%w: secret is empty: must be set", ErrInvalid))
 	}
-	errs = append(errs, c.RequireSecrets())
+	errs = append(errs, c.RequireSecrets(), c.validateWebhooks())
+	return errors.Join(errs...)
+}
+
+// MinWebhookSecret is the shortest --webhook-secret: 128 bits.
+const MinWebhookSecret = 16
+
+// validateWebhooks: every endpoint an absolute http or https URL, and a
+// secret long enough to sign them.
+func (c Config) validateWebhooks() error {
+	var errs []error
+	for _, raw := range c.WebhookURLs {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("%w: webhook-url %q: must be an absolute http:// or https:// URL", ErrInvalid, raw))
+		}
+	}
+	switch {
+	case len(c.WebhookURLs) > 0 && c.WebhookSecret == "":
+		errs = append(errs, fmt.Errorf("%w: webhook-secret is required with webhook-url: deliveries are signed with it", ErrInvalid))
+	case c.WebhookSecret != "" && len(c.WebhookSecret) < MinWebhookSecret:
+		errs = append(errs, fmt.Errorf("%w: webhook-secret has %d bytes: must be at least %d", ErrInvalid, len(c.WebhookSecret), MinWebhookSecret))
+	}
+	if c.WebhookRetryMax < 0 {
+		errs = append(errs, fmt.Errorf("%w: webhook-retry-max = %v: must be >= 0 (0: the default)", ErrInvalid, c.WebhookRetryMax))
+	}
 	return errors.Join(errs...)
 }
 

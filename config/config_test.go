@@ -448,11 +448,15 @@ idle-after: 2m
 state-sync-timeout: 30s
 battery-factor: 3
 memory-return: 30s
+webhook-url: [https://a.example/hook, http://127.0.0.1:9/h]
+webhook-secret: 0123456789abcdef
+webhook-retry-max: 10s
 `)
 	want := config.Config{
 		NodeID: "n-file", Listen: "0.0.0.0:1", Admin: "0.0.0.0:2", AdminToken: "tok", Gossip: "0.0.0.0:3",
 		Join: []string{"a:1", "b:2"}, Advertise: "presence-1", RemotePort: 7947, JoinRetry: time.Minute, Preset: "seed", Secret: "s3cret", ClusterKey: "0123456789abcdef", Seed: 42, Demo: 3, PolicyDSN: "postgres://db/presence", SplitBrain: "lease",
 		MemoryReturn: 30 * time.Second,
+		WebhookURLs:  []string{"https://a.example/hook", "http://127.0.0.1:9/h"}, WebhookSecret: "0123456789abcdef", WebhookRetryMax: 10 * time.Second,
 		Gateway: config.Gateway{Outbox: 8, WriteTimeout: 3 * time.Second, AdmitRate: 9.5, AdmitBurst: 10, DrainSpread: 4 * time.Second, SendBuffer: 4096,
 			SubscribeRate: 2.5, SubscribeBurst: 3, ActivityRate: 0.5, ActivityBurst: 2},
 		Limits: config.Limits{Subscriptions: 40, Devices: 4, Batch: 50},
@@ -479,6 +483,7 @@ memory-return: 30s
 		"outbox": "8", "write-timeout": "3s", "admit-rate": "9.5", "admit-burst": "10", "drain-spread": "4s", "send-buffer": "4096",
 		"subscribe-rate": "2.5", "subscribe-burst": "3", "max-subscriptions": "40", "max-devices": "4", "max-batch": "50",
 		"memory-return": "30s", "activity-rate": "0.5", "activity-burst": "2", "idle-after": "2m", "state-sync-timeout": "30s", "battery-factor": "3",
+		"webhook-url": "https://a.example/hook,http://127.0.0.1:9/h", "webhook-secret": "0123456789abcdef", "webhook-retry-max": "10s",
 	} {
 		kv = append(kv, config.EnvName(k), v)
 		args = append(args, "--"+k+"="+v)
@@ -758,6 +763,31 @@ func TestValidateRemotePort(t *testing.T) {
 		}
 		if err != nil && !strings.Contains(err.Error(), "remote-port") && !strings.Contains(err.Error(), "join-retry") {
 			t.Errorf("%v: the error names no parameter: %v", tc.args, err)
+		}
+	}
+}
+
+// --webhook-url may be given more than once; an endpoint that is not an
+// absolute http(s) URL, one without a secret, or a short secret exits 2
+// naming the flag.
+func TestWebhookConfig(t *testing.T) {
+	c, err := config.Load([]string{"--webhook-url", "https://a.example/h", "--webhook-url", "https://b.example/h", "--webhook-secret", "0123456789abcdef"}, env(), io.Discard)
+	if err != nil || !slices.Equal(c.WebhookURLs, []string{"https://a.example/h", "https://b.example/h"}) {
+		t.Fatalf("repeated --webhook-url: %v %v", c.WebhookURLs, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		rule string
+	}{
+		{[]string{"--webhook-url", "a.example/h", "--webhook-secret", "0123456789abcdef"}, `webhook-url "a.example/h": must be an absolute http:// or https:// URL`},
+		{[]string{"--webhook-url", "ftp://a.example/h", "--webhook-secret", "0123456789abcdef"}, "must be an absolute http"},
+		{[]string{"--webhook-url", "https://a.example/h"}, "webhook-secret is required with webhook-url"},
+		{[]string{"--webhook-url", "https://a.example/h", "--webhook-secret", "short"}, "webhook-secret has 5 bytes: must be at least 16"},
+		{[]string{"--webhook-retry-max", "-1s"}, "webhook-retry-max = -1s"},
+	} {
+		_, err := config.Load(tc.args, env(), io.Discard)
+		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), tc.rule) {
+			t.Errorf("%v: %v, want ErrInvalid naming %q", tc.args, err, tc.rule)
 		}
 	}
 }

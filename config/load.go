@@ -26,6 +26,10 @@ type field struct {
 // switches are the boolean fields: --name alone means true.
 var switches = map[string]bool{"insecure": true}
 
+// repeatable are the list fields a flag may give more than once: each
+// occurrence adds to the list (as a comma in one value does).
+var repeatable = map[string]bool{"webhook-url": true}
+
 func str(p func(*Config) *string) func(*Config, string) error {
 	return func(c *Config, v string) error { *p(c) = v; return nil }
 }
@@ -93,6 +97,12 @@ var fields = []field{
 		c.AdminAllowedHosts = splitList(v)
 		return nil
 	}},
+	{"webhook-url", "endpoint every user's change is POSTed to (repeatable, or comma-separated; docs/webhooks.md)", func(c *Config, v string) error {
+		c.WebhookURLs = splitList(v)
+		return nil
+	}},
+	{"webhook-secret", "HMAC key the webhook deliveries are signed with (X-Presence-Signature), at least 16 bytes; required with webhook-url", str(func(c *Config) *string { return &c.WebhookSecret })},
+	{"webhook-retry-max", "the longest back-off of a failing webhook receiver (default 1m)", dur(func(c *Config) *time.Duration { return &c.WebhookRetryMax })},
 	{"policy-dsn", "store of policies, attempt floors and last seen: sqlite:PATH, postgres://... or memory", str(func(c *Config) *string { return &c.PolicyDSN })},
 	{"split-brain", "split-brain strategy: majority (keep-majority, ties to the oldest member) or lease (a lease in the policy-dsn store decides once members are unreachable)", str(func(c *Config) *string { return &c.SplitBrain })},
 	{"seed", "seed of the node's random source (0: random)", func(c *Config, v string) error {
@@ -240,9 +250,18 @@ func readLayers(args []string, getenv func(string) string, out io.Writer) ([]lay
 // register defines f's flag; switches take no value.
 func register(fs *flag.FlagSet, f field) *string {
 	p := new(string)
-	if switches[f.name] {
+	switch {
+	case switches[f.name]:
 		fs.BoolFunc(f.name, f.usage, func(v string) error { *p = v; return nil })
-	} else {
+	case repeatable[f.name]:
+		fs.Func(f.name, f.usage, func(v string) error {
+			if *p != "" {
+				v = *p + "," + v
+			}
+			*p = v
+			return nil
+		})
+	default:
 		fs.StringVar(p, f.name, "", f.usage)
 	}
 	return p

@@ -29,6 +29,7 @@ const usage = `usage:
   presencectl sim e01 [--json] [--seed N] [--timing seed|fast]
   presencectl sim activity [--json] [--seed N] [--timing seed|fast] [--users 100]   declared activity across an owner crash
   presencectl demo [--devices 20] [--ws URL,...] [--admin URL,...] [--life 30s] [--status 5s]   reconnecting demo devices spread over the nodes
+  presencectl webhook-listen [--listen 127.0.0.1:7800] [--secret S]   a test webhook receiver: checks signatures, prints events (secret also PRESENCE_WEBHOOK_SECRET)
   presencectl load --conns N --pid PID [--url ws://127.0.0.1:7600/ws] [--admin http://127.0.0.1:7700]
 `
 
@@ -48,14 +49,15 @@ func run(args []string, out, errOut io.Writer) int {
 // commands are presencectl's subcommands by name, each given the arguments
 // after its name.
 var commands = map[string]func(args []string, out, errOut io.Writer) int{
-	"sim":         simCmd,
-	"token":       tokenCmd,
-	"load":        loadCmd,
-	"demo":        demoCmd,
-	"status":      statusCmd,
-	"watch":       watchCmd,
-	"serve-alone": serveAloneCmd,
-	"ready":       readyCmd,
+	"sim":            simCmd,
+	"token":          tokenCmd,
+	"load":           loadCmd,
+	"demo":           demoCmd,
+	"status":         statusCmd,
+	"watch":          watchCmd,
+	"serve-alone":    serveAloneCmd,
+	"ready":          readyCmd,
+	"webhook-listen": webhookListenCmd,
 }
 
 // tokenCmd prints a device token as the last line of output.

@@ -85,6 +85,28 @@ func loadConfig(args []string) (cfg config.Config, log *slog.Logger, code int, d
 	return cfg, log, 0, false
 }
 
+// listen serves the admin API, then the device listener; on an error the
+// node is stopped.
+func listen(api *admin.Server, ws *gateway.Server, cfg config.Config, node *actors.Node, log *slog.Logger) (*http.Server, net.Listener, error) {
+	srv, ln, err := serveAdmin(api, cfg.Admin, log)
+	if err != nil {
+		node.Stop()
+		return nil, nil, fmt.Errorf("admin: %w", err)
+	}
+	if err := ws.Start(); err != nil {
+		_ = srv.Close()
+		node.Stop()
+		return nil, nil, fmt.Errorf("listen: %w", err)
+	}
+	return srv, ln, nil
+}
+
+// fail prints err and is the exit code.
+func fail(code int, err error) int {
+	fmt.Fprintln(os.Stderr, "presenced:", err)
+	return code
+}
+
 func run(args []string) int {
 	cfg, log, code, done := loadConfig(args)
 	if done {
@@ -93,42 +115,39 @@ func run(args []string) int {
 	reg, mem := runtimeMetrics(log)
 	policies, history, leases, closeStore, err := openTimedStore(cfg.PolicyDSN, reg)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "presenced:", err)
-		return 1
+		return fail(1, err)
 	}
 	defer closeStore()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	rejoin, fencedAPI, err := prepareRejoin(ctx, cfg, log)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "presenced:", err)
-		return 1
+		return fail(1, err)
 	}
-	node, co, err := startNode(ctx, &cfg, actors.Deps{Policies: policies, History: history, Metrics: actors.NewMetrics(reg), Logger: log, Limits: cfg.Limits}, rejoin)
+	hooks, err := startWebhooks(cfg, reg, log)
+	if err != nil {
+		return fail(1, err)
+	}
+	defer hooks.stop() // after the node: its views' last changes are flushed
+	node, co, err := startNode(ctx, &cfg, actors.Deps{Policies: policies, History: history, Metrics: actors.NewMetrics(reg), Logger: log, Limits: cfg.Limits,
+		Changes: hooks.sink()}, rejoin)
 	fencedAPI.stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "presenced:", err)
-		return 2
+		return fail(2, err)
 	}
+	hooks.ref.Store(node)
 	reg.MustRegister(node.Collector(), fenceGauge(rejoin))
 	ws := gateway.New(gateway.Options{Listen: cfg.Listen, Gateway: cfg.Gateway, Registerer: reg, PreviousSecrets: bytesOf(cfg.SecretPrevious)},
 		node.Gateway(), cfg.Timing, []byte(cfg.Secret), log)
 	// /readyz says ready once the gateway listens, and not while draining.
 	api := &admin.Server{Node: node, Members: node.Membership(), Timing: cfg.Timing, Policies: policies, Gatherer: reg,
-		Token: cfg.AdminToken, Log: log, Ready: ws.Ready, Addr: cfg.Admin, AllowedHosts: adminHosts(cfg), History: admin.NewHistory(0), MaxBatch: cfg.Limits.Batch}
+		Token: cfg.AdminToken, Log: log, Ready: ws.Ready, Addr: cfg.Admin, AllowedHosts: adminHosts(cfg), History: admin.NewHistory(0), MaxBatch: cfg.Limits.Batch,
+		Webhooks: hooks.api()}
 	go api.History.Run(ctx, node)
 	go mem.Run(ctx, cfg.MemoryReturn)
-	srv, ln, err := serveAdmin(api, cfg.Admin, log)
+	srv, ln, err := listen(api, ws, cfg, node, log)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "presenced: admin:", err)
-		node.Stop()
-		return 1
-	}
-	if err := ws.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, "presenced: listen:", err)
-		_ = srv.Close()
-		node.Stop()
-		return 1
+		return fail(1, err)
 	}
 	log.Info("node started", "listen", ws.Addr(), "admin", ln.Addr().String(), "gossip", co.Gossip.Bind, "advertise", co.Gossip.Advertise,
 		"actor", node.Address(), "timing", cfg.Preset, "bounds", fmt.Sprintf("%+v", cfg.Timing.Bounds()))

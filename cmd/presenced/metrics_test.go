@@ -69,7 +69,9 @@ func documentedMetrics(t *testing.T) (names, lazy []string) {
 // running node exports, and presence_connections counts the in-process
 // demo devices that presence_ws_connections cannot see.
 func TestMetricsTableMatchesNode(t *testing.T) {
-	p := startProc(t, "n1", "--demo", "4", "--policy-dsn", "memory")
+	// With a webhook endpoint (nobody listens: its deliveries are retried),
+	// so that its metrics are there to compare too.
+	p := startProc(t, "n1", "--demo", "4", "--policy-dsn", "memory", "--webhook-url", "http://127.0.0.1:9/hooks", "--webhook-secret", hookSecret)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c := p.dial(ctx, "alice", "phone", 1)

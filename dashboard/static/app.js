@@ -261,6 +261,26 @@ document.querySelector("#lookup").addEventListener("submit", async (e) => {
     "\n\nroute (" + r.status + ")\n" + JSON.stringify(r.body, null, 2);
 });
 
+// refreshWebhooks shows each endpoint's delivery (GET /api/webhooks): its
+// state, the rows waiting in the store, this node's oldest undelivered.
+async function refreshWebhooks() {
+  const { status, body } = await getJSON("/api/webhooks").catch(() => ({ status: 0, body: [] }));
+  const tbody = document.querySelector("#webhooks tbody");
+  tbody.replaceChildren();
+  if (status !== 200 || !Array.isArray(body) || body.length === 0) {
+    const tr = el("tr");
+    tr.append(el("td", status === 200 ? "none configured (--webhook-url)" : "unknown"));
+    tbody.append(tr);
+    return;
+  }
+  for (const e of body) {
+    const tr = el("tr");
+    tr.append(el("td", e.endpoint), el("td", e.state, e.state === "ok" ? "alive" : "dead"), el("td", String(e.waiting), "n"),
+      el("td", e.oldest_s.toFixed(1) + " s", "n"), el("td", e.last_error || ""));
+    tbody.append(tr);
+  }
+}
+
 async function main() {
   const { body } = await getJSON("/api/cluster").catch(() => ({ body: {} }));
   document.querySelector("#node").textContent = "served by " + (body.self || "?");
@@ -272,6 +292,10 @@ async function main() {
   (async function poll() {
     await refreshCluster();
     setTimeout(poll, 1000);
+  })();
+  (async function pollWebhooks() {
+    await refreshWebhooks();
+    setTimeout(pollWebhooks, 5000);
   })();
 }
 main();

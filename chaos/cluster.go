@@ -478,6 +478,7 @@ func millis(b admin.Bounds) (bounds, timing map[string]float64) {
 		"check_ms": float64(t.CheckMs), "renew_ms": float64(t.RenewMs), "renew_jitter": t.RenewJitter,
 		"ttl_ms": float64(t.TTLMs), "debounce_ms": float64(t.DebounceMs),
 		"failure_detection_ms": float64(t.FailureDetectionMs), "settle_ms": float64(t.SettleMs),
+		"idle_after_ms": float64(t.IdleAfterMs),
 	}
 	return bounds, timing
 }
@@ -498,6 +499,17 @@ func (n *Node) Route(ctx context.Context, user string) ([]string, error) {
 		nodes = append(nodes, d.Node)
 	}
 	return nodes, nil
+}
+
+// RouteDevices is GET /api/route/{user}'s devices, or an error for
+// anything but 200.
+func (n *Node) RouteDevices(ctx context.Context, user string) ([]admin.Device, error) {
+	var r admin.Route
+	code, err := n.get(ctx, "/api/route/"+user, &r)
+	if err == nil && code != 200 {
+		err = fmt.Errorf("chaos: route %s on %s: %d", user, n.ID, code)
+	}
+	return r.Devices, err
 }
 
 // PutPolicy writes a user's privacy policy.

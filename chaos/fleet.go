@@ -26,6 +26,10 @@ type Device struct {
 	closedAt  time.Time // when the harness read that close
 	attempt   uint64
 	beatErr   error // why its heartbeats stopped, when a write failed
+	// activity is what it last declared (the activity scenario), renew
+	// stops the renewal of a declared active.
+	activity messages.Activity
+	renew    context.CancelFunc
 }
 
 // health says what the harness knows of d's connection, for a finding: a
@@ -61,6 +65,18 @@ type Event struct {
 	// Snapshot: from a (re)subscription's snapshot, which may start over
 	// with a view created anew (SDK watchers).
 	Snapshot bool
+	// Activities is the activity of each platform online, as an exact
+	// contact sees it (the activity scenario checks it).
+	Activities []messages.Activity
+}
+
+// eventOf is what a watcher records of p.
+func eventOf(p *messages.Presence, snapshot bool) Event {
+	ev := Event{Target: p.GetUser(), Status: p.GetStatus(), Version: p.GetVersion(), At: time.Now(), Snapshot: snapshot}
+	for _, d := range p.GetDevices() {
+		ev.Activities = append(ev.Activities, d.GetActivity())
+	}
+	return ev
 }
 
 // Fleet is the devices and watchers of a run.
@@ -208,14 +224,14 @@ func (f *Fleet) Watch(ctx context.Context, w *Watcher, targets []string) error {
 				got = true
 				w.mu.Lock()
 				for _, p := range s.GetPresences() {
-					w.events = append(w.events, Event{Target: p.GetUser(), Status: p.GetStatus(), Version: p.GetVersion(), At: time.Now()})
+					w.events = append(w.events, eventOf(p, false))
 				}
 				w.mu.Unlock()
 				snap <- nil
 			}
 			if p := fr.GetPresence(); p != nil {
 				w.mu.Lock()
-				w.events = append(w.events, Event{Target: p.GetUser(), Status: p.GetStatus(), Version: p.GetVersion(), At: time.Now()})
+				w.events = append(w.events, eventOf(p, false))
 				w.mu.Unlock()
 			}
 		}

@@ -32,7 +32,7 @@ func (w *sdkWatcher) record() {
 	for ev := range w.s.Events() {
 		p := ev.Presence
 		w.mu.Lock()
-		w.events = append(w.events, Event{Target: p.GetUser(), Status: p.GetStatus(), Version: p.GetVersion(), At: time.Now(), Snapshot: ev.Snapshot})
+		w.events = append(w.events, eventOf(p, ev.Snapshot))
 		w.mu.Unlock()
 	}
 }

@@ -53,7 +53,7 @@ func TestRunScenarios(t *testing.T) {
 		return o
 	}
 	for _, o := range []Options{short("gateway-crash", 9), short("pause", 9), short("kill-two", 9), short("kill-two-at-once", 9), short("kill-two-at-once-lease", 9),
-		slow("rolling", 30), short("restart-storm", 30), short("partition", 9), short("partition-lease", 9), slow("partition-2-2-1", 10), slow("partition-2-2-1-lease", 10)} {
+		slow("rolling", 30), short("restart-storm", 30), short("activity", 9), short("partition", 9), short("partition-lease", 9), slow("partition-2-2-1", 10), slow("partition-2-2-1-lease", 10)} {
 		t.Run(o.Scenario, func(t *testing.T) {
 			if strings.HasPrefix(o.Scenario, "partition") && os.Geteuid() != 0 {
 				t.Skip("a real partition needs root (iptables)")

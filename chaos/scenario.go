@@ -41,6 +41,7 @@ var Scenarios = []Scenario{
 	{"kill-two-at-once", "kill -9 the two youngest nodes together: the survivor fences and waits (majority rule)", runKillTwoAtOnce, 0},
 	{"churn", "devices of --users distinct users connect in waves, subscribe to contacts and leave: live actors and memory follow the devices online and return to the baseline", runChurn, 0},
 	{"kill-two-at-once-lease", "--split-brain lease: kill -9 the two oldest nodes together: the youngest takes the lease and serves on", runKillTwoAtOnceLease, 0},
+	{"activity", "devices declare activities (active renewed, idle, background), kill -9 one node: after the failover the devices elsewhere show what they declared, in the route and to every watcher, and the new owners pass on the next declaration", runActivity, 0},
 }
 
 // Find returns the scenario called name.

@@ -80,12 +80,15 @@ sim:
 ## 127.0.0.2.., RUNS runs each, presence's first run held HOLD; prints the
 ## table of BENCHMARKS.md with each target met or missed
 ## (make bench N=5000 RUNS=1 HOLD=0 for a quick one)
+## (make bench BENCHFLAGS=--webhook: presence posts its webhooks to one
+## endpoint, a receiver in the bench; BENCHFLAGS passes any bench run flag)
 N    ?= 19000
 RUNS ?= 3
 HOLD ?= 5m
+BENCHFLAGS ?=
 bench: tools
 	$(GO) build -o $(BIN)/ ./cmd/presenced ./cmd/bench
-	$(BIN)/bench run --n $(N) --runs $(RUNS) --hold $(HOLD) --bin $(BIN) | tee bench.out
+	$(BIN)/bench run --n $(N) --runs $(RUNS) --hold $(HOLD) --bin $(BIN) $(BENCHFLAGS) | tee bench.out
 
 ## bench-cluster: one offline to 10,000 subscribers spread over 3 presenced
 ## nodes (beside it 3 peer processes on one redis-server): CN devices, SUBS

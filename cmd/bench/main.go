@@ -72,6 +72,7 @@ func runCmd(ctx context.Context, args []string, out, errOut io.Writer) int {
 	fs.IntVar(&o.Rounds, "rounds", 3, "offlines per run")
 	fs.IntVar(&o.LookupRate, "lookups", 20, "lookups per second while the heartbeats flow")
 	fs.BoolVar(&o.Binary, "binary", false, "devices speak presence.v1.proto (default presence.v1.json)")
+	fs.BoolVar(&o.Webhook, "webhook", false, "presenced posts its webhooks (docs/webhooks.md) to one endpoint, a receiver in the bench answering 200")
 	fs.StringVar(&o.Profile, "profile", "", "directory for presence's CPU profiles of each connect phase, idle window and the fan-out rounds, its heap profile after the idle window (go tool pprof -top), 5 s execution traces of the node and of the bench in the idle window (go tool trace) and each lookup's start and latency")
 	systems := fs.String("systems", "presence,redis-ttl", "systems to run, comma-separated")
 	fs.StringVar(&o.Bin, "bin", "bin", "directory holding presenced")

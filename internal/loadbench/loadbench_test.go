@@ -43,6 +43,7 @@ func TestBenchSmoke(t *testing.T) {
 		N: 4200, PerWorker: 1500, Runs: 1, Idle: 4 * time.Second, Hold: 12 * time.Second, Interval: 2 * time.Second,
 		Debounce: 300 * time.Millisecond, Concurrency: 50, Subs: 1600, Rounds: 2, LookupRate: 20,
 		Bin: dir, Self: filepath.Join(dir, "bench"), RedisServer: redis, Dir: dir,
+		Webhook: true,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -55,6 +56,11 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	for _, r := range results {
 		checkResult(t, o, r)
+		// Every device's user came online once (each its own user): each
+		// is at least one event at the receiver by the end.
+		if r.System == "presence" && r.WebhookEvents < int64(o.N) {
+			t.Errorf("the webhook receiver got %d events, want at least one per user (%d): %s", r.WebhookEvents, o.N, r.Webhooks)
+		}
 	}
 	var b bytes.Buffer
 	Report(&b, o, Machine(), results)

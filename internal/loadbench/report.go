@@ -82,6 +82,9 @@ func Report(w io.Writer, o Options, machine string, results []RunResult) {
 	if o.Nodes > 1 {
 		fmt.Fprintf(w, "cluster: %d presenced nodes sharing one SQLite store; the peer: %d peer processes on one redis-server; load processes spread evenly\n", o.Nodes, o.Nodes)
 	}
+	if o.Webhook {
+		fmt.Fprintln(w, "webhooks: presence posts every change to one endpoint (a receiver in the bench, answering 200); the peer has none")
+	}
 	fmt.Fprintf(w, "workload: %d devices per system, heartbeats every %v, %d runs each (min / median / max), lookups at %d/s, %d offline rounds, %s\n\n",
 		o.N, o.Interval, o.Runs, o.LookupRate, o.Rounds, map[bool]string{true: "presence.v1.proto", false: "presence.v1.json"}[o.Binary])
 	fmt.Fprintf(w, "| per device | %s | ratio | target (presence) |\n|---|%s---|---|\n",
@@ -112,6 +115,9 @@ func Report(w io.Writer, o Options, machine string, results []RunResult) {
 		}
 		if res.ConnectStore != "" {
 			fmt.Fprintf(w, "  store: %s\n", res.ConnectStore)
+		}
+		if res.Webhooks != "" {
+			fmt.Fprintf(w, "  %s\n", res.Webhooks)
 		}
 		if res.Errors != "" {
 			fmt.Fprintf(w, "  first errors: %s\n", res.Errors)

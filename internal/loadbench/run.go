@@ -33,6 +33,7 @@ type Options struct {
 	Rounds      int           // offlines per run
 	LookupRate  int           // lookups per second while the heartbeats flow
 	Binary      bool          // devices speak presence.v1.proto
+	Webhook     bool          // presenced posts its webhooks to one endpoint, a receiver in this process
 	Systems     []string      // "presence", "redis-ttl"
 	Bin         string        // directory holding presenced
 	Self        string        // this binary (cmd/bench): its peer and worker commands
@@ -97,6 +98,8 @@ type RunResult struct {
 	FanoutWrites   string        // presence: its nodes' own time per event from the view to the last socket (presence_fanout_seconds)
 	Held           time.Duration // how long the devices were held before Unexpected was read
 	ConnectStore   string        // presence: its store writer's commits over the connect phase
+	Webhooks       string        // presence with Webhook: what the receiver got and the nodes counted
+	WebhookEvents  int64         // presence with Webhook: events the receiver got
 }
 
 // Run measures every system Runs times, alternating them, and returns all
@@ -198,7 +201,10 @@ func runOnce(ctx context.Context, o Options, name, dir string, hold bool) (RunRe
 	res.Unexpected, res.Codes, res.Errors = st.unexpected, codesString(st.codes), strings.Join(st.errs, " | ")
 	res.ServerCloses = sys.ServerCloses()
 	if p, ok := sys.(*presenceSys); ok {
-		res.FanoutWrites = p.fanoutWrites()
+		res.FanoutWrites, res.Webhooks = p.fanoutWrites(), p.webhooks()
+		if p.hooks != nil {
+			res.WebhookEvents = p.hooks.events.Load()
+		}
 	}
 	return res, nil
 }

@@ -101,12 +101,21 @@ type presenceSys struct {
 	debounce     time.Duration
 	settled      time.Time // a cluster's views have settled (docs/bounds.md)
 	closesBefore string
+	hooks        *hookSink // with Options.Webhook: the nodes' one endpoint
 }
 
 const benchSecret = "loadbench-secret-not-for-production"
 
 func startPresence(o Options, dir string) (system, error) {
 	s := &presenceSys{token: "loadbench-admin", debounce: o.Debounce}
+	var hookArgs []string
+	if o.Webhook {
+		h, err := startHookSink()
+		if err != nil {
+			return nil, err
+		}
+		s.hooks, hookArgs = h, []string{"--webhook-url", h.url, "--webhook-secret", benchHookSecret}
+	}
 	var join string
 	for i := range max(o.Nodes, 1) {
 		ports := make([]int, 3)
@@ -119,6 +128,7 @@ func startPresence(o Options, dir string) (system, error) {
 		}
 		ws, adm, gossip := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1]), fmt.Sprintf("127.0.0.1:%d", ports[2])
 		args := append(presenceArgs(o, dir, s.token), "--node-id", fmt.Sprintf("bench%d", i+1), "--listen", ws, "--admin", adm, "--gossip", gossip)
+		args = append(args, hookArgs...)
 		if join != "" {
 			args = append(args, "--join", join)
 		}
@@ -182,6 +192,9 @@ func (s *presenceSys) Debounce() time.Duration { return s.debounce - core.Delive
 func (s *presenceSys) Stop() {
 	for _, p := range s.nodes {
 		p.stop()
+	}
+	if s.hooks != nil {
+		s.hooks.close()
 	}
 }
 

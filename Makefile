@@ -65,6 +65,7 @@ test: tools
 fuzztime = $(if $(FUZZTIME),$(FUZZTIME),$(1))
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzLease$$' -fuzztime $(call fuzztime,100000x) ./core/
+	$(GO) test -run '^$$' -fuzz '^FuzzSinkBatched$$' -fuzztime $(call fuzztime,50000x) ./core/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(call fuzztime,40000x) ./gateway/
 	$(GO) test -run '^$$' -fuzz '^FuzzMaskGuard$$' -fuzztime $(call fuzztime,30000x) ./gateway/
 	$(GO) test -run '^$$' -fuzz '^FuzzHeartbeatFastPath$$' -fuzztime $(call fuzztime,40000x) ./gateway/

@@ -89,7 +89,7 @@ func TestRestartedConnectionKeepsItsRequest(t *testing.T) {
 		d := &device{e: e, user: "alice", name: "phone", conn: c, sock: &sock.fakeSocket, stop: make(chan struct{}), done: make(chan struct{})}
 		go d.beat(core.Rand(7, c.ID))
 		t.Cleanup(d.halt)
-		c.Subscribe("r1", []string{"carol"}) // its snapshot's frame panics
+		c.Subscribe("r1", []string{"carol"}, messages.Tier_realtime) // its snapshot's frame panics
 		synctest.Wait()
 		if sock.sends.Load() == 0 {
 			t.Fatal("the connection sent no frame: nothing panicked")

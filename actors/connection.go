@@ -20,6 +20,7 @@ type (
 	connSubscribe struct {
 		requestID string
 		targets   []string
+		tier      messages.Tier
 	}
 	connUnsubscribe struct{ targets []string }
 	connShow        struct {
@@ -141,6 +142,10 @@ func (a *connActor) Receive(ctx actor.Context) {
 		a.onLost(ctx, m, now)
 	case connSubscribe:
 		a.subscribe(ctx, m)
+	case connQuery:
+		a.query(ctx, m)
+	case batchFlush:
+		a.onBatchFlush(ctx)
 	case connUnsubscribe:
 		a.out.mu.Lock()
 		dropped := a.out.sink.Unsubscribe(m.targets)
@@ -188,6 +193,7 @@ func (a *connActor) onEvent(ctx actor.Context, p *messages.Presence) {
 func (a *connActor) onSnapshotPart(ctx actor.Context, m *messages.SnapshotPart) {
 	a.out.mu.Lock()
 	ok := a.out.sendLocked(a.out.sink.SnapshotPart(m.GetRequestId(), m.GetTarget(), m.GetVisible(), m.GetPresence()))
+	a.out.armLocked() // events held for the snapshot, of batched targets
 	a.out.mu.Unlock()
 	if !ok {
 		a.overflow(ctx)
@@ -372,6 +378,7 @@ func (a *connActor) end(ctx actor.Context, reason messages.EndReason, lastAlive 
 func (a *connActor) closeOut() {
 	a.out.mu.Lock()
 	a.out.closed = true
+	a.out.stopBatchLocked()
 	a.out.mu.Unlock()
 }
 
@@ -385,26 +392,35 @@ func (a *connActor) send(ctx actor.Context, f *messages.Frame) {
 	}
 }
 
+// refuse answers a refused request with an error frame: 400, or code when
+// err is limitErr (counted as limit).
+func (a *connActor) refuse(ctx actor.Context, requestID string, err, limitErr error, code messages.ErrorCode, limit string) {
+	c := messages.ErrBadRequest
+	if errors.Is(err, limitErr) {
+		c = code
+		a.n.metrics.Refused.WithLabelValues(limit).Inc()
+	}
+	a.send(ctx, &messages.Frame{Kind: &messages.Frame_Error{Error: &messages.Error{
+		Code: uint32(c), RequestId: requestID, Message: err.Error(),
+	}}})
+}
+
 // subscribe asks each target's view for its part of the snapshot, or
 // answers a bad request (400) or one over the connection's subscription
 // limit (413) with an error frame.
 func (a *connActor) subscribe(ctx actor.Context, m connSubscribe) {
 	a.out.mu.Lock()
-	targets, err := a.out.sink.Subscribe(m.requestID, m.targets)
+	targets, err := a.out.sink.Subscribe(m.requestID, m.targets, m.tier)
+	if err == nil && m.tier == messages.Tier_batched {
+		a.batchedLocked(ctx.Self())
+	}
 	a.out.mu.Unlock()
 	if err == nil && !a.hubbed { // before any view knows the sink
 		a.hubbed = true
 		a.n.hub.add(ctx.Self().GetId(), &a.out)
 	}
 	if err != nil {
-		code := messages.ErrBadRequest
-		if errors.Is(err, core.ErrTooManySubscriptions) {
-			code = messages.ErrTooManySubscriptions
-			a.n.metrics.Refused.WithLabelValues(LimitSubscriptions).Inc()
-		}
-		a.send(ctx, &messages.Frame{Kind: &messages.Frame_Error{Error: &messages.Error{
-			Code: uint32(code), RequestId: m.requestID, Message: err.Error(),
-		}}})
+		a.refuse(ctx, m.requestID, err, core.ErrTooManySubscriptions, messages.ErrTooManySubscriptions, LimitSubscriptions)
 		return
 	}
 	for _, target := range targets {

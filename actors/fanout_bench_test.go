@@ -69,7 +69,7 @@ func BenchmarkEventFanout(b *testing.B) {
 	}
 	alice := open("alice")
 	for _, v := range contacts {
-		open(v).Subscribe("s", []string{"alice"})
+		open(v).Subscribe("s", []string{"alice"}, messages.Tier_realtime)
 	}
 	for deadline := time.Now().Add(time.Minute); snaps.Load() < subs; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {

@@ -65,7 +65,7 @@ func TestFanoutActorDeliversToLocalSinks(t *testing.T) {
 			}
 		}))
 		bob := e.connect(e.n.Gateway(), "bob", "laptop", 1)
-		bob.conn.Subscribe("s1", []string{"u"})
+		bob.conn.Subscribe("s1", []string{"u"}, messages.Tier_realtime)
 		synctest.Wait()
 		e.n.root.Send(actor.NewPID(probe.GetAddress(), FanoutName), &messages.PresenceFanout{
 			Presence: &messages.Presence{User: "u", Status: messages.Status_online, Version: 1},
@@ -104,7 +104,7 @@ func TestViewEventsFromADeadMemberAreDropped(t *testing.T) {
 		e.policy("alice", core.Exact, "bob")
 		alice := e.connect(e.n.Gateway(), "alice", "phone", 1)
 		bob := e.connect(e.n.Gateway(), "bob", "laptop", 1)
-		bob.conn.Subscribe("s1", []string{"alice"})
+		bob.conn.Subscribe("s1", []string{"alice"}, messages.Tier_realtime)
 		synctest.Wait()
 		offline := func(v uint64) *messages.Presence {
 			return &messages.Presence{User: "alice", Status: messages.Status_offline, Version: v}

@@ -330,9 +330,15 @@ func (c *Conn) Heartbeat(seq uint64, clientTS int64) {
 // Closed reports that the socket closed (by the device or an I/O error).
 func (c *Conn) Closed() { c.n.root.Send(c.pid, connClosed{}) }
 
-// Subscribe asks for a snapshot of targets and their changes.
-func (c *Conn) Subscribe(requestID string, targets []string) {
-	c.n.root.Send(c.pid, connSubscribe{requestID, targets})
+// Subscribe asks for a snapshot of targets and their changes, in tier.
+func (c *Conn) Subscribe(requestID string, targets []string, tier messages.Tier) {
+	c.n.root.Send(c.pid, connSubscribe{requestID, targets, tier})
+}
+
+// Query asks for the presence of targets once (a snapshot), nothing
+// subscribed.
+func (c *Conn) Query(requestID string, targets []string) {
+	c.n.root.Send(c.pid, connQuery{requestID, targets})
 }
 
 // Unsubscribe stops the changes of targets; idempotent.

@@ -42,7 +42,7 @@ func TestInspectorPagesActorsWithTheirState(t *testing.T) {
 		phone, laptop := e.connect(e.n.Gateway(), "alice", "phone", 1), e.connect(e.n.Gateway(), "alice", "laptop", 1)
 		bob := e.connect(e.n.Gateway(), "bob", "phone", 1)
 		e.connect(e.n.Gateway(), "alice2", "phone", 1)
-		bob.conn.Subscribe("r1", []string{"alice"})
+		bob.conn.Subscribe("r1", []string{"alice"}, messages.Tier_realtime)
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 

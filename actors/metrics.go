@@ -30,6 +30,7 @@ type Metrics struct {
 	ViewReads         prometheus.Counter            // lookups answered from a view's state (Node.queryView)
 	stateMetrics
 	deviceMetrics
+	tierMetrics
 }
 
 // NewMetrics makes the collectors and registers them with reg (nil: not
@@ -57,12 +58,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ViewReads:     metric.Counter("presence_view_reads_total", "Lookups answered from an active local view's state without a message to it; the others are ViewQuery messages (presence_actor_messages_total)."),
 		stateMetrics:  newStateMetrics(),
 		deviceMetrics: newDeviceMetrics(),
+		tierMetrics:   newTierMetrics(),
 	}
 	m.preset()
 	if reg != nil {
 		reg.MustRegister(m.DeviceTransitions, m.Published, m.Delivered, m.EventMessages, m.Renewals, m.ClientRestarts, m.StaleChecks, m.RejectedStale, m.Passivations, m.Activations, m.Messages, m.DeadLetters, m.Refused, m.Fanout, m.ViewReads)
 		reg.MustRegister(m.stateMetrics.collectors()...)
 		reg.MustRegister(m.deviceMetrics.collectors()...)
+		reg.MustRegister(m.tierMetrics.collectors()...)
 	}
 	return m
 }
@@ -74,15 +77,17 @@ var fanoutBuckets = []float64{0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
 // The limits of presence_limit_refusals_total (config.Limits and the
 // gateway's subscribe bucket).
 const (
-	LimitSubscriptions = "subscriptions"
-	LimitSubscribeRate = "subscribe_rate"
-	LimitActivityRate  = "activity_rate"
-	LimitDevices       = "devices"
-	LimitBatch         = "batch"
+	LimitSubscriptions  = "subscriptions"
+	LimitSubscribeRate  = "subscribe_rate"
+	LimitActivityRate   = "activity_rate"
+	LimitQueryRate      = "query_rate"
+	LimitQueriesPending = "queries_pending"
+	LimitDevices        = "devices"
+	LimitBatch          = "batch"
 )
 
 // Limits are the label values of presence_limit_refusals_total.
-var Limits = []string{LimitSubscriptions, LimitSubscribeRate, LimitActivityRate, LimitDevices, LimitBatch}
+var Limits = []string{LimitSubscriptions, LimitSubscribeRate, LimitActivityRate, LimitQueryRate, LimitQueriesPending, LimitDevices, LimitBatch}
 
 // countDeadLetters counts the system's dead letters by message type:
 // after a member change or a passivation they are routine, so a rate is

@@ -27,6 +27,9 @@ type connOut struct {
 	// shard is the fan-out worker that writes this connection's events, the
 	// same one every time so that they stay in the order views sent them.
 	shard uint32
+	// batch is the batched tier's flush (tier.go); nil until a batched
+	// subscribe.
+	batch *batchOut
 }
 
 // sendLocked hands frames to the socket in order; false: the outbox is
@@ -52,7 +55,9 @@ func (o *connOut) event(p *messages.Presence) bool {
 	if o.closed {
 		return true
 	}
-	return o.sendLocked(o.sink.Event(p))
+	ok := o.sendLocked(o.sink.Event(p))
+	o.armLocked()
+	return ok
 }
 
 // connOverflow tells a connection actor that a fan-out worker found its

@@ -18,7 +18,7 @@ func hubbedOut(t *testing.T, n *Node, id string) (*connOut, *fakeSocket) {
 	t.Helper()
 	sock := &fakeSocket{}
 	o := &connOut{sink: core.NewSink(), sock: sock}
-	if _, err := o.sink.Subscribe("r", []string{"u"}); err != nil {
+	if _, err := o.sink.Subscribe("r", []string{"u"}, messages.Tier_realtime); err != nil {
 		t.Fatal(err)
 	}
 	o.sendLocked(o.sink.SnapshotPart("r", "u", true, &messages.Presence{User: "u", Status: messages.Status_online, Version: 1}))
@@ -84,7 +84,7 @@ func TestFanoutOverflowEndsTheConnection(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, config.Seed())
 		bob := e.connect(e.n.Gateway(), "bob", "laptop", 1)
-		bob.conn.Subscribe("s1", []string{"u"})
+		bob.conn.Subscribe("s1", []string{"u"}, messages.Tier_realtime)
 		synctest.Wait()
 		bob.sock.mu.Lock()
 		bob.sock.limit = 2 // the snapshot and one event

@@ -381,6 +381,11 @@ func (a *viewActor) subscribe(ctx actor.Context, m *messages.ViewSubscribe, now 
 	if sink == nil {
 		return
 	}
+	if m.GetQuery() { // answered, nothing registered
+		p := a.v.Peek(m.GetViewer(), now)
+		sendFrom(ctx, sink, &messages.SnapshotPart{RequestId: m.GetRequestId(), Target: a.user, Visible: p != nil, Presence: p})
+		return
+	}
 	key := sinkKey(sink)
 	if _, ok := a.sinks[key]; !ok {
 		if a.sinks == nil { // at the first subscriber: most views have none

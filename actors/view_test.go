@@ -157,7 +157,7 @@ func TestConnectionSubscribeSnapshotThenEvents(t *testing.T) {
 		e := newEnv(t, config.Seed())
 		e.policy("alice", core.Exact, "bob")
 		bob := e.connect(e.n.Gateway(), "bob", "laptop", 1)
-		bob.conn.Subscribe("s1", []string{"alice", "carol"}) // carol has no policy
+		bob.conn.Subscribe("s1", []string{"alice", "carol"}, messages.Tier_realtime) // carol has no policy
 		synctest.Wait()
 		alice := e.connect(e.n.Gateway(), "alice", "phone", 1)
 		time.Sleep(time.Minute)
@@ -202,7 +202,7 @@ func TestOutboxOverflowClosesWith4008(t *testing.T) {
 		bob.sock.mu.Lock()
 		bob.sock.limit = 2
 		bob.sock.mu.Unlock()
-		bob.conn.Subscribe("s1", []string{"alice"})
+		bob.conn.Subscribe("s1", []string{"alice"}, messages.Tier_realtime)
 		alice := e.connect(e.n.Gateway(), "alice", "phone", 1)
 		for _, s := range []messages.Show{messages.Show_away, messages.Show_dnd, messages.Show_available} {
 			alice.conn.SetShow(s)

@@ -201,6 +201,7 @@ type Timing struct {
 	SettleMs           int64   `json:"settle_ms"`
 	IdleAfterMs        int64   `json:"idle_after_ms"`
 	StateSyncMs        int64   `json:"state_sync_ms"`
+	BatchWindowMs      int64   `json:"batch_window_ms"`
 	BatteryFactor      int     `json:"battery_factor"`
 }
 
@@ -223,7 +224,7 @@ func (s *Server) bounds(w http.ResponseWriter, _ *http.Request) {
 			HeartbeatMs: ms(t.Heartbeat), HeartbeatJitter: t.HeartbeatJitter, StaleMs: ms(t.Stale),
 			CheckMs: ms(t.Check), RenewMs: ms(t.Renew), RenewJitter: t.RenewJitter, TTLMs: ms(t.TTL),
 			DebounceMs: ms(t.Debounce), FailureDetectionMs: ms(t.FailureDetection), SettleMs: ms(t.Settle),
-			IdleAfterMs: ms(t.IdleAfter), StateSyncMs: ms(t.StateSync), BatteryFactor: t.BatteryFactor,
+			IdleAfterMs: ms(t.IdleAfter), StateSyncMs: ms(t.StateSync), BatchWindowMs: ms(t.BatchWindow), BatteryFactor: t.BatteryFactor,
 		},
 		Classes: classes(t),
 	})

@@ -167,9 +167,22 @@ func (c *Conn) Heartbeat(ctx context.Context, seq uint64) error {
 	return c.Send(ctx, &messages.Frame{Kind: &messages.Frame_Heartbeat{Heartbeat: &messages.Heartbeat{Seq: seq, ClientTsMs: time.Now().UnixMilli()}}})
 }
 
-// Subscribe asks for a snapshot of targets and their changes.
+// Subscribe asks for a snapshot of targets and their changes, in real
+// time.
 func (c *Conn) Subscribe(ctx context.Context, requestID string, targets ...string) error {
-	return c.Send(ctx, &messages.Frame{Kind: &messages.Frame_Subscribe{Subscribe: &messages.Subscribe{RequestId: requestID, Targets: targets}}})
+	return c.SubscribeTier(ctx, requestID, messages.Tier_realtime, targets...)
+}
+
+// SubscribeTier asks for a snapshot of targets and their changes in tier:
+// batched changes come merged, in presence_batch frames.
+func (c *Conn) SubscribeTier(ctx context.Context, requestID string, tier messages.Tier, targets ...string) error {
+	return c.Send(ctx, &messages.Frame{Kind: &messages.Frame_Subscribe{Subscribe: &messages.Subscribe{RequestId: requestID, Targets: targets, Tier: tier}}})
+}
+
+// Query asks for the presence of targets once: a snapshot with requestID
+// answers, nothing subscribed.
+func (c *Conn) Query(ctx context.Context, requestID string, targets ...string) error {
+	return c.Send(ctx, &messages.Frame{Kind: &messages.Frame_Query{Query: &messages.Query{RequestId: requestID, Targets: targets}}})
 }
 
 // Unsubscribe stops changes of targets.

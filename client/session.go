@@ -99,7 +99,7 @@ type Session struct {
 
 	mu      sync.Mutex
 	conn    *Conn
-	targets map[string]bool
+	targets map[string]messages.Tier // subscribed, with the tier of each
 	state   map[string]*messages.Presence
 	status  Status
 	// activity is the device's declared activity (0: none declared);
@@ -108,10 +108,11 @@ type Session struct {
 	attempt  uint64
 	err      error
 	reqs     int
-	asked    map[string][]string // request id -> targets, until its snapshot
-	conns    int                 // successful connections
-	ended    time.Time           // when the last connection ended
-	gap      time.Duration       // from then to the current one's hello
+	asked    map[string][]string         // request id -> targets, until its snapshot
+	queries  map[string]chan queryAnswer // request id -> the Query waiting
+	conns    int                         // successful connections
+	ended    time.Time                   // when the last connection ended
+	gap      time.Duration               // from then to the current one's hello
 }
 
 // Start runs a session until ctx ends or the device is superseded.
@@ -134,7 +135,7 @@ func Start(ctx context.Context, cfg Config) *Session {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Session{cfg: cfg, events: make(chan Event, 256), done: make(chan struct{}), targets: map[string]bool{}, state: map[string]*messages.Presence{},
+	s := &Session{cfg: cfg, events: make(chan Event, 256), done: make(chan struct{}), targets: map[string]messages.Tier{}, state: map[string]*messages.Presence{},
 		activity: cfg.Activity}
 	go s.run(ctx)
 	return s
@@ -198,16 +199,23 @@ func (s *Session) State(target string) (*messages.Presence, bool) {
 	return p, ok
 }
 
-// Subscribe adds targets; they are subscribed again after every reconnect.
-func (s *Session) Subscribe(targets ...string) {
+// Subscribe adds targets in real time; they are subscribed again after
+// every reconnect. A target subscribed already moves to real time.
+func (s *Session) Subscribe(targets ...string) { s.SubscribeTier(messages.Tier_realtime, targets...) }
+
+// SubscribeTier adds targets in tier: batched targets' changes come
+// merged, at most once per the node's batch window (docs/protocol.md,
+// "Tiers"), each still an Event. A target subscribed already moves to
+// tier.
+func (s *Session) SubscribeTier(tier messages.Tier, targets ...string) {
 	s.mu.Lock()
 	for _, t := range targets {
-		s.targets[t] = true
+		s.targets[t] = tier
 	}
 	c, id := s.conn, s.request(targets)
 	s.mu.Unlock()
 	if c != nil {
-		_ = c.Subscribe(context.Background(), id, targets...)
+		_ = c.SubscribeTier(context.Background(), id, tier, targets...)
 	}
 }
 
@@ -408,21 +416,17 @@ func (s *Session) serve(ctx context.Context, c *Conn) int {
 	if !s.ended.IsZero() {
 		s.gap = time.Since(s.ended)
 	}
-	targets := make([]string, 0, len(s.targets))
-	for t := range s.targets {
-		targets = append(targets, t)
-	}
-	id, status := s.request(targets), s.status
+	byTier := s.byTier()
+	status := s.status
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		s.conn, s.ended = nil, time.Now()
+		s.failQueriesLocked(ErrConnectionLost)
 		s.mu.Unlock()
 		_ = c.CloseNow()
 	}()
-	if len(targets) > 0 {
-		_ = c.Subscribe(ctx, id, targets...)
-	}
+	s.subscribeAll(ctx, c, byTier)
 	if status.Show != messages.Show_show_unspecified && (status.Expires.IsZero() || time.Now().Before(status.Expires)) {
 		_ = c.SetStatusText(ctx, status.Show, status.Text, status.Expires)
 	}
@@ -452,18 +456,21 @@ func (s *Session) handle(ctx context.Context, c *Conn, f *messages.Frame) {
 		s.snapshot(ctx, k.Snapshot)
 	case *messages.Frame_Presence:
 		s.change(ctx, k.Presence)
+	case *messages.Frame_PresenceBatch:
+		for _, p := range k.PresenceBatch.GetPresences() {
+			s.change(ctx, p)
+		}
 	case *messages.Frame_Resync:
 		s.mu.Lock()
-		all := make([]string, 0, len(s.targets))
-		for t := range s.targets {
-			all = append(all, t)
-		}
-		id := s.request(all)
+		byTier := s.byTier()
 		s.mu.Unlock()
-		_ = c.Subscribe(ctx, id, all...)
+		s.subscribeAll(ctx, c, byTier)
 	case *messages.Frame_StateSyncRequest:
 		_ = c.StateSync(ctx, k.StateSyncRequest.GetNonce(), s.declared())
 	case *messages.Frame_Error:
+		if s.answerQuery(k.Error.GetRequestId(), queryAnswer{err: serverError(k.Error)}) {
+			return
+		}
 		s.cfg.Log.Warn("client: server error frame", "code", k.Error.GetCode(), "message", k.Error.GetMessage())
 		s.retryActivity(ctx, c, k.Error)
 	}
@@ -506,6 +513,9 @@ func (s *Session) heartbeat(ctx context.Context, c *Conn) {
 // snapshot replaces the state of its targets: a target absent from it is
 // not visible and is forgotten.
 func (s *Session) snapshot(ctx context.Context, snap *messages.Snapshot) {
+	if s.answerQuery(snap.GetRequestId(), queryAnswer{presences: snap.GetPresences()}) {
+		return
+	}
 	s.mu.Lock()
 	for _, t := range s.asked[snap.GetRequestId()] {
 		delete(s.state, t)

@@ -60,6 +60,11 @@ type Timing struct {
 	// answer the node's state_sync_request before it is closed with 4409
 	// (authenticate again). Seed 60 s, fast 600 ms. Rule: > 0.
 	StateSync time.Duration
+	// BatchWindow is how often a connection's batched subscriptions are
+	// sent: their changes merged, the latest state of each target that
+	// changed in one presence_batch frame. Seed 5 s (what a friend list
+	// may lag, seed 004 §4.3), fast 50 ms. Rule: in [10 ms, 1 min].
+	BatchWindow time.Duration
 	// BatteryFactor multiplies Heartbeat and Stale for a device that asks
 	// for the battery class at its handshake (?class=battery). Default 4
 	// (seed 002 §4.2: 120 s instead of 30 s); rule: in [2, 10].
@@ -80,6 +85,14 @@ type Timing struct {
 // MaxBatteryFactor bounds Timing.BatteryFactor: a battery device still
 // beats at least every 10 heartbeat intervals.
 const MaxBatteryFactor = 10
+
+// MinBatchWindow and MaxBatchWindow bound Timing.BatchWindow: shorter is a
+// timer per connection for little merging, longer a friend list minutes
+// behind.
+const (
+	MinBatchWindow = 10 * time.Millisecond
+	MaxBatchWindow = time.Minute
+)
 
 // Config is one node's whole configuration.
 type Config struct {
@@ -158,6 +171,11 @@ type Gateway struct {
 	// an error frame 429 and a retry-after in ms.
 	ActivityRate  float64
 	ActivityBurst int
+	// QueryRate and QueryBurst are each connection's token bucket of
+	// query frames; one beyond it is answered with an error frame 429 and
+	// a retry-after in ms.
+	QueryRate  float64
+	QueryBurst int
 }
 
 // Limits bound what one client can make a node hold (docs/operations.md,
@@ -210,6 +228,7 @@ func Seed() Timing {
 		Idle:            10 * time.Minute,
 		IdleAfter:       10 * time.Minute,
 		StateSync:       time.Minute,
+		BatchWindow:     5 * time.Second,
 		BatteryFactor:   4,
 	}
 }
@@ -219,7 +238,7 @@ func Fast() Timing { return Seed().divided(100) }
 
 // divided is t with every duration divided by n (fractions unchanged).
 func (t Timing) divided(n time.Duration) Timing {
-	for _, d := range []*time.Duration{&t.Heartbeat, &t.Stale, &t.Check, &t.Renew, &t.TTL, &t.Debounce, &t.Idle, &t.IdleAfter, &t.StateSync, &t.FailureDetection, &t.Settle} {
+	for _, d := range []*time.Duration{&t.Heartbeat, &t.Stale, &t.Check, &t.Renew, &t.TTL, &t.Debounce, &t.Idle, &t.IdleAfter, &t.StateSync, &t.BatchWindow, &t.FailureDetection, &t.Settle} {
 		*d /= n
 	}
 	return t
@@ -271,6 +290,7 @@ func (c Config) Validate() error {
 		{"admit-burst", float64(g.AdmitBurst)}, {"drain-spread", float64(g.DrainSpread)}, {"send-buffer", float64(g.SendBuffer)},
 		{"subscribe-rate", g.SubscribeRate}, {"subscribe-burst", float64(g.SubscribeBurst)},
 		{"activity-rate", g.ActivityRate}, {"activity-burst", float64(g.ActivityBurst)},
+		{"query-rate", g.QueryRate}, {"query-burst", float64(g.QueryBurst)},
 		{"max-subscriptions", float64(c.Limits.Subscriptions)}, {"max-devices", float64(c.Limits.Devices)}, {"max-batch", float64(c.Limits.Batch)}} {
 		if !(f.v >= 0) {
 			errs = append(errs, fmt.Errorf("%w: %s = %v: must be >= 0 (0: the default)", ErrInvalid, f.name, f.v))
@@ -393,6 +413,9 @@ func (t Timing) Validate() error {
 	// Written as halves so that huge values cannot overflow.
 	if t.Heartbeat > (t.Stale-1)/2 {
 		bad("stale = %v: must be > 2 x heartbeat (%v) so one lost heartbeat never closes a connection", t.Stale, 2*t.Heartbeat)
+	}
+	if t.BatchWindow < MinBatchWindow || t.BatchWindow > MaxBatchWindow {
+		bad("batch-window = %v: must be in [%v, %v]", t.BatchWindow, MinBatchWindow, MaxBatchWindow)
 	}
 	if t.BatteryFactor < 2 || t.BatteryFactor > MaxBatteryFactor {
 		bad("battery-factor = %d: must be in [2, %d]", t.BatteryFactor, MaxBatteryFactor)

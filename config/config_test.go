@@ -44,7 +44,7 @@ func TestSeedFigures(t *testing.T) {
 		// Ten minutes without input before away; a minute to answer a
 		// state sync (seed 002 §4.3, its second level); battery devices
 		// every 120 s instead of 30 (§4.2).
-		IdleAfter: 10 * time.Minute, StateSync: time.Minute, BatteryFactor: 4,
+		IdleAfter: 10 * time.Minute, StateSync: time.Minute, BatchWindow: 5 * time.Second, BatteryFactor: 4,
 	}
 	if s != want {
 		t.Fatalf("Seed = %+v, want %+v", s, want)
@@ -115,6 +115,9 @@ func TestValidate(t *testing.T) {
 		{"heartbeat 0", func(c *config.Config) { c.Timing.Heartbeat = 0 }, []string{"heartbeat = 0s", "> 0"}},
 		{"heartbeat negative", func(c *config.Config) { c.Timing.Heartbeat = -time.Second }, []string{"heartbeat = -1s"}},
 		{"stale 0", func(c *config.Config) { c.Timing.Stale = 0 }, []string{"stale = 0s"}},
+		{"batch-window too short", func(c *config.Config) { c.Timing.BatchWindow = 5 * time.Millisecond }, []string{"batch-window = 5ms", "must be in [10ms, 1m0s]"}},
+		{"batch-window too long", func(c *config.Config) { c.Timing.BatchWindow = 2 * time.Minute }, []string{"batch-window = 2m0s"}},
+		{"query-rate negative", func(c *config.Config) { c.Gateway.QueryRate = -1 }, []string{"query-rate = -1"}},
 		{"check 0", func(c *config.Config) { c.Timing.Check = 0 }, []string{"check = 0s"}},
 		{"renew 0", func(c *config.Config) { c.Timing.Renew = 0 }, []string{"renew = 0s"}},
 		{"ttl 0", func(c *config.Config) { c.Timing.TTL = 0 }, []string{"ttl = 0s"}},
@@ -432,6 +435,8 @@ subscribe-rate: 2.5
 subscribe-burst: 3
 activity-rate: 0.5
 activity-burst: 2
+query-rate: 1.5
+query-burst: 4
 max-subscriptions: 40
 max-devices: 4
 max-batch: 50
@@ -446,6 +451,7 @@ debounce: 7s
 idle: 1m
 idle-after: 2m
 state-sync-timeout: 30s
+batch-window: 2s
 battery-factor: 3
 memory-return: 30s
 webhook-url: [https://a.example/hook, http://127.0.0.1:9/h]
@@ -458,12 +464,12 @@ webhook-retry-max: 10s
 		MemoryReturn: 30 * time.Second,
 		WebhookURLs:  []string{"https://a.example/hook", "http://127.0.0.1:9/h"}, WebhookSecret: "0123456789abcdef", WebhookRetryMax: 10 * time.Second,
 		Gateway: config.Gateway{Outbox: 8, WriteTimeout: 3 * time.Second, AdmitRate: 9.5, AdmitBurst: 10, DrainSpread: 4 * time.Second, SendBuffer: 4096,
-			SubscribeRate: 2.5, SubscribeBurst: 3, ActivityRate: 0.5, ActivityBurst: 2},
+			SubscribeRate: 2.5, SubscribeBurst: 3, ActivityRate: 0.5, ActivityBurst: 2, QueryRate: 1.5, QueryBurst: 4},
 		Limits: config.Limits{Subscriptions: 40, Devices: 4, Batch: 50},
 		Timing: config.Timing{
 			Heartbeat: 10 * time.Second, HeartbeatJitter: 0.2, Stale: 25 * time.Second, Check: time.Second,
 			Renew: 20 * time.Second, RenewJitter: 0.3, TTL: 50 * time.Second, Debounce: 7 * time.Second, Idle: time.Minute,
-			IdleAfter: 2 * time.Minute, StateSync: 30 * time.Second, BatteryFactor: 3,
+			IdleAfter: 2 * time.Minute, StateSync: 30 * time.Second, BatchWindow: 2 * time.Second, BatteryFactor: 3,
 		},
 	}
 	fromFile, err := config.Load([]string{"--config", file}, env(), io.Discard)
@@ -483,6 +489,7 @@ webhook-retry-max: 10s
 		"outbox": "8", "write-timeout": "3s", "admit-rate": "9.5", "admit-burst": "10", "drain-spread": "4s", "send-buffer": "4096",
 		"subscribe-rate": "2.5", "subscribe-burst": "3", "max-subscriptions": "40", "max-devices": "4", "max-batch": "50",
 		"memory-return": "30s", "activity-rate": "0.5", "activity-burst": "2", "idle-after": "2m", "state-sync-timeout": "30s", "battery-factor": "3",
+		"batch-window": "2s", "query-rate": "1.5", "query-burst": "4",
 		"webhook-url": "https://a.example/hook,http://127.0.0.1:9/h", "webhook-secret": "0123456789abcdef", "webhook-retry-max": "10s",
 	} {
 		kv = append(kv, config.EnvName(k), v)

@@ -20,14 +20,14 @@ func TestSinkSubscriptionLimit(t *testing.T) {
 	s.Max = 4
 	mustAsk := func(id string, targets ...string) {
 		t.Helper()
-		if _, err := s.Subscribe(id, targets); err != nil {
+		if _, err := s.Subscribe(id, targets, messages.Tier_realtime); err != nil {
 			t.Fatalf("Subscribe(%s, %v) = %v, want it taken", id, targets, err)
 		}
 	}
 	mustRefuse := func(id string, targets ...string) {
 		t.Helper()
 		before := slices.Sorted(maps.Keys(s.Targets()))
-		asks, err := s.Subscribe(id, targets)
+		asks, err := s.Subscribe(id, targets, messages.Tier_realtime)
 		if !errors.Is(err, core.ErrTooManySubscriptions) || asks != nil {
 			t.Fatalf("Subscribe(%s, %v) = %v, %v; want ErrTooManySubscriptions", id, targets, asks, err)
 		}

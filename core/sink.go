@@ -3,12 +3,23 @@ package core
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/presence-im/presence/messages"
+	"google.golang.org/protobuf/proto"
 )
 
 // MaxTargets bounds one subscribe request.
 const MaxTargets = 1000
+
+// MaxQueriesPending bounds the queries of one connection waiting for their
+// views at once: one beyond is refused (429) until one is answered, so
+// views that do not answer cannot make a node hold more.
+const MaxQueriesPending = 4
+
+// ErrQueriesPending is wrapped by a query over MaxQueriesPending.
+var ErrQueriesPending = errors.New("too many queries waiting for answers")
 
 // ErrTooManySubscriptions is wrapped by a subscribe that would take a
 // connection over its Sink.Max (error frame 413, docs/protocol.md).
@@ -21,20 +32,29 @@ var ErrTooManySubscriptions = errors.New("too many subscriptions")
 // before any change of its targets, and that versions never go back: an
 // event that overtakes the snapshot is held until the snapshot is out, and
 // an event not newer than what the device has is dropped.
+//
+// A target of the batched tier is merged: its changes wait in due (the
+// latest one each) until Flush, which the connection calls once per batch
+// window, sends them in one presence_batch frame, leaving out a target
+// whose latest state is what the device already has (a flap within the
+// window that ended where it began).
 type Sink struct {
 	// Max bounds the targets subscribed at once, over every request
 	// (config.Limits.Subscriptions); 0: no bound.
 	Max     int
 	subs    map[string]*messages.Presence // target -> presence last sent (nil: none yet)
 	pending map[string]*pendingSnap       // by request id
+	batched map[string]bool               // targets of the batched tier
+	due     map[string]*messages.Presence // batched target -> its latest change not yet sent
 }
 
-// pendingSnap collects a subscribe's SnapshotParts; events for its targets
-// wait until the snapshot frame is out.
+// pendingSnap collects a subscribe's (or a query's) SnapshotParts; events
+// for a subscribe's targets wait until the snapshot frame is out.
 type pendingSnap struct {
-	want map[string]bool
-	got  []*messages.Presence
-	held []*messages.Presence
+	want  map[string]bool
+	got   []*messages.Presence
+	held  []*messages.Presence
+	query bool // nothing subscribed: the parts only answer it
 }
 
 // NewSink returns a sink with no subscription. Its maps come with its first
@@ -49,38 +69,111 @@ func NewSink() *Sink {
 // request id already pending, an invalid id, more targets than Max allows
 // beside those subscribed: ErrTooManySubscriptions) changes nothing and
 // returns the error the device is told.
-func (s *Sink) Subscribe(requestID string, targets []string) ([]string, error) {
-	if len(targets) == 0 || len(targets) > MaxTargets {
-		return nil, fmt.Errorf("subscribe: %d targets: must be 1 to %d", len(targets), MaxTargets)
+//
+// tier applies to every target of the request: a target subscribed again
+// takes the new tier (a change merged for it and not yet sent is dropped
+// when it becomes realtime: the snapshot brings its state).
+func (s *Sink) Subscribe(requestID string, targets []string, tier messages.Tier) ([]string, error) {
+	if tier != messages.Tier_realtime && tier != messages.Tier_batched {
+		return nil, fmt.Errorf("subscribe: tier %d: must be realtime or batched", tier)
 	}
-	if _, dup := s.pending[requestID]; dup {
-		return nil, fmt.Errorf("subscribe: request_id %q is already pending", requestID)
+	ps, err := s.request("subscribe", requestID, targets)
+	if err != nil {
+		return nil, err
 	}
-	ps := &pendingSnap{want: map[string]bool{}}
 	added := 0
-	for _, target := range targets {
-		if err := ValidID("target", target); err != nil {
-			return nil, fmt.Errorf("subscribe: %v", err)
-		}
-		if _, ok := s.subs[target]; !ok && !ps.want[target] {
+	for target := range ps.want {
+		if _, ok := s.subs[target]; !ok {
 			added++
 		}
-		ps.want[target] = true
 	}
 	if s.Max > 0 && len(s.subs)+added > s.Max {
 		return nil, fmt.Errorf("subscribe: %w: %d subscribed and %d new, over the limit of %d per connection (max-subscriptions); unsubscribe first",
 			ErrTooManySubscriptions, len(s.subs), added, s.Max)
 	}
 	if s.subs == nil {
-		s.subs, s.pending = map[string]*messages.Presence{}, map[string]*pendingSnap{}
+		s.subs = map[string]*messages.Presence{}
+	}
+	if s.pending == nil {
+		s.pending = map[string]*pendingSnap{}
 	}
 	s.pending[requestID] = ps
 	asks := make([]string, 0, len(ps.want))
 	for target := range ps.want {
 		s.subs[target] = nil
+		s.setTier(target, tier)
 		asks = append(asks, target)
 	}
 	return asks, nil
+}
+
+// request checks a subscribe's or a query's targets and request id and
+// returns what collects its parts (not yet pending).
+func (s *Sink) request(op, requestID string, targets []string) (*pendingSnap, error) {
+	if len(targets) == 0 || len(targets) > MaxTargets {
+		return nil, fmt.Errorf("%s: %d targets: must be 1 to %d", op, len(targets), MaxTargets)
+	}
+	if _, dup := s.pending[requestID]; dup {
+		return nil, fmt.Errorf("%s: request_id %q is already pending", op, requestID)
+	}
+	ps := &pendingSnap{want: map[string]bool{}}
+	for _, target := range targets {
+		if err := ValidID("target", target); err != nil {
+			return nil, fmt.Errorf("%s: %v", op, err)
+		}
+		ps.want[target] = true
+	}
+	return ps, nil
+}
+
+func (s *Sink) setTier(target string, tier messages.Tier) {
+	if tier == messages.Tier_batched {
+		if s.batched == nil {
+			s.batched = map[string]bool{}
+		}
+		s.batched[target] = true
+		return
+	}
+	delete(s.batched, target)
+	delete(s.due, target)
+}
+
+// Query starts a query: the targets whose views must be asked for their
+// presence, answered by one snapshot (SnapshotPart) and nothing
+// subscribed. A bad request (as Subscribe's, or one over
+// MaxQueriesPending: ErrQueriesPending) changes nothing.
+func (s *Sink) Query(requestID string, targets []string) ([]string, error) {
+	if n := s.Queries(); n >= MaxQueriesPending {
+		return nil, fmt.Errorf("query: %w: %d, at most %d; retry when one is answered", ErrQueriesPending, n, MaxQueriesPending)
+	}
+	ps, err := s.request("query", requestID, targets)
+	if err != nil {
+		return nil, err
+	}
+	ps.query = true
+	if s.pending == nil {
+		s.pending = map[string]*pendingSnap{}
+	}
+	s.pending[requestID] = ps
+	asks := make([]string, 0, len(ps.want))
+	for target := range ps.want {
+		asks = append(asks, target)
+	}
+	return asks, nil
+}
+
+// Pending is the number of subscribes and queries waiting for answers.
+func (s *Sink) Pending() int { return len(s.pending) }
+
+// Queries is the number of queries waiting for answers.
+func (s *Sink) Queries() int {
+	n := 0
+	for _, ps := range s.pending {
+		if ps.query {
+			n++
+		}
+	}
+	return n
 }
 
 // Unsubscribe drops targets and returns those that were subscribed (their
@@ -90,6 +183,7 @@ func (s *Sink) Unsubscribe(targets []string) []string {
 	for _, target := range targets {
 		if _, ok := s.subs[target]; ok {
 			delete(s.subs, target)
+			s.setTier(target, messages.Tier_realtime)
 			dropped = append(dropped, target)
 		}
 	}
@@ -112,7 +206,7 @@ func (s *Sink) SnapshotPart(requestID, target string, visible bool, p *messages.
 	delete(ps.want, target)
 	if visible && p != nil {
 		ps.got = append(ps.got, p)
-		if _, still := s.subs[p.GetUser()]; still { // not unsubscribed meanwhile: Max holds
+		if _, still := s.subs[p.GetUser()]; still && !ps.query { // not unsubscribed meanwhile: Max holds
 			s.subs[p.GetUser()] = p
 		}
 	}
@@ -128,21 +222,72 @@ func (s *Sink) SnapshotPart(requestID, target string, visible bool, p *messages.
 }
 
 // Event returns the presence frame of a change, or nothing if its version
-// is not newer than what the device has or if it is held while a snapshot
-// of its target is being put together.
+// is not newer than what the device has, if it is held while a snapshot of
+// its target is being put together, or if its target is batched (it waits
+// for Flush: Due says so).
 func (s *Sink) Event(p *messages.Presence) []*messages.Frame {
-	last, ok := s.subs[p.GetUser()]
+	user := p.GetUser()
+	last, ok := s.subs[user]
 	if !ok || p.GetVersion() <= last.GetVersion() {
 		return nil
 	}
 	for _, ps := range s.pending {
-		if ps.want[p.GetUser()] || containsUser(ps.got, p.GetUser()) {
+		if !ps.query && (ps.want[user] || containsUser(ps.got, user)) {
 			ps.held = append(ps.held, p)
 			return nil
 		}
 	}
-	s.subs[p.GetUser()] = p
+	if s.batched[user] {
+		if d, ok := s.due[user]; !ok || p.GetVersion() > d.GetVersion() {
+			if s.due == nil {
+				s.due = map[string]*messages.Presence{}
+			}
+			s.due[user] = p
+		}
+		return nil
+	}
+	s.subs[user] = p
 	return []*messages.Frame{{Kind: &messages.Frame_Presence{Presence: p}}}
+}
+
+// Due is the number of batched targets with a change waiting for Flush.
+func (s *Sink) Due() int { return len(s.due) }
+
+// Flush returns the batched changes as one presence_batch frame, targets in
+// order, and forgets them: the latest state of each target whose state is
+// not the one the device already has (a flap that ended where it began
+// sends nothing; its version is kept as the device's, so that no older
+// change can follow). Nothing to send: no frame.
+func (s *Sink) Flush() []*messages.Frame {
+	if len(s.due) == 0 {
+		return nil
+	}
+	var out []*messages.Presence
+	for _, user := range slices.Sorted(maps.Keys(s.due)) {
+		p := s.due[user]
+		last, ok := s.subs[user]
+		if !ok || p.GetVersion() <= last.GetVersion() {
+			continue
+		}
+		s.subs[user] = p // a flap's too: an older change arriving late is dropped
+		if last == nil || !SamePresence(last, p) {
+			out = append(out, p)
+		}
+	}
+	clear(s.due) // its size follows the subscriptions
+	if len(out) == 0 {
+		return nil
+	}
+	return []*messages.Frame{{Kind: &messages.Frame_PresenceBatch{PresenceBatch: &messages.PresenceBatch{Presences: out}}}}
+}
+
+// SamePresence reports whether a and b show the same, their versions
+// aside.
+func SamePresence(a, b *messages.Presence) bool {
+	v := b.GetVersion()
+	c := proto.Clone(a).(*messages.Presence)
+	c.Version = v
+	return proto.Equal(c, b)
 }
 
 func containsUser(ps []*messages.Presence, user string) bool {

@@ -34,7 +34,7 @@ func kinds(fs []*messages.Frame) []string {
 // snapshot; one not newer than what the device has is dropped.
 func TestSinkHoldsEventsUntilTheSnapshotAndKeepsVersionOrder(t *testing.T) {
 	s := core.NewSink()
-	asks, err := s.Subscribe("s1", []string{"alice", "bob"})
+	asks, err := s.Subscribe("s1", []string{"alice", "bob"}, messages.Tier_realtime)
 	if err != nil || len(asks) != 2 {
 		t.Fatalf("Subscribe = %v, %v; want both targets asked", asks, err)
 	}
@@ -62,7 +62,7 @@ func TestSinkHoldsEventsUntilTheSnapshotAndKeepsVersionOrder(t *testing.T) {
 // A bad subscribe answers with the rule it broke and leaves nothing behind.
 func TestSinkRefusesBadSubscribes(t *testing.T) {
 	s := core.NewSink()
-	if _, err := s.Subscribe("s1", []string{"alice"}); err != nil {
+	if _, err := s.Subscribe("s1", []string{"alice"}, messages.Tier_realtime); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -75,7 +75,7 @@ func TestSinkRefusesBadSubscribes(t *testing.T) {
 		{"s1", []string{"bob"}, `request_id "s1" is already pending`},
 		{"s3", []string{"bob", "a/b"}, "target"},
 	} {
-		asks, err := s.Subscribe(tc.id, tc.targets)
+		asks, err := s.Subscribe(tc.id, tc.targets, messages.Tier_realtime)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || asks != nil {
 			t.Errorf("Subscribe(%s, %d targets) = %v, %v; want an error naming %q", tc.id, len(tc.targets), asks, err, tc.want)
 		}

@@ -318,6 +318,14 @@ func (v *View) Age(now time.Time) ViewResult {
 // Subscribe registers sink as viewer and returns what viewer may see now
 // (nil: nothing). Subscribing again replaces the registration.
 func (v *View) Subscribe(sink, viewer string, now time.Time) (*messages.Presence, ViewResult) {
+	p := v.Peek(viewer, now)
+	v.Subs[sink] = &Sub{Viewer: viewer, Last: p}
+	return p, ViewResult{Age: v.ageAt(now)}
+}
+
+// Peek returns what viewer may see of the user now, as a subscribe's
+// snapshot does, registering nothing (a query); nil: nothing to see.
+func (v *View) Peek(viewer string, now time.Time) *messages.Presence {
 	p := v.trim(v.Presence(now), viewer, now)
 	if p != nil && v.Uncertain() {
 		// The user's devices may still be re-registering: unknown, never
@@ -327,8 +335,7 @@ func (v *View) Subscribe(sink, viewer string, now time.Time) (*messages.Presence
 	if p != nil {
 		p.Version = v.Version
 	}
-	v.Subs[sink] = &Sub{Viewer: viewer, Last: p}
-	return p, ViewResult{Age: v.ageAt(now)}
+	return p
 }
 
 // Uncertain reports whether the view cannot tell offline from not yet

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -69,6 +70,10 @@ func (s *socket) takeSubscribe(now time.Time) (time.Duration, bool) {
 	return take(&s.subscribes, s.s.opt.SubscribeRate, s.s.opt.SubscribeBurst, now)
 }
 
+func (s *socket) takeQuery(now time.Time) (time.Duration, bool) {
+	return take(&s.queries, s.s.opt.QueryRate, s.s.opt.QueryBurst, now)
+}
+
 func (s *socket) takeActivity(now time.Time) (time.Duration, bool) {
 	return take(&s.activities, s.s.opt.ActivityRate, s.s.opt.ActivityBurst, now)
 }
@@ -86,7 +91,7 @@ func (s *socket) slowDown(b *rate.Limiter, what, requestID string, wait time.Dur
 }
 
 // bucketFlag names the flags of the bucket a frame kind is bounded by.
-var bucketFlag = map[string]string{"subscribe": "subscribe", "set_activity": "activity", "state_sync": "activity"}
+var bucketFlag = map[string]string{"subscribe": "subscribe", "query": "query", "set_activity": "activity", "state_sync": "activity"}
 
 // onMessage handles one client message: a frame of the connection's
 // subprotocol, or a close for the wrong frame type (1003) or repeated
@@ -128,12 +133,9 @@ func (s *Server) onMessage(c *websocket.Conn, kind websocket.MessageType, data [
 	case *messages.Frame_Heartbeat:
 		sock.heartbeat(conn, k.Heartbeat.GetSeq(), k.Heartbeat.GetClientTsMs())
 	case *messages.Frame_Subscribe:
-		if wait, ok := sock.takeSubscribe(time.Now()); !ok {
-			s.gw.Refused(actors.LimitSubscribeRate)
-			sock.slowDown(sock.subscribes, "subscribe", k.Subscribe.GetRequestId(), wait)
-			return
-		}
-		conn.Subscribe(k.Subscribe.GetRequestId(), k.Subscribe.GetTargets())
+		s.onSubscribe(sock, kind, data, k.Subscribe)
+	case *messages.Frame_Query:
+		s.onQuery(sock, k.Query)
 	case *messages.Frame_Unsubscribe:
 		conn.Unsubscribe(k.Unsubscribe.GetTargets())
 	case *messages.Frame_SetStatus:
@@ -150,6 +152,50 @@ func (s *Server) onMessage(c *websocket.Conn, kind websocket.MessageType, data [
 	default:
 		sock.errorFrame(messages.ErrBadRequest, "", "unexpected frame from a device")
 	}
+}
+
+// onSubscribe checks a subscribe's tier (on JSON) and bucket and hands it
+// to the connection (the sink checks its targets).
+func (s *Server) onSubscribe(sock *socket, kind websocket.MessageType, data []byte, sub *messages.Subscribe) {
+	if kind == websocket.TextMessage {
+		if name, bad := unknownJSONTier(data); bad {
+			sock.errorFrame(messages.ErrBadRequest, sub.GetRequestId(), fmt.Sprintf("subscribe: tier %q: must be realtime or batched", name))
+			return
+		}
+	}
+	if wait, ok := sock.takeSubscribe(time.Now()); !ok {
+		s.gw.Refused(actors.LimitSubscribeRate)
+		sock.slowDown(sock.subscribes, "subscribe", sub.GetRequestId(), wait)
+		return
+	}
+	sock.conn.Load().Subscribe(sub.GetRequestId(), sub.GetTargets(), sub.GetTier())
+}
+
+// onQuery hands a query within the connection's bucket to it.
+func (s *Server) onQuery(sock *socket, q *messages.Query) {
+	if wait, ok := sock.takeQuery(time.Now()); !ok {
+		s.gw.Refused(actors.LimitQueryRate)
+		sock.slowDown(sock.queries, "query", q.GetRequestId(), wait)
+		return
+	}
+	sock.conn.Load().Query(q.GetRequestId(), q.GetTargets())
+}
+
+// unknownJSONTier finds a JSON subscribe's tier name that is none of
+// Tier's: protojson, discarding unknown names for newer clients' sake,
+// would read it as absent, realtime. A number is left to the sink.
+func unknownJSONTier(data []byte) (string, bool) {
+	var f struct {
+		Subscribe struct {
+			Tier json.RawMessage `json:"tier"`
+		} `json:"subscribe"`
+	}
+	var name string
+	if json.Unmarshal(data, &f) != nil || json.Unmarshal(f.Subscribe.Tier, &name) != nil {
+		return "", false
+	}
+	_, known := messages.Tier_value[name]
+	return name, !known
 }
 
 // onActivity checks a set_activity or state_sync (nonce set): an activity

@@ -48,14 +48,15 @@ type Options struct {
 // 64 frames of outbox, a peer cut after 10 s without taking anything, 500
 // handshakes a second in bursts of 1000, a drain spread over 2 s, 5
 // subscribe frames a second per connection in bursts of 10, 1 set_activity
-// or state_sync a second in bursts of 5, 1 s of close
+// or state_sync a second in bursts of 5, 1 query a second in bursts of 5,
+// 1 s of close
 // grace, messages of at most 64 KiB, 3 undecodable frames in a row;
 // SendBuffer 0 keeps the kernel's.
 func DefaultOptions() Options {
 	return Options{
 		Gateway: config.Gateway{
 			Outbox: 64, WriteTimeout: 10 * time.Second, AdmitRate: 500, AdmitBurst: 1000, DrainSpread: 2 * time.Second,
-			SubscribeRate: 5, SubscribeBurst: 10, ActivityRate: 1, ActivityBurst: 5,
+			SubscribeRate: 5, SubscribeBurst: 10, ActivityRate: 1, ActivityBurst: 5, QueryRate: 1, QueryBurst: 5,
 		},
 		CloseGrace: time.Second, MaxMessage: 64 << 10, MaxErrors: 3,
 	}
@@ -72,6 +73,8 @@ func (o *Options) defaults() {
 	orDefault(&o.SubscribeBurst, d.SubscribeBurst)
 	orDefault(&o.ActivityRate, d.ActivityRate)
 	orDefault(&o.ActivityBurst, d.ActivityBurst)
+	orDefault(&o.QueryRate, d.QueryRate)
+	orDefault(&o.QueryBurst, d.QueryBurst)
 	orDefault(&o.CloseGrace, d.CloseGrace)
 	orDefault(&o.MaxMessage, d.MaxMessage)
 	orDefault(&o.MaxErrors, d.MaxErrors)

@@ -43,6 +43,9 @@ type socket struct {
 	// (Options.ActivityRate, ActivityBurst), made at the first (read side
 	// only).
 	activities *rate.Limiter
+	// queries is the bucket of query frames (Options.QueryRate,
+	// QueryBurst), made at the first (read side only).
+	queries *rate.Limiter
 }
 
 type earlyMsg struct {

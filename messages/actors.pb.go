@@ -1107,7 +1107,9 @@ type ViewSubscribe struct {
 	Reattach  bool                   `protobuf:"varint,5,opt,name=reattach,proto3" json:"reattach,omitempty"`
 	// last is, on a reattach, the presence the sink last passed on for the
 	// target: the re-created view sends only what differs from it.
-	Last          *Presence `protobuf:"bytes,6,opt,name=last,proto3" json:"last,omitempty"`
+	Last *Presence `protobuf:"bytes,6,opt,name=last,proto3" json:"last,omitempty"`
+	// query: answer the snapshot part only, the sink not registered.
+	Query         bool `protobuf:"varint,7,opt,name=query,proto3" json:"query,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1182,6 +1184,13 @@ func (x *ViewSubscribe) GetLast() *Presence {
 		return x.Last
 	}
 	return nil
+}
+
+func (x *ViewSubscribe) GetQuery() bool {
+	if x != nil {
+		return x.Query
+	}
+	return false
 }
 
 // ViewUnsubscribe is idempotent.
@@ -2937,7 +2946,7 @@ const file_actors_proto_rawDesc = "" +
 	"\n" +
 	"expires_ms\x18\x05 \x01(\x03R\texpiresMs\x12\x1a\n" +
 	"\tset_at_ms\x18\x06 \x01(\x03R\asetAtMs\x12\x16\n" +
-	"\x06replay\x18\a \x01(\bR\x06replay\"\xce\x01\n" +
+	"\x06replay\x18\a \x01(\bR\x06replay\"\xe4\x01\n" +
 	"\rViewSubscribe\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x12\x16\n" +
 	"\x06viewer\x18\x02 \x01(\tR\x06viewer\x12'\n" +
@@ -2945,7 +2954,8 @@ const file_actors_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x04 \x01(\tR\trequestId\x12\x1a\n" +
 	"\breattach\x18\x05 \x01(\bR\breattach\x12)\n" +
-	"\x04last\x18\x06 \x01(\v2\x15.presence.v1.PresenceR\x04last\"R\n" +
+	"\x04last\x18\x06 \x01(\v2\x15.presence.v1.PresenceR\x04last\x12\x14\n" +
+	"\x05query\x18\a \x01(\bR\x05query\"R\n" +
 	"\x0fViewUnsubscribe\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x12'\n" +
 	"\x04sink\x18\x02 \x01(\v2\x13.presence.v1.PidRefR\x04sink\"\x92\x01\n" +

@@ -25,6 +25,53 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Tier is a subscription's delivery tier (docs/protocol.md, "Tiers").
+type Tier int32
+
+const (
+	Tier_realtime Tier = 0 // each change as its own presence frame, at once
+	Tier_batched  Tier = 1 // merged: the latest state of each target that changed, in
+)
+
+// Enum value maps for Tier.
+var (
+	Tier_name = map[int32]string{
+		0: "realtime",
+		1: "batched",
+	}
+	Tier_value = map[string]int32{
+		"realtime": 0,
+		"batched":  1,
+	}
+)
+
+func (x Tier) Enum() *Tier {
+	p := new(Tier)
+	*p = x
+	return p
+}
+
+func (x Tier) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Tier) Descriptor() protoreflect.EnumDescriptor {
+	return file_frames_proto_enumTypes[0].Descriptor()
+}
+
+func (Tier) Type() protoreflect.EnumType {
+	return &file_frames_proto_enumTypes[0]
+}
+
+func (x Tier) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Tier.Descriptor instead.
+func (Tier) EnumDescriptor() ([]byte, []int) {
+	return file_frames_proto_rawDescGZIP(), []int{0}
+}
+
 // Status is what a viewer may know of a user, after privacy trimming.
 // The value names are the contract's JSON strings.
 type Status int32
@@ -69,11 +116,11 @@ func (x Status) String() string {
 }
 
 func (Status) Descriptor() protoreflect.EnumDescriptor {
-	return file_frames_proto_enumTypes[0].Descriptor()
+	return file_frames_proto_enumTypes[1].Descriptor()
 }
 
 func (Status) Type() protoreflect.EnumType {
-	return &file_frames_proto_enumTypes[0]
+	return &file_frames_proto_enumTypes[1]
 }
 
 func (x Status) Number() protoreflect.EnumNumber {
@@ -82,7 +129,7 @@ func (x Status) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Status.Descriptor instead.
 func (Status) EnumDescriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{0}
+	return file_frames_proto_rawDescGZIP(), []int{1}
 }
 
 // Show is the user's status as contacts see it while the user is online.
@@ -130,11 +177,11 @@ func (x Show) String() string {
 }
 
 func (Show) Descriptor() protoreflect.EnumDescriptor {
-	return file_frames_proto_enumTypes[1].Descriptor()
+	return file_frames_proto_enumTypes[2].Descriptor()
 }
 
 func (Show) Type() protoreflect.EnumType {
-	return &file_frames_proto_enumTypes[1]
+	return &file_frames_proto_enumTypes[2]
 }
 
 func (x Show) Number() protoreflect.EnumNumber {
@@ -143,7 +190,7 @@ func (x Show) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Show.Descriptor instead.
 func (Show) EnumDescriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{1}
+	return file_frames_proto_rawDescGZIP(), []int{2}
 }
 
 // Platform is what kind of device a connection is, given at the handshake
@@ -187,11 +234,11 @@ func (x Platform) String() string {
 }
 
 func (Platform) Descriptor() protoreflect.EnumDescriptor {
-	return file_frames_proto_enumTypes[2].Descriptor()
+	return file_frames_proto_enumTypes[3].Descriptor()
 }
 
 func (Platform) Type() protoreflect.EnumType {
-	return &file_frames_proto_enumTypes[2]
+	return &file_frames_proto_enumTypes[3]
 }
 
 func (x Platform) Number() protoreflect.EnumNumber {
@@ -200,7 +247,7 @@ func (x Platform) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Platform.Descriptor instead.
 func (Platform) EnumDescriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{2}
+	return file_frames_proto_rawDescGZIP(), []int{3}
 }
 
 // Activity is what a device declares it is doing (set_activity).
@@ -240,11 +287,11 @@ func (x Activity) String() string {
 }
 
 func (Activity) Descriptor() protoreflect.EnumDescriptor {
-	return file_frames_proto_enumTypes[3].Descriptor()
+	return file_frames_proto_enumTypes[4].Descriptor()
 }
 
 func (Activity) Type() protoreflect.EnumType {
-	return &file_frames_proto_enumTypes[3]
+	return &file_frames_proto_enumTypes[4]
 }
 
 func (x Activity) Number() protoreflect.EnumNumber {
@@ -253,7 +300,7 @@ func (x Activity) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Activity.Descriptor instead.
 func (Activity) EnumDescriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{3}
+	return file_frames_proto_rawDescGZIP(), []int{4}
 }
 
 type Frame struct {
@@ -273,6 +320,8 @@ type Frame struct {
 	//	*Frame_SetActivity
 	//	*Frame_StateSyncRequest
 	//	*Frame_StateSync
+	//	*Frame_Query
+	//	*Frame_PresenceBatch
 	Kind          isFrame_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -432,6 +481,24 @@ func (x *Frame) GetStateSync() *StateSync {
 	return nil
 }
 
+func (x *Frame) GetQuery() *Query {
+	if x != nil {
+		if x, ok := x.Kind.(*Frame_Query); ok {
+			return x.Query
+		}
+	}
+	return nil
+}
+
+func (x *Frame) GetPresenceBatch() *PresenceBatch {
+	if x != nil {
+		if x, ok := x.Kind.(*Frame_PresenceBatch); ok {
+			return x.PresenceBatch
+		}
+	}
+	return nil
+}
+
 type isFrame_Kind interface {
 	isFrame_Kind()
 }
@@ -488,6 +555,14 @@ type Frame_StateSync struct {
 	StateSync *StateSync `protobuf:"bytes,13,opt,name=state_sync,json=stateSync,proto3,oneof"`
 }
 
+type Frame_Query struct {
+	Query *Query `protobuf:"bytes,14,opt,name=query,proto3,oneof"`
+}
+
+type Frame_PresenceBatch struct {
+	PresenceBatch *PresenceBatch `protobuf:"bytes,15,opt,name=presence_batch,json=presenceBatch,proto3,oneof"`
+}
+
 func (*Frame_Hello) isFrame_Kind() {}
 
 func (*Frame_Heartbeat) isFrame_Kind() {}
@@ -513,6 +588,10 @@ func (*Frame_SetActivity) isFrame_Kind() {}
 func (*Frame_StateSyncRequest) isFrame_Kind() {}
 
 func (*Frame_StateSync) isFrame_Kind() {}
+
+func (*Frame_Query) isFrame_Kind() {}
+
+func (*Frame_PresenceBatch) isFrame_Kind() {}
 
 // Hello is the server's first frame after the upgrade.
 type Hello struct {
@@ -762,9 +841,12 @@ func (x *HeartbeatAck) GetServerTsMs() int64 {
 }
 
 type Subscribe struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Targets       []string               `protobuf:"bytes,2,rep,name=targets,proto3" json:"targets,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Targets   []string               `protobuf:"bytes,2,rep,name=targets,proto3" json:"targets,omitempty"`
+	// tier is how changes of these targets reach the device (absent:
+	// realtime); a subscribe of a target already subscribed changes its tier.
+	Tier          Tier `protobuf:"varint,3,opt,name=tier,proto3,enum=presence.v1.Tier" json:"tier,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -813,6 +895,113 @@ func (x *Subscribe) GetTargets() []string {
 	return nil
 }
 
+func (x *Subscribe) GetTier() Tier {
+	if x != nil {
+		return x.Tier
+	}
+	return Tier_realtime
+}
+
+// Query asks for the presence of targets once: answered by a snapshot with
+// its request_id, nothing subscribed, nothing kept on any node.
+type Query struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Targets       []string               `protobuf:"bytes,2,rep,name=targets,proto3" json:"targets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Query) Reset() {
+	*x = Query{}
+	mi := &file_frames_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Query) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Query) ProtoMessage() {}
+
+func (x *Query) ProtoReflect() protoreflect.Message {
+	mi := &file_frames_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Query.ProtoReflect.Descriptor instead.
+func (*Query) Descriptor() ([]byte, []int) {
+	return file_frames_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Query) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *Query) GetTargets() []string {
+	if x != nil {
+		return x.Targets
+	}
+	return nil
+}
+
+// PresenceBatch is a batched tier's merged changes: the latest state of
+// each target that changed in the window (one presence each).
+type PresenceBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Presences     []*Presence            `protobuf:"bytes,1,rep,name=presences,proto3" json:"presences,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PresenceBatch) Reset() {
+	*x = PresenceBatch{}
+	mi := &file_frames_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PresenceBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PresenceBatch) ProtoMessage() {}
+
+func (x *PresenceBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_frames_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PresenceBatch.ProtoReflect.Descriptor instead.
+func (*PresenceBatch) Descriptor() ([]byte, []int) {
+	return file_frames_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *PresenceBatch) GetPresences() []*Presence {
+	if x != nil {
+		return x.Presences
+	}
+	return nil
+}
+
 // Snapshot answers a Subscribe: one Presence per target the viewer may see.
 // A target the viewer may not see is absent (never "offline").
 type Snapshot struct {
@@ -825,7 +1014,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_frames_proto_msgTypes[5]
+	mi := &file_frames_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -837,7 +1026,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_frames_proto_msgTypes[5]
+	mi := &file_frames_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -850,7 +1039,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{5}
+	return file_frames_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Snapshot) GetRequestId() string {
@@ -876,7 +1065,7 @@ type Unsubscribe struct {
 
 func (x *Unsubscribe) Reset() {
 	*x = Unsubscribe{}
-	mi := &file_frames_proto_msgTypes[6]
+	mi := &file_frames_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -888,7 +1077,7 @@ func (x *Unsubscribe) String() string {
 func (*Unsubscribe) ProtoMessage() {}
 
 func (x *Unsubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_frames_proto_msgTypes[6]
+	mi := &file_frames_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -901,7 +1090,7 @@ func (x *Unsubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Unsubscribe.ProtoReflect.Descriptor instead.
 func (*Unsubscribe) Descriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{6}
+	return file_frames_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Unsubscribe) GetTargets() []string {
@@ -923,7 +1112,7 @@ type DevicePresence struct {
 
 func (x *DevicePresence) Reset() {
 	*x = DevicePresence{}
-	mi := &file_frames_proto_msgTypes[7]
+	mi := &file_frames_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -935,7 +1124,7 @@ func (x *DevicePresence) String() string {
 func (*DevicePresence) ProtoMessage() {}
 
 func (x *DevicePresence) ProtoReflect() protoreflect.Message {
-	mi := &file_frames_proto_msgTypes[7]
+	mi := &file_frames_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -948,7 +1137,7 @@ func (x *DevicePresence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DevicePresence.ProtoReflect.Descriptor instead.
 func (*DevicePresence) Descriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{7}
+	return file_frames_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DevicePresence) GetPlatform() Platform {
@@ -992,7 +1181,7 @@ type Presence struct {
 
 func (x *Presence) Reset() {
 	*x = Presence{}
-	mi := &file_frames_proto_msgTypes[8]
+	mi := &file_frames_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1004,7 +1193,7 @@ func (x *Presence) String() string {
 func (*Presence) ProtoMessage() {}
 
 func (x *Presence) ProtoReflect() protoreflect.Message {
-	mi := &file_frames_proto_msgTypes[8]
+	mi := &file_frames_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1017,7 +1206,7 @@ func (x *Presence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Presence.ProtoReflect.Descriptor instead.
 func (*Presence) Descriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{8}
+	return file_frames_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Presence) GetUser() string {
@@ -1090,7 +1279,7 @@ type SetStatus struct {
 
 func (x *SetStatus) Reset() {
 	*x = SetStatus{}
-	mi := &file_frames_proto_msgTypes[9]
+	mi := &file_frames_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1291,7 @@ func (x *SetStatus) String() string {
 func (*SetStatus) ProtoMessage() {}
 
 func (x *SetStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_frames_proto_msgTypes[9]
+	mi := &file_frames_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1304,7 @@ func (x *SetStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetStatus.ProtoReflect.Descriptor instead.
 func (*SetStatus) Descriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{9}
+	return file_frames_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SetStatus) GetShow() Show {
@@ -1150,7 +1339,7 @@ type SetActivity struct {
 
 func (x *SetActivity) Reset() {
 	*x = SetActivity{}
-	mi := &file_frames_proto_msgTypes[10]
+	mi := &file_frames_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1162,7 +1351,7 @@ func (x *SetActivity) String() string {
 func (*SetActivity) ProtoMessage() {}
 
 func (x *SetActivity) ProtoReflect() protoreflect.Message {
-	mi := &file_frames_proto_msgTypes[10]
+	mi := &file_frames_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1175,7 +1364,7 @@ func (x *SetActivity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetActivity.ProtoReflect.Descriptor instead.
 func (*SetActivity) Descriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{10}
+	return file_frames_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SetActivity) GetActivity() Activity {
@@ -1197,7 +1386,7 @@ type StateSyncRequest struct {
 
 func (x *StateSyncRequest) Reset() {
 	*x = StateSyncRequest{}
-	mi := &file_frames_proto_msgTypes[11]
+	mi := &file_frames_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1398,7 @@ func (x *StateSyncRequest) String() string {
 func (*StateSyncRequest) ProtoMessage() {}
 
 func (x *StateSyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_frames_proto_msgTypes[11]
+	mi := &file_frames_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1411,7 @@ func (x *StateSyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateSyncRequest.ProtoReflect.Descriptor instead.
 func (*StateSyncRequest) Descriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{11}
+	return file_frames_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StateSyncRequest) GetNonce() string {
@@ -1243,7 +1432,7 @@ type StateSync struct {
 
 func (x *StateSync) Reset() {
 	*x = StateSync{}
-	mi := &file_frames_proto_msgTypes[12]
+	mi := &file_frames_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1255,7 +1444,7 @@ func (x *StateSync) String() string {
 func (*StateSync) ProtoMessage() {}
 
 func (x *StateSync) ProtoReflect() protoreflect.Message {
-	mi := &file_frames_proto_msgTypes[12]
+	mi := &file_frames_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1268,7 +1457,7 @@ func (x *StateSync) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateSync.ProtoReflect.Descriptor instead.
 func (*StateSync) Descriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{12}
+	return file_frames_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StateSync) GetNonce() string {
@@ -1296,7 +1485,7 @@ type Resync struct {
 
 func (x *Resync) Reset() {
 	*x = Resync{}
-	mi := &file_frames_proto_msgTypes[13]
+	mi := &file_frames_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1308,7 +1497,7 @@ func (x *Resync) String() string {
 func (*Resync) ProtoMessage() {}
 
 func (x *Resync) ProtoReflect() protoreflect.Message {
-	mi := &file_frames_proto_msgTypes[13]
+	mi := &file_frames_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1321,7 +1510,7 @@ func (x *Resync) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resync.ProtoReflect.Descriptor instead.
 func (*Resync) Descriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{13}
+	return file_frames_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Resync) GetReason() string {
@@ -1345,7 +1534,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_frames_proto_msgTypes[14]
+	mi := &file_frames_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1357,7 +1546,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_frames_proto_msgTypes[14]
+	mi := &file_frames_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1370,7 +1559,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{14}
+	return file_frames_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Error) GetCode() uint32 {
@@ -1405,7 +1594,7 @@ var File_frames_proto protoreflect.FileDescriptor
 
 const file_frames_proto_rawDesc = "" +
 	"\n" +
-	"\fframes.proto\x12\vpresence.v1\"\xf0\x05\n" +
+	"\fframes.proto\x12\vpresence.v1\"\xe1\x06\n" +
 	"\x05Frame\x12*\n" +
 	"\x05hello\x18\x01 \x01(\v2\x12.presence.v1.HelloH\x00R\x05hello\x126\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x16.presence.v1.HeartbeatH\x00R\theartbeat\x12@\n" +
@@ -1422,7 +1611,9 @@ const file_frames_proto_rawDesc = "" +
 	"\fset_activity\x18\v \x01(\v2\x18.presence.v1.SetActivityH\x00R\vsetActivity\x12M\n" +
 	"\x12state_sync_request\x18\f \x01(\v2\x1d.presence.v1.StateSyncRequestH\x00R\x10stateSyncRequest\x127\n" +
 	"\n" +
-	"state_sync\x18\r \x01(\v2\x16.presence.v1.StateSyncH\x00R\tstateSyncB\x06\n" +
+	"state_sync\x18\r \x01(\v2\x16.presence.v1.StateSyncH\x00R\tstateSync\x12*\n" +
+	"\x05query\x18\x0e \x01(\v2\x12.presence.v1.QueryH\x00R\x05query\x12C\n" +
+	"\x0epresence_batch\x18\x0f \x01(\v2\x1a.presence.v1.PresenceBatchH\x00R\rpresenceBatchB\x06\n" +
 	"\x04kind\"\xf2\x02\n" +
 	"\x05Hello\x12\x17\n" +
 	"\aconn_id\x18\x01 \x01(\tR\x06connId\x12\x12\n" +
@@ -1446,11 +1637,18 @@ const file_frames_proto_rawDesc = "" +
 	"\fclient_ts_ms\x18\x02 \x01(\x03R\n" +
 	"clientTsMs\x12 \n" +
 	"\fserver_ts_ms\x18\x03 \x01(\x03R\n" +
-	"serverTsMs\"D\n" +
+	"serverTsMs\"k\n" +
 	"\tSubscribe\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
-	"\atargets\x18\x02 \x03(\tR\atargets\"^\n" +
+	"\atargets\x18\x02 \x03(\tR\atargets\x12%\n" +
+	"\x04tier\x18\x03 \x01(\x0e2\x11.presence.v1.TierR\x04tier\"@\n" +
+	"\x05Query\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
+	"\atargets\x18\x02 \x03(\tR\atargets\"D\n" +
+	"\rPresenceBatch\x123\n" +
+	"\tpresences\x18\x01 \x03(\v2\x15.presence.v1.PresenceR\tpresences\"^\n" +
 	"\bSnapshot\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x123\n" +
@@ -1489,7 +1687,10 @@ const file_frames_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x03 \x01(\tR\trequestId\x12$\n" +
-	"\x0eretry_after_ms\x18\x04 \x01(\rR\fretryAfterMs*b\n" +
+	"\x0eretry_after_ms\x18\x04 \x01(\rR\fretryAfterMs*!\n" +
+	"\x04Tier\x12\f\n" +
+	"\brealtime\x10\x00\x12\v\n" +
+	"\abatched\x10\x01*b\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12status_unspecified\x10\x00\x12\n" +
 	"\n" +
@@ -1532,58 +1733,65 @@ func file_frames_proto_rawDescGZIP() []byte {
 	return file_frames_proto_rawDescData
 }
 
-var file_frames_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_frames_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_frames_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_frames_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_frames_proto_goTypes = []any{
-	(Status)(0),              // 0: presence.v1.Status
-	(Show)(0),                // 1: presence.v1.Show
-	(Platform)(0),            // 2: presence.v1.Platform
-	(Activity)(0),            // 3: presence.v1.Activity
-	(*Frame)(nil),            // 4: presence.v1.Frame
-	(*Hello)(nil),            // 5: presence.v1.Hello
-	(*Heartbeat)(nil),        // 6: presence.v1.Heartbeat
-	(*HeartbeatAck)(nil),     // 7: presence.v1.HeartbeatAck
-	(*Subscribe)(nil),        // 8: presence.v1.Subscribe
-	(*Snapshot)(nil),         // 9: presence.v1.Snapshot
-	(*Unsubscribe)(nil),      // 10: presence.v1.Unsubscribe
-	(*DevicePresence)(nil),   // 11: presence.v1.DevicePresence
-	(*Presence)(nil),         // 12: presence.v1.Presence
-	(*SetStatus)(nil),        // 13: presence.v1.SetStatus
-	(*SetActivity)(nil),      // 14: presence.v1.SetActivity
-	(*StateSyncRequest)(nil), // 15: presence.v1.StateSyncRequest
-	(*StateSync)(nil),        // 16: presence.v1.StateSync
-	(*Resync)(nil),           // 17: presence.v1.Resync
-	(*Error)(nil),            // 18: presence.v1.Error
+	(Tier)(0),                // 0: presence.v1.Tier
+	(Status)(0),              // 1: presence.v1.Status
+	(Show)(0),                // 2: presence.v1.Show
+	(Platform)(0),            // 3: presence.v1.Platform
+	(Activity)(0),            // 4: presence.v1.Activity
+	(*Frame)(nil),            // 5: presence.v1.Frame
+	(*Hello)(nil),            // 6: presence.v1.Hello
+	(*Heartbeat)(nil),        // 7: presence.v1.Heartbeat
+	(*HeartbeatAck)(nil),     // 8: presence.v1.HeartbeatAck
+	(*Subscribe)(nil),        // 9: presence.v1.Subscribe
+	(*Query)(nil),            // 10: presence.v1.Query
+	(*PresenceBatch)(nil),    // 11: presence.v1.PresenceBatch
+	(*Snapshot)(nil),         // 12: presence.v1.Snapshot
+	(*Unsubscribe)(nil),      // 13: presence.v1.Unsubscribe
+	(*DevicePresence)(nil),   // 14: presence.v1.DevicePresence
+	(*Presence)(nil),         // 15: presence.v1.Presence
+	(*SetStatus)(nil),        // 16: presence.v1.SetStatus
+	(*SetActivity)(nil),      // 17: presence.v1.SetActivity
+	(*StateSyncRequest)(nil), // 18: presence.v1.StateSyncRequest
+	(*StateSync)(nil),        // 19: presence.v1.StateSync
+	(*Resync)(nil),           // 20: presence.v1.Resync
+	(*Error)(nil),            // 21: presence.v1.Error
 }
 var file_frames_proto_depIdxs = []int32{
-	5,  // 0: presence.v1.Frame.hello:type_name -> presence.v1.Hello
-	6,  // 1: presence.v1.Frame.heartbeat:type_name -> presence.v1.Heartbeat
-	7,  // 2: presence.v1.Frame.heartbeat_ack:type_name -> presence.v1.HeartbeatAck
-	8,  // 3: presence.v1.Frame.subscribe:type_name -> presence.v1.Subscribe
-	9,  // 4: presence.v1.Frame.snapshot:type_name -> presence.v1.Snapshot
-	10, // 5: presence.v1.Frame.unsubscribe:type_name -> presence.v1.Unsubscribe
-	12, // 6: presence.v1.Frame.presence:type_name -> presence.v1.Presence
-	13, // 7: presence.v1.Frame.set_status:type_name -> presence.v1.SetStatus
-	17, // 8: presence.v1.Frame.resync:type_name -> presence.v1.Resync
-	18, // 9: presence.v1.Frame.error:type_name -> presence.v1.Error
-	14, // 10: presence.v1.Frame.set_activity:type_name -> presence.v1.SetActivity
-	15, // 11: presence.v1.Frame.state_sync_request:type_name -> presence.v1.StateSyncRequest
-	16, // 12: presence.v1.Frame.state_sync:type_name -> presence.v1.StateSync
-	2,  // 13: presence.v1.Hello.platform:type_name -> presence.v1.Platform
-	12, // 14: presence.v1.Snapshot.presences:type_name -> presence.v1.Presence
-	2,  // 15: presence.v1.DevicePresence.platform:type_name -> presence.v1.Platform
-	3,  // 16: presence.v1.DevicePresence.activity:type_name -> presence.v1.Activity
-	0,  // 17: presence.v1.Presence.status:type_name -> presence.v1.Status
-	1,  // 18: presence.v1.Presence.show:type_name -> presence.v1.Show
-	11, // 19: presence.v1.Presence.devices:type_name -> presence.v1.DevicePresence
-	1,  // 20: presence.v1.SetStatus.show:type_name -> presence.v1.Show
-	3,  // 21: presence.v1.SetActivity.activity:type_name -> presence.v1.Activity
-	3,  // 22: presence.v1.StateSync.activity:type_name -> presence.v1.Activity
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	6,  // 0: presence.v1.Frame.hello:type_name -> presence.v1.Hello
+	7,  // 1: presence.v1.Frame.heartbeat:type_name -> presence.v1.Heartbeat
+	8,  // 2: presence.v1.Frame.heartbeat_ack:type_name -> presence.v1.HeartbeatAck
+	9,  // 3: presence.v1.Frame.subscribe:type_name -> presence.v1.Subscribe
+	12, // 4: presence.v1.Frame.snapshot:type_name -> presence.v1.Snapshot
+	13, // 5: presence.v1.Frame.unsubscribe:type_name -> presence.v1.Unsubscribe
+	15, // 6: presence.v1.Frame.presence:type_name -> presence.v1.Presence
+	16, // 7: presence.v1.Frame.set_status:type_name -> presence.v1.SetStatus
+	20, // 8: presence.v1.Frame.resync:type_name -> presence.v1.Resync
+	21, // 9: presence.v1.Frame.error:type_name -> presence.v1.Error
+	17, // 10: presence.v1.Frame.set_activity:type_name -> presence.v1.SetActivity
+	18, // 11: presence.v1.Frame.state_sync_request:type_name -> presence.v1.StateSyncRequest
+	19, // 12: presence.v1.Frame.state_sync:type_name -> presence.v1.StateSync
+	10, // 13: presence.v1.Frame.query:type_name -> presence.v1.Query
+	11, // 14: presence.v1.Frame.presence_batch:type_name -> presence.v1.PresenceBatch
+	3,  // 15: presence.v1.Hello.platform:type_name -> presence.v1.Platform
+	0,  // 16: presence.v1.Subscribe.tier:type_name -> presence.v1.Tier
+	15, // 17: presence.v1.PresenceBatch.presences:type_name -> presence.v1.Presence
+	15, // 18: presence.v1.Snapshot.presences:type_name -> presence.v1.Presence
+	3,  // 19: presence.v1.DevicePresence.platform:type_name -> presence.v1.Platform
+	4,  // 20: presence.v1.DevicePresence.activity:type_name -> presence.v1.Activity
+	1,  // 21: presence.v1.Presence.status:type_name -> presence.v1.Status
+	2,  // 22: presence.v1.Presence.show:type_name -> presence.v1.Show
+	14, // 23: presence.v1.Presence.devices:type_name -> presence.v1.DevicePresence
+	2,  // 24: presence.v1.SetStatus.show:type_name -> presence.v1.Show
+	4,  // 25: presence.v1.SetActivity.activity:type_name -> presence.v1.Activity
+	4,  // 26: presence.v1.StateSync.activity:type_name -> presence.v1.Activity
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_frames_proto_init() }
@@ -1605,14 +1813,16 @@ func file_frames_proto_init() {
 		(*Frame_SetActivity)(nil),
 		(*Frame_StateSyncRequest)(nil),
 		(*Frame_StateSync)(nil),
+		(*Frame_Query)(nil),
+		(*Frame_PresenceBatch)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_frames_proto_rawDesc), len(file_frames_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   15,
+			NumEnums:      5,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

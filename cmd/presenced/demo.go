@@ -73,7 +73,7 @@ func demoDevice(ctx context.Context, n *actors.Node, cfg config.Config, user str
 			}
 			continue
 		}
-		conn.Subscribe("demo", []string{fmt.Sprintf("demo-%03d", (i+1)%cfg.Demo)}) // the next demo user
+		conn.Subscribe("demo", []string{fmt.Sprintf("demo-%03d", (i+1)%cfg.Demo)}, messages.Tier_realtime) // the next demo user
 		// Stay 20 to 100 heartbeats, then leave one way or another.
 		life := time.Duration(20+r.IntN(80)) * t.Heartbeat
 		deadline := time.After(life)

@@ -1,0 +1,178 @@
+package actors
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/presence-im/presence/config"
+	"github.com/presence-im/presence/core"
+	"github.com/presence-im/presence/messages"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// frameNames names a socket's frames: snapshot(request)[user status...],
+// presence user status, batch[user status, ...], error code.
+func frameNames(fs []*messages.Frame) []string {
+	var out []string
+	ps := func(list []*messages.Presence) string {
+		var s []string
+		for _, p := range list {
+			s = append(s, p.GetUser()+" "+p.GetStatus().String())
+		}
+		slices.Sort(s) // a snapshot's parts come in any order
+		return strings.Join(s, ",")
+	}
+	for _, f := range fs {
+		switch {
+		case f.GetSnapshot() != nil:
+			out = append(out, fmt.Sprintf("snapshot(%s)[%s]", f.GetSnapshot().GetRequestId(), ps(f.GetSnapshot().GetPresences())))
+		case f.GetPresence() != nil:
+			out = append(out, "presence "+ps([]*messages.Presence{f.GetPresence()}))
+		case f.GetPresenceBatch() != nil:
+			out = append(out, "batch["+ps(f.GetPresenceBatch().GetPresences())+"]")
+		case f.GetError() != nil:
+			out = append(out, fmt.Sprintf("error %d", f.GetError().GetCode()))
+		}
+	}
+	return out
+}
+
+// A batched subscription's changes come once per batch window, merged:
+// alice and carol coming online are one batch a window after the first;
+// alice's show going away and back within a window sends nothing; a
+// realtime subscriber of alice on the same node gets every change at
+// once.
+func TestBatchedTierMergesAWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Fast()
+		e := newEnv(t, timing)
+		e.policy("alice", core.Exact, "bob", "dan")
+		e.policy("carol", core.Exact, "bob")
+		bob := e.connect(e.n.Gateway(), "bob", "laptop", 1)
+		dan := e.connect(e.n.Gateway(), "dan", "laptop", 1)
+		bob.conn.Subscribe("s1", []string{"alice", "carol"}, messages.Tier_batched)
+		dan.conn.Subscribe("s1", []string{"alice"}, messages.Tier_realtime)
+		synctest.Wait()
+		alice := e.connect(e.n.Gateway(), "alice", "phone", 1)
+		time.Sleep(timing.BatchWindow / 4)
+		carol := e.connect(e.n.Gateway(), "carol", "phone", 1)
+		synctest.Wait()
+		if got := frameNames(bob.sock.sent()); strings.Join(got, "|") != "snapshot(s1)[alice offline,carol offline]" {
+			t.Fatalf("bob before the window's end: %v", got)
+		}
+		time.Sleep(timing.BatchWindow)
+		synctest.Wait()
+		if got := frameNames(bob.sock.sent()); strings.Join(got, "|") != "snapshot(s1)[alice offline,carol offline]|batch[alice online,carol online]" {
+			t.Fatalf("bob after the window: %v", got)
+		}
+		unchanged := testutil.ToFloat64(e.n.metrics.BatchUnchanged)
+		alice.conn.SetShow(messages.Show_away)
+		synctest.Wait()
+		alice.conn.SetShow(messages.Show_available)
+		time.Sleep(2 * timing.BatchWindow)
+		synctest.Wait()
+		if got := bob.sock.sent(); len(got) != 2 {
+			t.Fatalf("a flap within a window was sent: %v", frameNames(got))
+		}
+		if d := testutil.ToFloat64(e.n.metrics.BatchUnchanged) - unchanged; d != 1 {
+			t.Fatalf("presence_batch_unchanged_total grew by %v, want 1", d)
+		}
+		if got := frameNames(dan.sock.sent()); len(got) != 4 { // snapshot, online, away, available
+			t.Fatalf("the realtime subscriber got %v, want every change", got)
+		}
+		// Versions grow across tiers and windows.
+		var last uint64
+		for _, f := range bob.sock.sent()[1].GetPresenceBatch().GetPresences() {
+			if f.GetUser() == "alice" {
+				last = f.GetVersion()
+			}
+		}
+		alice.conn.SetShow(messages.Show_dnd)
+		time.Sleep(2 * timing.BatchWindow)
+		synctest.Wait()
+		got := bob.sock.sent()
+		if len(got) != 3 || got[2].GetPresenceBatch().GetPresences()[0].GetVersion() <= last {
+			t.Fatalf("the next change: %v (version after %d)", frameNames(got), last)
+		}
+		alice.close()
+		carol.close()
+		bob.close()
+		dan.close()
+	})
+}
+
+// A connection that ends with a merged change waiting sends nothing more
+// and leaves no timer firing into it.
+func TestBatchedTierStopsWithTheConnection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Fast()
+		e := newEnv(t, timing)
+		e.policy("alice", core.Exact, "bob")
+		bob := e.connect(e.n.Gateway(), "bob", "laptop", 1)
+		bob.conn.Subscribe("s1", []string{"alice"}, messages.Tier_batched)
+		synctest.Wait()
+		alice := e.connect(e.n.Gateway(), "alice", "phone", 1)
+		synctest.Wait()
+		bob.close()
+		time.Sleep(2 * timing.BatchWindow)
+		synctest.Wait()
+		if got := frameNames(bob.sock.sent()); len(got) != 1 {
+			t.Fatalf("an ended connection was sent %v", got)
+		}
+		alice.close()
+	})
+}
+
+// A query answers one snapshot with what the viewer may see (a hidden
+// target absent), subscribes nothing (a later change is not sent), and
+// the views it woke passivate after idle; queries over the bounds are
+// refused with an error frame naming the rule.
+func TestQueryAnswersOnceAndLeavesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Fast()
+		e := newEnv(t, timing)
+		e.policy("alice", core.Exact, "bob")
+		e.policy("carol", core.Exact) // bob is no contact
+		alice := e.connect(e.n.Gateway(), "alice", "phone", 1)
+		bob := e.connect(e.n.Gateway(), "bob", "laptop", 1)
+		bob.conn.Query("q1", []string{"alice", "carol", "dave"})
+		synctest.Wait()
+		if got := frameNames(bob.sock.sent()); strings.Join(got, "|") != "snapshot(q1)[alice online]" {
+			t.Fatalf("query answer: %v", got)
+		}
+		alice.conn.SetShow(messages.Show_away)
+		synctest.Wait()
+		if got := bob.sock.sent(); len(got) != 1 {
+			t.Fatalf("a change after a query was sent: %v", frameNames(got))
+		}
+		alice.close()
+		time.Sleep(timing.Debounce + timing.Idle + time.Second)
+		synctest.Wait()
+		// bob's own lease and view live while he is connected; alice's,
+		// carol's and dave's, woken by the query, passivated.
+		if c := e.n.Counts(); c["view"] != 1 || c["lease"] != 1 {
+			t.Fatalf("counts after idle = %v, want bob's lease and view only", c)
+		}
+		for _, tc := range []struct {
+			targets []string
+			code    messages.ErrorCode
+			want    string
+		}{
+			{nil, messages.ErrBadRequest, "query: 0 targets"},
+			{[]string{"a/b"}, messages.ErrBadRequest, "target"},
+		} {
+			n := len(bob.sock.sent())
+			bob.conn.Query("bad", tc.targets)
+			synctest.Wait()
+			got := bob.sock.sent()
+			if len(got) != n+1 || got[n].GetError().GetCode() != uint32(tc.code) || !strings.Contains(got[n].GetError().GetMessage(), tc.want) {
+				t.Fatalf("query %v: %v, want error %d naming %q", tc.targets, frameNames(got[n:]), tc.code, tc.want)
+			}
+		}
+		bob.close()
+	})
+}

@@ -411,13 +411,18 @@ func (a *connActor) refuse(ctx actor.Context, requestID string, err, limitErr er
 func (a *connActor) subscribe(ctx actor.Context, m connSubscribe) {
 	a.out.mu.Lock()
 	targets, err := a.out.sink.Subscribe(m.requestID, m.targets, m.tier)
+	var degraded *messages.Frame
 	if err == nil && m.tier == messages.Tier_batched {
 		a.batchedLocked(ctx.Self())
+		degraded = a.degradeNewLocked(targets)
 	}
-	a.out.mu.Unlock()
 	if err == nil && !a.hubbed { // before any view knows the sink
 		a.hubbed = true
-		a.n.hub.add(ctx.Self().GetId(), &a.out)
+		a.n.hub.add(ctx.Self(), &a.out)
+	}
+	a.out.mu.Unlock()
+	if degraded != nil {
+		a.send(ctx, degraded)
 	}
 	if err != nil {
 		a.refuse(ctx, m.requestID, err, core.ErrTooManySubscriptions, messages.ErrTooManySubscriptions, LimitSubscriptions)

@@ -31,6 +31,7 @@ type Metrics struct {
 	stateMetrics
 	deviceMetrics
 	tierMetrics
+	degradeMetrics
 }
 
 // NewMetrics makes the collectors and registers them with reg (nil: not
@@ -55,10 +56,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "From a view handing an event to this node's fan-out to the last of its subscribers' frames handed to the socket, per event.",
 			Buckets: fanoutBuckets,
 		}),
-		ViewReads:     metric.Counter("presence_view_reads_total", "Lookups answered from an active local view's state without a message to it; the others are ViewQuery messages (presence_actor_messages_total)."),
-		stateMetrics:  newStateMetrics(),
-		deviceMetrics: newDeviceMetrics(),
-		tierMetrics:   newTierMetrics(),
+		ViewReads:      metric.Counter("presence_view_reads_total", "Lookups answered from an active local view's state without a message to it; the others are ViewQuery messages (presence_actor_messages_total)."),
+		stateMetrics:   newStateMetrics(),
+		deviceMetrics:  newDeviceMetrics(),
+		tierMetrics:    newTierMetrics(),
+		degradeMetrics: newDegradeMetrics(),
 	}
 	m.preset()
 	if reg != nil {
@@ -66,6 +68,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.stateMetrics.collectors()...)
 		reg.MustRegister(m.deviceMetrics.collectors()...)
 		reg.MustRegister(m.tierMetrics.collectors()...)
+		reg.MustRegister(m.degradeMetrics.collectors()...)
 	}
 	return m
 }

@@ -39,6 +39,9 @@ type Deps struct {
 	// Unfenced switches lease epoch fencing off for the negative-control
 	// test only (see core.Lease.Unfenced).
 	Unfenced bool
+	// Degrade is when the node degrades its batched subscriptions to pull
+	// (all zero: config.DefaultDegrade; At 0 with the rest set: never).
+	Degrade config.Degrade
 	// Changes receives every user's change as its view publishes it (the
 	// webhooks: package webhook); nil: none.
 	Changes ChangeSink
@@ -99,6 +102,8 @@ type Node struct {
 	renewals atomic.Uint64
 	// hub writes views' events to this node's subscribing connections.
 	hub *sinkHub
+	// degrade watches the fan-out backlog (degrade.go).
+	degrade *degradeWatch
 	// leaseProps and viewProps are shared by every lease and view actor of
 	// the node, which takes its identity from births (births.go).
 	leaseProps, viewProps *actor.Props
@@ -316,6 +321,9 @@ func Start(d Deps) (_ *Node, err error) {
 		d.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	d.Limits = d.Limits.OrDefault()
+	if d.Degrade == (config.Degrade{}) {
+		d.Degrade = config.DefaultDegrade()
+	}
 	if d.Metrics == nil {
 		d.Metrics = NewMetrics(nil)
 	}
@@ -325,8 +333,11 @@ func Start(d Deps) (_ *Node, err error) {
 	fewerRegistryMaps(sys, registryMaps)
 	countDeadLetters(sys, d.Metrics.DeadLetters)
 	n := &Node{deps: d, sys: sys, root: sys.Root, sched: newTimers(sys.Root), metrics: d.Metrics, log: d.Logger, stall: newStallClock(), index: newIndex(), hub: newSinkHub()}
+	n.hub.overflow = n.overflowed
+	n.degrade = startDegradeWatch(n, d.Degrade)
 	defer func() {
 		if err != nil {
+			n.degrade.stop()
 			n.stall.stop()
 			n.sched.stopAll()
 		}
@@ -653,6 +664,7 @@ func (n *Node) Stop() { n.stopOnce.Do(n.stop) }
 
 func (n *Node) stop() {
 	defer n.stall.stop()
+	defer n.degrade.stop()
 	defer n.sched.stopAll()
 	n.mu.Lock()
 	gws := n.gateways

@@ -30,6 +30,9 @@ type connOut struct {
 	// batch is the batched tier's flush (tier.go); nil until a batched
 	// subscribe.
 	batch *batchOut
+	// self is the connection's actor, for an overflow found by a walk of
+	// the hub (degrade.go); set when it joins the hub.
+	self *actor.PID
 }
 
 // sendLocked hands frames to the socket in order; false: the outbox is
@@ -74,12 +77,18 @@ type sinkHub struct {
 	conns  sync.Map // actor id -> *connOut
 	next   atomic.Uint32
 	shards []fanShard
+	// longest is the longest event's fan-out since the last backlog
+	// reading (nanoseconds; degrade.go).
+	longest atomic.Int64
+	// overflow tells a connection's actor its outbox is full.
+	overflow func(*actor.PID)
 }
 
 type fanShard struct {
 	mu      sync.Mutex
 	jobs    []fanJob
 	running bool
+	cur     atomic.Int64 // the job being written: its event's start (Unix ns); 0: none
 }
 
 // fanJob is one event for the connections of one shard.
@@ -109,10 +118,11 @@ func newSinkHub() *sinkHub {
 	return &sinkHub{shards: make([]fanShard, max(runtime.GOMAXPROCS(0), 1))}
 }
 
-// add makes a connection reachable by the fan-out (at its first subscribe).
-func (h *sinkHub) add(id string, o *connOut) {
-	o.shard = h.next.Add(1) % uint32(len(h.shards))
-	h.conns.Store(id, o)
+// add makes a connection reachable by the fan-out (at its first
+// subscribe); o.mu held.
+func (h *sinkHub) add(self *actor.PID, o *connOut) {
+	o.shard, o.self = h.next.Add(1)%uint32(len(h.shards)), self
+	h.conns.Store(self.GetId(), o)
 }
 
 // remove forgets a connection (when its actor stops).
@@ -176,6 +186,7 @@ func (s *fanShard) run() {
 		}
 		s.mu.Unlock()
 		for _, j := range jobs {
+			s.cur.Store(j.ev.start.UnixNano())
 			for i, o := range j.outs {
 				if !o.event(j.p) {
 					j.ev.onEnd(j.pids[i])
@@ -183,6 +194,7 @@ func (s *fanShard) run() {
 			}
 			j.ev.jobDone()
 		}
+		s.cur.Store(0)
 	}
 }
 
@@ -207,7 +219,10 @@ func (n *Node) fanout(p *messages.Presence, sinks []*actor.PID) {
 }
 
 // fanoutTook observes one event's fan-out on this node.
-func (n *Node) fanoutTook(d time.Duration) { n.metrics.Fanout.Observe(d.Seconds()) }
+func (n *Node) fanoutTook(d time.Duration) {
+	n.metrics.Fanout.Observe(d.Seconds())
+	n.hub.took(d)
+}
 
 // overflowed tells a connection actor its outbox overflowed.
 func (n *Node) overflowed(pid *actor.PID) { n.root.Send(pid, connOverflow{}) }

@@ -22,7 +22,7 @@ func hubbedOut(t *testing.T, n *Node, id string) (*connOut, *fakeSocket) {
 		t.Fatal(err)
 	}
 	o.sendLocked(o.sink.SnapshotPart("r", "u", true, &messages.Presence{User: "u", Status: messages.Status_online, Version: 1}))
-	n.hub.add(id, o)
+	n.hub.add(actor.NewPID(n.Address(), id), o)
 	return o, sock
 }
 

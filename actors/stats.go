@@ -19,7 +19,7 @@ type statsActor struct{ n *Node }
 
 func (a statsActor) Receive(ctx actor.Context) {
 	if _, ok := ctx.Message().(*messages.CountsQuery); ok {
-		out := &messages.NodeCounts{Node: a.n.deps.NodeID, Counts: map[string]int64{}, Renewals: a.n.renewals.Load()}
+		out := &messages.NodeCounts{Node: a.n.deps.NodeID, Counts: map[string]int64{}, Renewals: a.n.renewals.Load(), DegradedSinceMs: a.n.degrade.sinceMs()}
 		for k, v := range a.n.Counts() {
 			out.Counts[k] = int64(v)
 		}
@@ -27,16 +27,30 @@ func (a statsActor) Receive(ctx actor.Context) {
 	}
 }
 
+// ClusterStats is what every member said of itself (ClusterCounts).
+type ClusterStats struct {
+	Counts   map[string]map[string]int // member id -> live actors by kind
+	Renewals map[string]uint64         // lease renewals accepted since it started
+	// Degraded is, for each member degraded to pull, since when (Unix ms).
+	Degraded map[string]int64
+	// Missing are members that did not answer in time (their counts are
+	// unknown, not zero), in order.
+	Missing []string
+}
+
 // ClusterCounts asks every alive member for its live actors, in parallel,
-// within ctx: member id -> counts by kind, and the lease renewals each
-// accepted since it started. A member that does not answer in time is
-// listed in missing (its counts are unknown, not zero).
-func (n *Node) ClusterCounts(ctx context.Context) (counts map[string]map[string]int, renewals map[string]uint64, missing []string) {
-	counts = map[string]map[string]int{n.deps.NodeID: n.Counts()}
-	renewals = map[string]uint64{n.deps.NodeID: n.renewals.Load()}
+// within ctx.
+func (n *Node) ClusterCounts(ctx context.Context) ClusterStats {
+	counts := map[string]map[string]int{n.deps.NodeID: n.Counts()}
+	renewals := map[string]uint64{n.deps.NodeID: n.renewals.Load()}
+	degraded := map[string]int64{}
+	if ms := n.degrade.sinceMs(); ms != 0 {
+		degraded[n.deps.NodeID] = ms
+	}
+	var missing []string
 	g := n.Membership()
 	if g == nil {
-		return counts, renewals, nil
+		return ClusterStats{counts, renewals, degraded, nil}
 	}
 	timeout := max(requestTimeout(ctx), time.Millisecond) // proto.actor waits for ever on a negative one
 	var mu sync.Mutex
@@ -59,6 +73,9 @@ func (n *Node) ClusterCounts(ctx context.Context) (counts map[string]map[string]
 					c[k] = int(v)
 				}
 				counts[m.ID], renewals[m.ID] = c, nc.GetRenewals()
+				if ms := nc.GetDegradedSinceMs(); ms != 0 {
+					degraded[m.ID] = ms
+				}
 				return
 			}
 			missing = append(missing, m.ID)
@@ -66,5 +83,5 @@ func (n *Node) ClusterCounts(ctx context.Context) (counts map[string]map[string]
 	}
 	wg.Wait()
 	slices.Sort(missing)
-	return counts, renewals, missing
+	return ClusterStats{counts, renewals, degraded, missing}
 }

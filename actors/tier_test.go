@@ -34,6 +34,10 @@ func frameNames(fs []*messages.Frame) []string {
 			out = append(out, "presence "+ps([]*messages.Presence{f.GetPresence()}))
 		case f.GetPresenceBatch() != nil:
 			out = append(out, "batch["+ps(f.GetPresenceBatch().GetPresences())+"]")
+		case f.GetDegraded() != nil:
+			out = append(out, fmt.Sprintf("degraded(%d)[%s]", f.GetDegraded().GetRetryAfterMs(), strings.Join(f.GetDegraded().GetTargets(), ",")))
+		case f.GetRestored() != nil:
+			out = append(out, "restored")
 		case f.GetError() != nil:
 			out = append(out, fmt.Sprintf("error %d", f.GetError().GetCode()))
 		}

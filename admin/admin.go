@@ -248,7 +248,11 @@ type Cluster struct {
 	Actors  map[string]map[string]int `json:"actors"`
 	// Renewals is each member's lease renewals accepted since it started
 	// (a counter: the page draws its rate).
-	Renewals   map[string]uint64 `json:"renewals"`
+	Renewals map[string]uint64 `json:"renewals"`
+	// Degraded is, for each member whose batched subscriptions are
+	// degraded to pull, since when (RFC 3339; docs/protocol.md, "Degraded
+	// mode").
+	Degraded   map[string]string `json:"degraded,omitempty"`
 	Unanswered []string          `json:"unanswered,omitempty"`
 }
 
@@ -256,8 +260,16 @@ type Cluster struct {
 func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.timeout())
 	defer cancel()
-	counts, renewals, missing := s.Node.ClusterCounts(ctx)
-	writeJSON(w, http.StatusOK, Cluster{Self: s.Members.Self().ID, Members: s.Members.Members(), Actors: counts, Renewals: renewals, Unanswered: missing})
+	st := s.Node.ClusterCounts(ctx)
+	var degraded map[string]string
+	for id, ms := range st.Degraded {
+		if degraded == nil {
+			degraded = map[string]string{}
+		}
+		degraded[id] = time.UnixMilli(ms).UTC().Format(time.RFC3339)
+	}
+	writeJSON(w, http.StatusOK, Cluster{Self: s.Members.Self().ID, Members: s.Members.Members(), Actors: st.Counts, Renewals: st.Renewals,
+		Degraded: degraded, Unanswered: st.Missing})
 }
 
 // webhooks is GET /api/webhooks: every endpoint's state ([] without any).

@@ -123,9 +123,9 @@ func (h *History) Run(ctx context.Context, n *actors.Node) {
 			h.Add(toEvent(ev))
 		case <-tick.C:
 			sctx, cancel := context.WithTimeout(ctx, SampleEvery/2)
-			counts, renewals, _ := n.ClusterCounts(sctx)
+			st := n.ClusterCounts(sctx)
 			cancel()
-			h.sample(counts, renewals)
+			h.sample(st.Counts, st.Renewals)
 		}
 	}
 }

@@ -110,9 +110,15 @@ type Session struct {
 	reqs     int
 	asked    map[string][]string         // request id -> targets, until its snapshot
 	queries  map[string]chan queryAnswer // request id -> the Query waiting
-	conns    int                         // successful connections
-	ended    time.Time                   // when the last connection ended
-	gap      time.Duration               // from then to the current one's hello
+	// pulling are the targets the node degraded to pull (degraded frame),
+	// and stopPull ends their pull loop; both until restored or the
+	// connection ends.
+	pulling  map[string]bool
+	stopPull context.CancelFunc
+	pullers  sync.WaitGroup
+	conns    int           // successful connections
+	ended    time.Time     // when the last connection ended
+	gap      time.Duration // from then to the current one's hello
 }
 
 // Start runs a session until ctx ends or the device is superseded.
@@ -409,6 +415,7 @@ func nextBackoff(cur, max time.Duration) time.Duration { return min(2*cur, max) 
 // serve runs one connection until it ends and returns its close code.
 func (s *Session) serve(ctx context.Context, c *Conn) int {
 	ctx, cancel := context.WithCancel(ctx)
+	defer s.pullers.Wait() // after cancel: no pull loop emits once the session may end
 	defer cancel()
 	s.mu.Lock()
 	s.conn = c
@@ -423,6 +430,7 @@ func (s *Session) serve(ctx context.Context, c *Conn) int {
 		s.mu.Lock()
 		s.conn, s.ended = nil, time.Now()
 		s.failQueriesLocked(ErrConnectionLost)
+		s.stopPullingLocked()
 		s.mu.Unlock()
 		_ = c.CloseNow()
 	}()
@@ -456,6 +464,10 @@ func (s *Session) handle(ctx context.Context, c *Conn, f *messages.Frame) {
 		s.snapshot(ctx, k.Snapshot)
 	case *messages.Frame_Presence:
 		s.change(ctx, k.Presence)
+	case *messages.Frame_Degraded:
+		s.degraded(ctx, k.Degraded)
+	case *messages.Frame_Restored:
+		s.restored()
 	case *messages.Frame_PresenceBatch:
 		for _, p := range k.PresenceBatch.GetPresences() {
 			s.change(ctx, p)

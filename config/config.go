@@ -130,6 +130,7 @@ type Config struct {
 	Timing       Timing
 	Gateway      Gateway
 	Limits       Limits
+	Degrade      Degrade
 
 	// SecretPrevious are older device-token keys still accepted while
 	// tokens signed with them live out their expiry (rotation); tokens are
@@ -269,7 +270,46 @@ func Default() Config {
 		Timing:       Seed(),
 		MemoryReturn: DefaultMemoryReturn,
 		Limits:       DefaultLimits(),
+		Degrade:      DefaultDegrade(),
 	}
+}
+
+// Degrade is when a node stops pushing its batched subscriptions and asks
+// them to pull (docs/protocol.md, "Degraded mode"): the same for both
+// presets, as a fan-out backlog does not scale with the heartbeat.
+type Degrade struct {
+	// At: degrade once the fan-out backlog (the oldest event not yet
+	// written, or the longest written since the last reading) reaches it;
+	// 0: never. Default 1 s.
+	At time.Duration
+	// Below and RestoreAfter: restore once the backlog has stayed under
+	// Below for RestoreAfter. Defaults 250 ms, 10 s. Rule: Below < At.
+	Below        time.Duration
+	RestoreAfter time.Duration
+	// Pull is the pace told to degraded connections (retry_after_ms of the
+	// degraded frame): they query their degraded targets at most this
+	// often. Default 10 s; rule: in [100 ms, 10 min].
+	Pull time.Duration
+}
+
+// DefaultDegrade is Degrade's defaults.
+func DefaultDegrade() Degrade {
+	return Degrade{At: time.Second, Below: 250 * time.Millisecond, RestoreAfter: 10 * time.Second, Pull: 10 * time.Second}
+}
+
+// Validate checks Degrade's rules.
+func (d Degrade) Validate() error {
+	var errs []error
+	if d.At < 0 || d.Below < 0 || d.RestoreAfter < 0 {
+		errs = append(errs, fmt.Errorf("%w: degrade-at = %v, degrade-below = %v, restore-after = %v: must be >= 0", ErrInvalid, d.At, d.Below, d.RestoreAfter))
+	}
+	if d.At > 0 && d.Below >= d.At {
+		errs = append(errs, fmt.Errorf("%w: degrade-below = %v: must be under degrade-at (%v)", ErrInvalid, d.Below, d.At))
+	}
+	if d.Pull < 100*time.Millisecond || d.Pull > 10*time.Minute {
+		errs = append(errs, fmt.Errorf("%w: degraded-pull = %v: must be in [100ms, 10m0s]", ErrInvalid, d.Pull))
+	}
+	return errors.Join(errs...)
 }
 
 // DefaultMemoryReturn is --memory-return's default.
@@ -278,7 +318,7 @@ const DefaultMemoryReturn = 10 * time.Second
 // Validate returns every broken rule, each naming the parameter, its value
 // and the rule, joined; nil when the configuration is usable.
 func (c Config) Validate() error {
-	errs := []error{c.Timing.Validate()}
+	errs := []error{c.Timing.Validate(), c.Degrade.Validate()}
 	if n := len(c.ClusterKey); n != 0 && n != 16 && n != 24 && n != 32 {
 		errs = append(errs, fmt.Errorf("%w: cluster-key has %d bytes: must be 16, 24 or 32", ErrInvalid, n))
 	}

@@ -117,6 +117,8 @@ func TestValidate(t *testing.T) {
 		{"stale 0", func(c *config.Config) { c.Timing.Stale = 0 }, []string{"stale = 0s"}},
 		{"batch-window too short", func(c *config.Config) { c.Timing.BatchWindow = 5 * time.Millisecond }, []string{"batch-window = 5ms", "must be in [10ms, 1m0s]"}},
 		{"batch-window too long", func(c *config.Config) { c.Timing.BatchWindow = 2 * time.Minute }, []string{"batch-window = 2m0s"}},
+		{"degrade-below over degrade-at", func(c *config.Config) { c.Degrade.Below = 2 * time.Second }, []string{"degrade-below = 2s: must be under degrade-at (1s)"}},
+		{"degraded-pull too short", func(c *config.Config) { c.Degrade.Pull = time.Millisecond }, []string{"degraded-pull = 1ms"}},
 		{"query-rate negative", func(c *config.Config) { c.Gateway.QueryRate = -1 }, []string{"query-rate = -1"}},
 		{"check 0", func(c *config.Config) { c.Timing.Check = 0 }, []string{"check = 0s"}},
 		{"renew 0", func(c *config.Config) { c.Timing.Renew = 0 }, []string{"renew = 0s"}},
@@ -437,6 +439,10 @@ activity-rate: 0.5
 activity-burst: 2
 query-rate: 1.5
 query-burst: 4
+degrade-at: 2s
+degrade-below: 500ms
+restore-after: 20s
+degraded-pull: 30s
 max-subscriptions: 40
 max-devices: 4
 max-batch: 50
@@ -465,7 +471,8 @@ webhook-retry-max: 10s
 		WebhookURLs:  []string{"https://a.example/hook", "http://127.0.0.1:9/h"}, WebhookSecret: "0123456789abcdef", WebhookRetryMax: 10 * time.Second,
 		Gateway: config.Gateway{Outbox: 8, WriteTimeout: 3 * time.Second, AdmitRate: 9.5, AdmitBurst: 10, DrainSpread: 4 * time.Second, SendBuffer: 4096,
 			SubscribeRate: 2.5, SubscribeBurst: 3, ActivityRate: 0.5, ActivityBurst: 2, QueryRate: 1.5, QueryBurst: 4},
-		Limits: config.Limits{Subscriptions: 40, Devices: 4, Batch: 50},
+		Limits:  config.Limits{Subscriptions: 40, Devices: 4, Batch: 50},
+		Degrade: config.Degrade{At: 2 * time.Second, Below: 500 * time.Millisecond, RestoreAfter: 20 * time.Second, Pull: 30 * time.Second},
 		Timing: config.Timing{
 			Heartbeat: 10 * time.Second, HeartbeatJitter: 0.2, Stale: 25 * time.Second, Check: time.Second,
 			Renew: 20 * time.Second, RenewJitter: 0.3, TTL: 50 * time.Second, Debounce: 7 * time.Second, Idle: time.Minute,
@@ -490,6 +497,7 @@ webhook-retry-max: 10s
 		"subscribe-rate": "2.5", "subscribe-burst": "3", "max-subscriptions": "40", "max-devices": "4", "max-batch": "50",
 		"memory-return": "30s", "activity-rate": "0.5", "activity-burst": "2", "idle-after": "2m", "state-sync-timeout": "30s", "battery-factor": "3",
 		"batch-window": "2s", "query-rate": "1.5", "query-burst": "4",
+		"degrade-at": "2s", "degrade-below": "500ms", "restore-after": "20s", "degraded-pull": "30s",
 		"webhook-url": "https://a.example/hook,http://127.0.0.1:9/h", "webhook-secret": "0123456789abcdef", "webhook-retry-max": "10s",
 	} {
 		kv = append(kv, config.EnvName(k), v)

@@ -46,7 +46,14 @@ type Sink struct {
 	pending map[string]*pendingSnap       // by request id
 	batched map[string]bool               // targets of the batched tier
 	due     map[string]*messages.Presence // batched target -> its latest change not yet sent
+	// degraded: the node stopped pushing batched targets (Degrade); their
+	// changes are kept in due, not sent, until Restore.
+	degraded bool
 }
+
+// RestoredID is the request id of the snapshot that follows a restored
+// frame.
+const RestoredID = "restored"
 
 // pendingSnap collects a subscribe's (or a query's) SnapshotParts; events
 // for a subscribe's targets wait until the snapshot frame is out.
@@ -204,6 +211,9 @@ func (s *Sink) SnapshotPart(requestID, target string, visible bool, p *messages.
 		return nil
 	}
 	delete(ps.want, target)
+	if ps.query && visible && p != nil && s.degraded && s.batched[target] {
+		s.keepLatest(p) // the restore's snapshot must not go back from it
+	}
 	if visible && p != nil {
 		ps.got = append(ps.got, p)
 		if _, still := s.subs[p.GetUser()]; still && !ps.query { // not unsubscribed meanwhile: Max holds
@@ -238,20 +248,77 @@ func (s *Sink) Event(p *messages.Presence) []*messages.Frame {
 		}
 	}
 	if s.batched[user] {
-		if d, ok := s.due[user]; !ok || p.GetVersion() > d.GetVersion() {
-			if s.due == nil {
-				s.due = map[string]*messages.Presence{}
-			}
-			s.due[user] = p
-		}
+		s.keepLatest(p)
 		return nil
 	}
 	s.subs[user] = p
 	return []*messages.Frame{{Kind: &messages.Frame_Presence{Presence: p}}}
 }
 
-// Due is the number of batched targets with a change waiting for Flush.
-func (s *Sink) Due() int { return len(s.due) }
+// keepLatest keeps p as its batched target's change to send, if newer.
+func (s *Sink) keepLatest(p *messages.Presence) {
+	if d, ok := s.due[p.GetUser()]; ok && p.GetVersion() <= d.GetVersion() {
+		return
+	}
+	if p.GetVersion() <= s.subs[p.GetUser()].GetVersion() {
+		return
+	}
+	if s.due == nil {
+		s.due = map[string]*messages.Presence{}
+	}
+	s.due[p.GetUser()] = p
+}
+
+// Due is the number of batched targets with a change waiting for Flush
+// (none while degraded: nothing is flushed).
+func (s *Sink) Due() int {
+	if s.degraded {
+		return 0
+	}
+	return len(s.due)
+}
+
+// Degrade stops pushing the batched targets: their changes are still kept,
+// the latest each, for Restore, but not sent. It returns the targets the
+// device must now pull, in order (nil: none, or degraded already). A
+// target subscribed batched while degraded is degraded too.
+func (s *Sink) Degrade() []string {
+	if s.degraded || len(s.batched) == 0 {
+		return nil
+	}
+	s.degraded = true
+	return slices.Sorted(maps.Keys(s.batched))
+}
+
+// Degraded reports whether batched targets are pulled.
+func (s *Sink) Degraded() bool { return s.degraded }
+
+// Restore pushes batched targets again: a restored frame, then a snapshot
+// (request id RestoredID) of every batched target with the latest state
+// the sink knows of it, pushed or answered to a query while degraded (a
+// target the viewer may not see is absent). Not degraded: nothing.
+func (s *Sink) Restore() []*messages.Frame {
+	if !s.degraded {
+		return nil
+	}
+	s.degraded = false
+	var ps []*messages.Presence
+	for _, user := range slices.Sorted(maps.Keys(s.batched)) {
+		p := s.subs[user]
+		if d, ok := s.due[user]; ok && d.GetVersion() > p.GetVersion() {
+			p = d
+		}
+		if p != nil {
+			s.subs[user] = p
+			ps = append(ps, p)
+		}
+	}
+	clear(s.due)
+	return []*messages.Frame{
+		{Kind: &messages.Frame_Restored{Restored: &messages.Restored{}}},
+		{Kind: &messages.Frame_Snapshot{Snapshot: &messages.Snapshot{RequestId: RestoredID, Presences: ps}}},
+	}
+}
 
 // Flush returns the batched changes as one presence_batch frame, targets in
 // order, and forgets them: the latest state of each target whose state is
@@ -259,7 +326,7 @@ func (s *Sink) Due() int { return len(s.due) }
 // sends nothing; its version is kept as the device's, so that no older
 // change can follow). Nothing to send: no frame.
 func (s *Sink) Flush() []*messages.Frame {
-	if len(s.due) == 0 {
+	if len(s.due) == 0 || s.degraded {
 		return nil
 	}
 	var out []*messages.Presence

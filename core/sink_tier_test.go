@@ -215,3 +215,51 @@ func TestSinkQuery(t *testing.T) {
 		t.Fatal("a refused request left something behind")
 	}
 }
+
+// Degraded, a sink keeps its batched targets' latest changes, pushed or
+// answered to a query, and sends nothing of them; realtime targets go on.
+// Restored, it sends restored and a snapshot of the latest it knows,
+// never older than what the device got.
+func TestSinkDegradeAndRestore(t *testing.T) {
+	on, off := messages.Status_online, messages.Status_offline
+	s := core.NewSink()
+	if s.Degrade() != nil {
+		t.Fatal("a sink without batched targets was degraded")
+	}
+	subscribed(t, s, "s1", messages.Tier_realtime, state("alice", 1, on))
+	subscribed(t, s, "s2", messages.Tier_batched, state("bob", 1, on), state("carol", 1, on))
+	s.Event(state("bob", 2, off)) // merged, waiting for its window
+	if got := s.Degrade(); !slices.Equal(got, []string{"bob", "carol"}) || s.Degrade() != nil {
+		t.Fatalf("Degrade = %v, want bob and carol once", got)
+	}
+	if s.Due() != 0 || s.Flush() != nil {
+		t.Fatal("a degraded sink flushes")
+	}
+	if got := kinds(s.Event(state("alice", 2, off))); !slices.Equal(got, []string{"presence alice@2"}) {
+		t.Fatalf("a realtime target while degraded: %v", got)
+	}
+	s.Event(state("bob", 3, on))
+	if _, err := s.Query("q1", []string{"carol"}); err != nil {
+		t.Fatal(err)
+	}
+	s.SnapshotPart("q1", "carol", true, state("carol", 5, off)) // the device pulled it
+	s.Event(state("carol", 4, on))                               // older than the pull: not news
+	got := s.Restore()
+	if len(got) != 2 || got[0].GetRestored() == nil || got[1].GetSnapshot().GetRequestId() != core.RestoredID {
+		t.Fatalf("Restore = %v, want restored then the snapshot", got)
+	}
+	var ps []string
+	for _, p := range got[1].GetSnapshot().GetPresences() {
+		ps = append(ps, fmt.Sprintf("%s@%d %v", p.GetUser(), p.GetVersion(), p.GetStatus()))
+	}
+	if want := []string{"bob@3 online", "carol@5 offline"}; !slices.Equal(ps, want) {
+		t.Fatalf("restored snapshot %v, want %v", ps, want)
+	}
+	if s.Restore() != nil || s.Due() != 0 {
+		t.Fatal("a second Restore sent again, or changes stayed due")
+	}
+	s.Event(state("bob", 4, off))
+	if got := batchOf(s.Flush()); got != "batch[bob@4 offline]" {
+		t.Fatalf("pushed again after the restore: %q", got)
+	}
+}

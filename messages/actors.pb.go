@@ -1573,12 +1573,13 @@ func (*CountsQuery) Descriptor() ([]byte, []int) {
 }
 
 type NodeCounts struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
-	Counts        map[string]int64       `protobuf:"bytes,2,rep,name=counts,proto3" json:"counts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"` // by kind: gateway, connection, lease, view
-	Renewals      uint64                 `protobuf:"varint,3,opt,name=renewals,proto3" json:"renewals,omitempty"`                                                                       // lease renewals accepted by the node since it started
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Node            string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Counts          map[string]int64       `protobuf:"bytes,2,rep,name=counts,proto3" json:"counts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"` // by kind: gateway, connection, lease, view
+	Renewals        uint64                 `protobuf:"varint,3,opt,name=renewals,proto3" json:"renewals,omitempty"`                                                                       // lease renewals accepted by the node since it started
+	DegradedSinceMs int64                  `protobuf:"varint,4,opt,name=degraded_since_ms,json=degradedSinceMs,proto3" json:"degraded_since_ms,omitempty"`                                // when its batched subscriptions were degraded to pull; 0: pushing
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *NodeCounts) Reset() {
@@ -1628,6 +1629,13 @@ func (x *NodeCounts) GetCounts() map[string]int64 {
 func (x *NodeCounts) GetRenewals() uint64 {
 	if x != nil {
 		return x.Renewals
+	}
+	return 0
+}
+
+func (x *NodeCounts) GetDegradedSinceMs() int64 {
+	if x != nil {
+		return x.DegradedSinceMs
 	}
 	return 0
 }
@@ -2977,12 +2985,13 @@ const file_actors_proto_rawDesc = "" +
 	"\bidentity\x18\x02 \x01(\tR\bidentity\x12.\n" +
 	"\amessage\x18\x03 \x01(\v2\x14.google.protobuf.AnyR\amessage\x12\x12\n" +
 	"\x04from\x18\x04 \x01(\tR\x04from\"\r\n" +
-	"\vCountsQuery\"\xb4\x01\n" +
+	"\vCountsQuery\"\xe0\x01\n" +
 	"\n" +
 	"NodeCounts\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12;\n" +
 	"\x06counts\x18\x02 \x03(\v2#.presence.v1.NodeCounts.CountsEntryR\x06counts\x12\x1a\n" +
-	"\brenewals\x18\x03 \x01(\x04R\brenewals\x1a9\n" +
+	"\brenewals\x18\x03 \x01(\x04R\brenewals\x12*\n" +
+	"\x11degraded_since_ms\x18\x04 \x01(\x03R\x0fdegradedSinceMs\x1a9\n" +
 	"\vCountsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x1f\n" +

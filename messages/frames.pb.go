@@ -322,6 +322,8 @@ type Frame struct {
 	//	*Frame_StateSync
 	//	*Frame_Query
 	//	*Frame_PresenceBatch
+	//	*Frame_Degraded
+	//	*Frame_Restored
 	Kind          isFrame_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -499,6 +501,24 @@ func (x *Frame) GetPresenceBatch() *PresenceBatch {
 	return nil
 }
 
+func (x *Frame) GetDegraded() *Degraded {
+	if x != nil {
+		if x, ok := x.Kind.(*Frame_Degraded); ok {
+			return x.Degraded
+		}
+	}
+	return nil
+}
+
+func (x *Frame) GetRestored() *Restored {
+	if x != nil {
+		if x, ok := x.Kind.(*Frame_Restored); ok {
+			return x.Restored
+		}
+	}
+	return nil
+}
+
 type isFrame_Kind interface {
 	isFrame_Kind()
 }
@@ -563,6 +583,14 @@ type Frame_PresenceBatch struct {
 	PresenceBatch *PresenceBatch `protobuf:"bytes,15,opt,name=presence_batch,json=presenceBatch,proto3,oneof"`
 }
 
+type Frame_Degraded struct {
+	Degraded *Degraded `protobuf:"bytes,16,opt,name=degraded,proto3,oneof"`
+}
+
+type Frame_Restored struct {
+	Restored *Restored `protobuf:"bytes,17,opt,name=restored,proto3,oneof"`
+}
+
 func (*Frame_Hello) isFrame_Kind() {}
 
 func (*Frame_Heartbeat) isFrame_Kind() {}
@@ -592,6 +620,10 @@ func (*Frame_StateSync) isFrame_Kind() {}
 func (*Frame_Query) isFrame_Kind() {}
 
 func (*Frame_PresenceBatch) isFrame_Kind() {}
+
+func (*Frame_Degraded) isFrame_Kind() {}
+
+func (*Frame_Restored) isFrame_Kind() {}
 
 // Hello is the server's first frame after the upgrade.
 type Hello struct {
@@ -956,6 +988,99 @@ func (x *Query) GetTargets() []string {
 	return nil
 }
 
+// Degraded: the node stopped pushing the changes of these batched targets
+// (its fan-out is behind); pull them with query, at most once every
+// retry_after_ms, until restored.
+type Degraded struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RetryAfterMs  uint32                 `protobuf:"varint,1,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	Targets       []string               `protobuf:"bytes,2,rep,name=targets,proto3" json:"targets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Degraded) Reset() {
+	*x = Degraded{}
+	mi := &file_frames_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Degraded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Degraded) ProtoMessage() {}
+
+func (x *Degraded) ProtoReflect() protoreflect.Message {
+	mi := &file_frames_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Degraded.ProtoReflect.Descriptor instead.
+func (*Degraded) Descriptor() ([]byte, []int) {
+	return file_frames_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Degraded) GetRetryAfterMs() uint32 {
+	if x != nil {
+		return x.RetryAfterMs
+	}
+	return 0
+}
+
+func (x *Degraded) GetTargets() []string {
+	if x != nil {
+		return x.Targets
+	}
+	return nil
+}
+
+// Restored: push is back for the degraded targets; a snapshot with
+// request_id "restored" follows with their state.
+type Restored struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Restored) Reset() {
+	*x = Restored{}
+	mi := &file_frames_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Restored) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Restored) ProtoMessage() {}
+
+func (x *Restored) ProtoReflect() protoreflect.Message {
+	mi := &file_frames_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Restored.ProtoReflect.Descriptor instead.
+func (*Restored) Descriptor() ([]byte, []int) {
+	return file_frames_proto_rawDescGZIP(), []int{7}
+}
+
 // PresenceBatch is a batched tier's merged changes: the latest state of
 // each target that changed in the window (one presence each).
 type PresenceBatch struct {
@@ -967,7 +1092,7 @@ type PresenceBatch struct {
 
 func (x *PresenceBatch) Reset() {
 	*x = PresenceBatch{}
-	mi := &file_frames_proto_msgTypes[6]
+	mi := &file_frames_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -979,7 +1104,7 @@ func (x *PresenceBatch) String() string {
 func (*PresenceBatch) ProtoMessage() {}
 
 func (x *PresenceBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_frames_proto_msgTypes[6]
+	mi := &file_frames_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -992,7 +1117,7 @@ func (x *PresenceBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceBatch.ProtoReflect.Descriptor instead.
 func (*PresenceBatch) Descriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{6}
+	return file_frames_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PresenceBatch) GetPresences() []*Presence {
@@ -1014,7 +1139,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_frames_proto_msgTypes[7]
+	mi := &file_frames_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1026,7 +1151,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_frames_proto_msgTypes[7]
+	mi := &file_frames_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1039,7 +1164,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{7}
+	return file_frames_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Snapshot) GetRequestId() string {
@@ -1065,7 +1190,7 @@ type Unsubscribe struct {
 
 func (x *Unsubscribe) Reset() {
 	*x = Unsubscribe{}
-	mi := &file_frames_proto_msgTypes[8]
+	mi := &file_frames_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1202,7 @@ func (x *Unsubscribe) String() string {
 func (*Unsubscribe) ProtoMessage() {}
 
 func (x *Unsubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_frames_proto_msgTypes[8]
+	mi := &file_frames_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1215,7 @@ func (x *Unsubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Unsubscribe.ProtoReflect.Descriptor instead.
 func (*Unsubscribe) Descriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{8}
+	return file_frames_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Unsubscribe) GetTargets() []string {
@@ -1112,7 +1237,7 @@ type DevicePresence struct {
 
 func (x *DevicePresence) Reset() {
 	*x = DevicePresence{}
-	mi := &file_frames_proto_msgTypes[9]
+	mi := &file_frames_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1249,7 @@ func (x *DevicePresence) String() string {
 func (*DevicePresence) ProtoMessage() {}
 
 func (x *DevicePresence) ProtoReflect() protoreflect.Message {
-	mi := &file_frames_proto_msgTypes[9]
+	mi := &file_frames_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1262,7 @@ func (x *DevicePresence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DevicePresence.ProtoReflect.Descriptor instead.
 func (*DevicePresence) Descriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{9}
+	return file_frames_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DevicePresence) GetPlatform() Platform {
@@ -1181,7 +1306,7 @@ type Presence struct {
 
 func (x *Presence) Reset() {
 	*x = Presence{}
-	mi := &file_frames_proto_msgTypes[10]
+	mi := &file_frames_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1318,7 @@ func (x *Presence) String() string {
 func (*Presence) ProtoMessage() {}
 
 func (x *Presence) ProtoReflect() protoreflect.Message {
-	mi := &file_frames_proto_msgTypes[10]
+	mi := &file_frames_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1331,7 @@ func (x *Presence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Presence.ProtoReflect.Descriptor instead.
 func (*Presence) Descriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{10}
+	return file_frames_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Presence) GetUser() string {
@@ -1279,7 +1404,7 @@ type SetStatus struct {
 
 func (x *SetStatus) Reset() {
 	*x = SetStatus{}
-	mi := &file_frames_proto_msgTypes[11]
+	mi := &file_frames_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1416,7 @@ func (x *SetStatus) String() string {
 func (*SetStatus) ProtoMessage() {}
 
 func (x *SetStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_frames_proto_msgTypes[11]
+	mi := &file_frames_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1429,7 @@ func (x *SetStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetStatus.ProtoReflect.Descriptor instead.
 func (*SetStatus) Descriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{11}
+	return file_frames_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SetStatus) GetShow() Show {
@@ -1339,7 +1464,7 @@ type SetActivity struct {
 
 func (x *SetActivity) Reset() {
 	*x = SetActivity{}
-	mi := &file_frames_proto_msgTypes[12]
+	mi := &file_frames_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1351,7 +1476,7 @@ func (x *SetActivity) String() string {
 func (*SetActivity) ProtoMessage() {}
 
 func (x *SetActivity) ProtoReflect() protoreflect.Message {
-	mi := &file_frames_proto_msgTypes[12]
+	mi := &file_frames_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1364,7 +1489,7 @@ func (x *SetActivity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetActivity.ProtoReflect.Descriptor instead.
 func (*SetActivity) Descriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{12}
+	return file_frames_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SetActivity) GetActivity() Activity {
@@ -1386,7 +1511,7 @@ type StateSyncRequest struct {
 
 func (x *StateSyncRequest) Reset() {
 	*x = StateSyncRequest{}
-	mi := &file_frames_proto_msgTypes[13]
+	mi := &file_frames_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1398,7 +1523,7 @@ func (x *StateSyncRequest) String() string {
 func (*StateSyncRequest) ProtoMessage() {}
 
 func (x *StateSyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_frames_proto_msgTypes[13]
+	mi := &file_frames_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1411,7 +1536,7 @@ func (x *StateSyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateSyncRequest.ProtoReflect.Descriptor instead.
 func (*StateSyncRequest) Descriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{13}
+	return file_frames_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StateSyncRequest) GetNonce() string {
@@ -1432,7 +1557,7 @@ type StateSync struct {
 
 func (x *StateSync) Reset() {
 	*x = StateSync{}
-	mi := &file_frames_proto_msgTypes[14]
+	mi := &file_frames_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1569,7 @@ func (x *StateSync) String() string {
 func (*StateSync) ProtoMessage() {}
 
 func (x *StateSync) ProtoReflect() protoreflect.Message {
-	mi := &file_frames_proto_msgTypes[14]
+	mi := &file_frames_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1582,7 @@ func (x *StateSync) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateSync.ProtoReflect.Descriptor instead.
 func (*StateSync) Descriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{14}
+	return file_frames_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StateSync) GetNonce() string {
@@ -1485,7 +1610,7 @@ type Resync struct {
 
 func (x *Resync) Reset() {
 	*x = Resync{}
-	mi := &file_frames_proto_msgTypes[15]
+	mi := &file_frames_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1497,7 +1622,7 @@ func (x *Resync) String() string {
 func (*Resync) ProtoMessage() {}
 
 func (x *Resync) ProtoReflect() protoreflect.Message {
-	mi := &file_frames_proto_msgTypes[15]
+	mi := &file_frames_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1510,7 +1635,7 @@ func (x *Resync) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resync.ProtoReflect.Descriptor instead.
 func (*Resync) Descriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{15}
+	return file_frames_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Resync) GetReason() string {
@@ -1534,7 +1659,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_frames_proto_msgTypes[16]
+	mi := &file_frames_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1546,7 +1671,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_frames_proto_msgTypes[16]
+	mi := &file_frames_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1559,7 +1684,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_frames_proto_rawDescGZIP(), []int{16}
+	return file_frames_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Error) GetCode() uint32 {
@@ -1594,7 +1719,7 @@ var File_frames_proto protoreflect.FileDescriptor
 
 const file_frames_proto_rawDesc = "" +
 	"\n" +
-	"\fframes.proto\x12\vpresence.v1\"\xe1\x06\n" +
+	"\fframes.proto\x12\vpresence.v1\"\xcb\a\n" +
 	"\x05Frame\x12*\n" +
 	"\x05hello\x18\x01 \x01(\v2\x12.presence.v1.HelloH\x00R\x05hello\x126\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x16.presence.v1.HeartbeatH\x00R\theartbeat\x12@\n" +
@@ -1613,7 +1738,9 @@ const file_frames_proto_rawDesc = "" +
 	"\n" +
 	"state_sync\x18\r \x01(\v2\x16.presence.v1.StateSyncH\x00R\tstateSync\x12*\n" +
 	"\x05query\x18\x0e \x01(\v2\x12.presence.v1.QueryH\x00R\x05query\x12C\n" +
-	"\x0epresence_batch\x18\x0f \x01(\v2\x1a.presence.v1.PresenceBatchH\x00R\rpresenceBatchB\x06\n" +
+	"\x0epresence_batch\x18\x0f \x01(\v2\x1a.presence.v1.PresenceBatchH\x00R\rpresenceBatch\x123\n" +
+	"\bdegraded\x18\x10 \x01(\v2\x15.presence.v1.DegradedH\x00R\bdegraded\x123\n" +
+	"\brestored\x18\x11 \x01(\v2\x15.presence.v1.RestoredH\x00R\brestoredB\x06\n" +
 	"\x04kind\"\xf2\x02\n" +
 	"\x05Hello\x12\x17\n" +
 	"\aconn_id\x18\x01 \x01(\tR\x06connId\x12\x12\n" +
@@ -1646,7 +1773,12 @@ const file_frames_proto_rawDesc = "" +
 	"\x05Query\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
-	"\atargets\x18\x02 \x03(\tR\atargets\"D\n" +
+	"\atargets\x18\x02 \x03(\tR\atargets\"J\n" +
+	"\bDegraded\x12$\n" +
+	"\x0eretry_after_ms\x18\x01 \x01(\rR\fretryAfterMs\x12\x18\n" +
+	"\atargets\x18\x02 \x03(\tR\atargets\"\n" +
+	"\n" +
+	"\bRestored\"D\n" +
 	"\rPresenceBatch\x123\n" +
 	"\tpresences\x18\x01 \x03(\v2\x15.presence.v1.PresenceR\tpresences\"^\n" +
 	"\bSnapshot\x12\x1d\n" +
@@ -1734,7 +1866,7 @@ func file_frames_proto_rawDescGZIP() []byte {
 }
 
 var file_frames_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_frames_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_frames_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_frames_proto_goTypes = []any{
 	(Tier)(0),                // 0: presence.v1.Tier
 	(Status)(0),              // 1: presence.v1.Status
@@ -1747,51 +1879,55 @@ var file_frames_proto_goTypes = []any{
 	(*HeartbeatAck)(nil),     // 8: presence.v1.HeartbeatAck
 	(*Subscribe)(nil),        // 9: presence.v1.Subscribe
 	(*Query)(nil),            // 10: presence.v1.Query
-	(*PresenceBatch)(nil),    // 11: presence.v1.PresenceBatch
-	(*Snapshot)(nil),         // 12: presence.v1.Snapshot
-	(*Unsubscribe)(nil),      // 13: presence.v1.Unsubscribe
-	(*DevicePresence)(nil),   // 14: presence.v1.DevicePresence
-	(*Presence)(nil),         // 15: presence.v1.Presence
-	(*SetStatus)(nil),        // 16: presence.v1.SetStatus
-	(*SetActivity)(nil),      // 17: presence.v1.SetActivity
-	(*StateSyncRequest)(nil), // 18: presence.v1.StateSyncRequest
-	(*StateSync)(nil),        // 19: presence.v1.StateSync
-	(*Resync)(nil),           // 20: presence.v1.Resync
-	(*Error)(nil),            // 21: presence.v1.Error
+	(*Degraded)(nil),         // 11: presence.v1.Degraded
+	(*Restored)(nil),         // 12: presence.v1.Restored
+	(*PresenceBatch)(nil),    // 13: presence.v1.PresenceBatch
+	(*Snapshot)(nil),         // 14: presence.v1.Snapshot
+	(*Unsubscribe)(nil),      // 15: presence.v1.Unsubscribe
+	(*DevicePresence)(nil),   // 16: presence.v1.DevicePresence
+	(*Presence)(nil),         // 17: presence.v1.Presence
+	(*SetStatus)(nil),        // 18: presence.v1.SetStatus
+	(*SetActivity)(nil),      // 19: presence.v1.SetActivity
+	(*StateSyncRequest)(nil), // 20: presence.v1.StateSyncRequest
+	(*StateSync)(nil),        // 21: presence.v1.StateSync
+	(*Resync)(nil),           // 22: presence.v1.Resync
+	(*Error)(nil),            // 23: presence.v1.Error
 }
 var file_frames_proto_depIdxs = []int32{
 	6,  // 0: presence.v1.Frame.hello:type_name -> presence.v1.Hello
 	7,  // 1: presence.v1.Frame.heartbeat:type_name -> presence.v1.Heartbeat
 	8,  // 2: presence.v1.Frame.heartbeat_ack:type_name -> presence.v1.HeartbeatAck
 	9,  // 3: presence.v1.Frame.subscribe:type_name -> presence.v1.Subscribe
-	12, // 4: presence.v1.Frame.snapshot:type_name -> presence.v1.Snapshot
-	13, // 5: presence.v1.Frame.unsubscribe:type_name -> presence.v1.Unsubscribe
-	15, // 6: presence.v1.Frame.presence:type_name -> presence.v1.Presence
-	16, // 7: presence.v1.Frame.set_status:type_name -> presence.v1.SetStatus
-	20, // 8: presence.v1.Frame.resync:type_name -> presence.v1.Resync
-	21, // 9: presence.v1.Frame.error:type_name -> presence.v1.Error
-	17, // 10: presence.v1.Frame.set_activity:type_name -> presence.v1.SetActivity
-	18, // 11: presence.v1.Frame.state_sync_request:type_name -> presence.v1.StateSyncRequest
-	19, // 12: presence.v1.Frame.state_sync:type_name -> presence.v1.StateSync
+	14, // 4: presence.v1.Frame.snapshot:type_name -> presence.v1.Snapshot
+	15, // 5: presence.v1.Frame.unsubscribe:type_name -> presence.v1.Unsubscribe
+	17, // 6: presence.v1.Frame.presence:type_name -> presence.v1.Presence
+	18, // 7: presence.v1.Frame.set_status:type_name -> presence.v1.SetStatus
+	22, // 8: presence.v1.Frame.resync:type_name -> presence.v1.Resync
+	23, // 9: presence.v1.Frame.error:type_name -> presence.v1.Error
+	19, // 10: presence.v1.Frame.set_activity:type_name -> presence.v1.SetActivity
+	20, // 11: presence.v1.Frame.state_sync_request:type_name -> presence.v1.StateSyncRequest
+	21, // 12: presence.v1.Frame.state_sync:type_name -> presence.v1.StateSync
 	10, // 13: presence.v1.Frame.query:type_name -> presence.v1.Query
-	11, // 14: presence.v1.Frame.presence_batch:type_name -> presence.v1.PresenceBatch
-	3,  // 15: presence.v1.Hello.platform:type_name -> presence.v1.Platform
-	0,  // 16: presence.v1.Subscribe.tier:type_name -> presence.v1.Tier
-	15, // 17: presence.v1.PresenceBatch.presences:type_name -> presence.v1.Presence
-	15, // 18: presence.v1.Snapshot.presences:type_name -> presence.v1.Presence
-	3,  // 19: presence.v1.DevicePresence.platform:type_name -> presence.v1.Platform
-	4,  // 20: presence.v1.DevicePresence.activity:type_name -> presence.v1.Activity
-	1,  // 21: presence.v1.Presence.status:type_name -> presence.v1.Status
-	2,  // 22: presence.v1.Presence.show:type_name -> presence.v1.Show
-	14, // 23: presence.v1.Presence.devices:type_name -> presence.v1.DevicePresence
-	2,  // 24: presence.v1.SetStatus.show:type_name -> presence.v1.Show
-	4,  // 25: presence.v1.SetActivity.activity:type_name -> presence.v1.Activity
-	4,  // 26: presence.v1.StateSync.activity:type_name -> presence.v1.Activity
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	13, // 14: presence.v1.Frame.presence_batch:type_name -> presence.v1.PresenceBatch
+	11, // 15: presence.v1.Frame.degraded:type_name -> presence.v1.Degraded
+	12, // 16: presence.v1.Frame.restored:type_name -> presence.v1.Restored
+	3,  // 17: presence.v1.Hello.platform:type_name -> presence.v1.Platform
+	0,  // 18: presence.v1.Subscribe.tier:type_name -> presence.v1.Tier
+	17, // 19: presence.v1.PresenceBatch.presences:type_name -> presence.v1.Presence
+	17, // 20: presence.v1.Snapshot.presences:type_name -> presence.v1.Presence
+	3,  // 21: presence.v1.DevicePresence.platform:type_name -> presence.v1.Platform
+	4,  // 22: presence.v1.DevicePresence.activity:type_name -> presence.v1.Activity
+	1,  // 23: presence.v1.Presence.status:type_name -> presence.v1.Status
+	2,  // 24: presence.v1.Presence.show:type_name -> presence.v1.Show
+	16, // 25: presence.v1.Presence.devices:type_name -> presence.v1.DevicePresence
+	2,  // 26: presence.v1.SetStatus.show:type_name -> presence.v1.Show
+	4,  // 27: presence.v1.SetActivity.activity:type_name -> presence.v1.Activity
+	4,  // 28: presence.v1.StateSync.activity:type_name -> presence.v1.Activity
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_frames_proto_init() }
@@ -1815,6 +1951,8 @@ func file_frames_proto_init() {
 		(*Frame_StateSync)(nil),
 		(*Frame_Query)(nil),
 		(*Frame_PresenceBatch)(nil),
+		(*Frame_Degraded)(nil),
+		(*Frame_Restored)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1822,7 +1960,7 @@ func file_frames_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_frames_proto_rawDesc), len(file_frames_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

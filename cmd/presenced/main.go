@@ -130,7 +130,7 @@ func run(args []string) int {
 	}
 	defer hooks.stop() // after the node: its views' last changes are flushed
 	node, co, err := startNode(ctx, &cfg, actors.Deps{Policies: policies, History: history, Metrics: actors.NewMetrics(reg), Logger: log, Limits: cfg.Limits,
-		Changes: hooks.sink()}, rejoin)
+		Degrade: cfg.Degrade, Changes: hooks.sink()}, rejoin)
 	fencedAPI.stop()
 	if err != nil {
 		return fail(2, err)

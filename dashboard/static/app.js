@@ -46,7 +46,13 @@ async function refreshCluster() {
       const a = (body.actors || {})[m.id] || {};
       const tr = el("tr");
       tr.dataset.member = m.id;
-      tr.append(el("td", m.id), el("td", m.state, m.state), el("td", new Date(m.since).toLocaleTimeString()));
+      const state = el("td", m.state, m.state);
+      const degraded = (body.degraded || {})[m.id];
+      if (degraded && m.state === "alive") {
+        // Its fan-out is behind: contact lists pull (docs/protocol.md, "Degraded mode").
+        state.append(" ", el("span", "degraded since " + new Date(degraded).toLocaleTimeString(), "degraded"));
+      }
+      tr.append(el("td", m.id), state, el("td", new Date(m.since).toLocaleTimeString()));
       for (const k of ["gateway", "connection", "lease", "view"]) {
         tr.append(el("td", m.state === "alive" && k in a ? String(a[k]) : "", "n"));
       }

@@ -185,7 +185,12 @@ func (a *connActor) onRestarting(ctx actor.Context) {
 // an earlier version, or for a connection the fan-out does not know yet
 // (sinkHub.deliver); the fan-out writes the others.
 func (a *connActor) onEvent(ctx actor.Context, p *messages.Presence) {
-	if !a.n.dropStale(ctx, p.GetUser()) && !a.out.event(p) {
+	if a.n.dropStale(ctx, p.GetUser()) {
+		return
+	}
+	n, ok := a.out.event(p)
+	a.n.realtimeFrames.Add(float64(n))
+	if !ok {
 		a.overflow(ctx)
 	}
 }

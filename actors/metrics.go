@@ -63,6 +63,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		degradeMetrics: newDegradeMetrics(),
 	}
 	m.preset()
+	m.presetTier()
 	if reg != nil {
 		reg.MustRegister(m.DeviceTransitions, m.Published, m.Delivered, m.EventMessages, m.Renewals, m.ClientRestarts, m.StaleChecks, m.RejectedStale, m.Passivations, m.Activations, m.Messages, m.DeadLetters, m.Refused, m.Fanout, m.ViewReads)
 		reg.MustRegister(m.stateMetrics.collectors()...)

@@ -21,6 +21,7 @@ import (
 	"github.com/presence-im/presence/messages"
 	"github.com/presence-im/presence/store"
 	"github.com/presence-im/presence/webhook"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Deps is what a node is made of.
@@ -104,6 +105,8 @@ type Node struct {
 	hub *sinkHub
 	// degrade watches the fan-out backlog (degrade.go).
 	degrade *degradeWatch
+	// realtimeFrames is presence_fanout_frames_total{tier="realtime"}.
+	realtimeFrames prometheus.Counter
 	// leaseProps and viewProps are shared by every lease and view actor of
 	// the node, which takes its identity from births (births.go).
 	leaseProps, viewProps *actor.Props
@@ -334,6 +337,7 @@ func Start(d Deps) (_ *Node, err error) {
 	countDeadLetters(sys, d.Metrics.DeadLetters)
 	n := &Node{deps: d, sys: sys, root: sys.Root, sched: newTimers(sys.Root), metrics: d.Metrics, log: d.Logger, stall: newStallClock(), index: newIndex(), hub: newSinkHub()}
 	n.hub.overflow = n.overflowed
+	n.realtimeFrames = d.Metrics.FanoutFrames.WithLabelValues("realtime")
 	n.degrade = startDegradeWatch(n, d.Degrade)
 	defer func() {
 		if err != nil {

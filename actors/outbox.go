@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // connOut is a connection's sink (core.Sink) and socket behind one lock.
@@ -50,17 +51,18 @@ func (o *connOut) sendLocked(frames []*messages.Frame) bool {
 	return true
 }
 
-// event passes one view's event through the sink to the socket; false:
-// the outbox overflowed.
-func (o *connOut) event(p *messages.Presence) bool {
+// event passes one view's event through the sink to the socket: the
+// frames handed to it (0 or 1), and false if the outbox overflowed.
+func (o *connOut) event(p *messages.Presence) (int, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
-		return true
+		return 0, true
 	}
-	ok := o.sendLocked(o.sink.Event(p))
+	frames := o.sink.Event(p)
+	ok := o.sendLocked(frames)
 	o.armLocked()
-	return ok
+	return len(frames), ok
 }
 
 // connOverflow tells a connection actor that a fan-out worker found its
@@ -106,6 +108,14 @@ type fanEvent struct {
 	left    atomic.Int32
 	onEnd   func(*actor.PID)
 	observe func(time.Duration)
+	frames  prometheus.Counter // realtime frames written (nil: not counted)
+}
+
+// written counts a job's frames.
+func (e *fanEvent) written(n int) {
+	if e.frames != nil && n > 0 {
+		e.frames.Add(float64(n))
+	}
 }
 
 func (e *fanEvent) jobDone() {
@@ -187,11 +197,15 @@ func (s *fanShard) run() {
 		s.mu.Unlock()
 		for _, j := range jobs {
 			s.cur.Store(j.ev.start.UnixNano())
+			written := 0
 			for i, o := range j.outs {
-				if !o.event(j.p) {
+				n, ok := o.event(j.p)
+				written += n
+				if !ok {
 					j.ev.onEnd(j.pids[i])
 				}
 			}
+			j.ev.written(written)
 			j.ev.jobDone()
 		}
 		s.cur.Store(0)
@@ -215,7 +229,7 @@ func (a *connActor) subscriptions() int {
 
 // fanout hands an event to sinks on this node (sinkHub).
 func (n *Node) fanout(p *messages.Presence, sinks []*actor.PID) {
-	n.hub.deliver(n.root, p, sinks, &fanEvent{start: time.Now(), onEnd: n.overflowed, observe: n.fanoutTook})
+	n.hub.deliver(n.root, p, sinks, &fanEvent{start: time.Now(), onEnd: n.overflowed, observe: n.fanoutTook, frames: n.realtimeFrames})
 }
 
 // fanoutTook observes one event's fan-out on this node.

@@ -67,6 +67,7 @@ func (a *connActor) onBatchFlush(ctx actor.Context) {
 	}
 	if sent > 0 {
 		a.n.metrics.BatchPresences.Observe(float64(sent))
+		a.n.metrics.FanoutFrames.WithLabelValues("batched").Add(float64(len(frames)))
 	}
 	a.n.metrics.BatchUnchanged.Add(float64(due - sent))
 	if !ok {
@@ -98,11 +99,34 @@ func (a *connActor) query(ctx actor.Context, m connQuery) {
 	}
 }
 
-// tierMetrics count the batched tier and the queries.
+// tierMetrics count the batched tier, the queries, what the fan-out
+// writes and what lookups answer (seed 004 §4.4: the amplification and
+// the empty-answer rate).
 type tierMetrics struct {
-	BatchPresences prometheus.Histogram // presences per presence_batch frame
-	BatchUnchanged prometheus.Counter   // batched targets whose window ended where it began
-	QueryTargets   prometheus.Counter   // targets asked by queries
+	BatchPresences prometheus.Histogram   // presences per presence_batch frame
+	BatchUnchanged prometheus.Counter     // batched targets whose window ended where it began
+	QueryTargets   prometheus.Counter     // targets asked by queries
+	FanoutFrames   *prometheus.CounterVec // tier: presence frames (realtime) and presence_batch frames written
+	Lookups        *prometheus.CounterVec // answer: online, offline, unknown
+}
+
+// The answers of presence_lookups_total.
+const (
+	AnswerOnline  = "online"
+	AnswerOffline = "offline"
+	AnswerUnknown = "unknown" // 503: settling, or no answer in time
+)
+
+// CountLookup counts one admin lookup's answer.
+func (m *Metrics) CountLookup(st *messages.ViewState, err error) {
+	switch {
+	case err != nil:
+		m.Lookups.WithLabelValues(AnswerUnknown).Inc()
+	case st.GetOnline():
+		m.Lookups.WithLabelValues(AnswerOnline).Inc()
+	default:
+		m.Lookups.WithLabelValues(AnswerOffline).Inc()
+	}
 }
 
 func newTierMetrics() tierMetrics {
@@ -113,9 +137,21 @@ func newTierMetrics() tierMetrics {
 		}),
 		BatchUnchanged: metric.Counter("presence_batch_unchanged_total", "Batched targets that changed in a window and ended it as the device had them (a flap merged away): nothing sent."),
 		QueryTargets:   metric.Counter("presence_query_targets_total", "Targets asked by query frames (each one view answer, nothing subscribed)."),
+		FanoutFrames:   metric.CounterVec("presence_fanout_frames_total", "Change frames written to subscribers' sockets, by tier: realtime (a presence frame each) and batched (a presence_batch frame each).", "tier"),
+		Lookups:        metric.CounterVec("presence_lookups_total", "Admin lookups (GET /api/presence, /api/route, the batch) by answer: online, offline, unknown (503). offline and unknown over all: the empty-answer rate.", "answer"),
 	}
 }
 
 func (m tierMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.BatchPresences, m.BatchUnchanged, m.QueryTargets}
+	return []prometheus.Collector{m.BatchPresences, m.BatchUnchanged, m.QueryTargets, m.FanoutFrames, m.Lookups}
+}
+
+// presetTier makes the series of the tier metrics from the start.
+func (m tierMetrics) presetTier() {
+	for _, t := range []string{"realtime", "batched"} {
+		m.FanoutFrames.WithLabelValues(t)
+	}
+	for _, a := range []string{AnswerOnline, AnswerOffline, AnswerUnknown} {
+		m.Lookups.WithLabelValues(a)
+	}
 }

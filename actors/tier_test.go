@@ -88,6 +88,10 @@ func TestBatchedTierMergesAWindow(t *testing.T) {
 		if got := frameNames(dan.sock.sent()); len(got) != 4 { // snapshot, online, away, available
 			t.Fatalf("the realtime subscriber got %v, want every change", got)
 		}
+		frames := func(tier string) float64 { return testutil.ToFloat64(e.n.metrics.FanoutFrames.WithLabelValues(tier)) }
+		if frames("batched") != 1 || frames("realtime") != 3 {
+			t.Fatalf("presence_fanout_frames_total batched %v realtime %v, want 1 and 3", frames("batched"), frames("realtime"))
+		}
 		// Versions grow across tiers and windows.
 		var last uint64
 		for _, f := range bob.sock.sent()[1].GetPresenceBatch().GetPresences() {
@@ -179,4 +183,19 @@ func TestQueryAnswersOnceAndLeavesNothing(t *testing.T) {
 		}
 		bob.close()
 	})
+}
+
+// presence_lookups_total counts each admin lookup by its answer: the
+// empty-answer rate is offline and unknown over all.
+func TestLookupAnswersCounted(t *testing.T) {
+	m := NewMetrics(nil)
+	m.CountLookup(&messages.ViewState{Online: true}, nil)
+	m.CountLookup(&messages.ViewState{}, nil)
+	m.CountLookup(nil, ErrSettling)
+	m.CountLookup(&messages.ViewState{Settling: true}, ErrSettling)
+	for answer, want := range map[string]float64{AnswerOnline: 1, AnswerOffline: 1, AnswerUnknown: 2} {
+		if got := testutil.ToFloat64(m.Lookups.WithLabelValues(answer)); got != want {
+			t.Errorf("%s: %v, want %v", answer, got, want)
+		}
+	}
 }

@@ -322,6 +322,7 @@ func (s *Server) lookup(ctx context.Context, user string) (UserPresence, error) 
 	ctx, cancel := context.WithTimeout(ctx, s.timeout())
 	defer cancel()
 	st, err := s.Node.Query(ctx, user)
+	s.Node.Metrics().CountLookup(st, err)
 	if err != nil {
 		return UserPresence{}, err
 	}

@@ -49,4 +49,23 @@
 // (a text over 140 characters, not UTF-8, an expiry in the past), naming
 // the rule, and the status is told again after every reconnect until it
 // expires.
+//
+// Tiers, queries and degraded mode (docs/protocol.md, "Tiers", "Degraded
+// mode"): a contact list subscribes batched, a chat partner in real time,
+// and a group page queries once when it opens:
+//
+//	s.SubscribeTier(messages.Tier_batched, contacts...) // merged, once per the node's batch window
+//	s.Subscribe(partner)                                // every change at once
+//	members, err := s.Query(ctx, group...)              // one answer, nothing subscribed
+//
+// A presence_batch is delivered as one Event per presence it holds, with the
+// same version rule. Subscriptions go again after every reconnect, a
+// request per tier and per 1000 targets. Query returns the presences this
+// user may see (a hidden target is absent), leaves State alone, fails with
+// ErrNotConnected between connections and ErrConnectionLost when its
+// connection ends before the answer, and returns the node's refusal as a
+// *ServerError (429: RetryAfter). When a node's fan-out falls behind it
+// degrades batched targets to pull: the session then queries them itself
+// at the pace the node gives (Pulling lists them) until the node restores
+// push, whose snapshot replaces their state.
 package client

@@ -6,7 +6,7 @@ TIMING  ?= fast
 FUZZTIME ?=
 BIN     := bin
 
-.PHONY: all build run test test-unit fuzz sim bench bench-cluster bench-store bench-micro bench-churn chaos proto tools lint verify docker docker-postgres compose-up compose-down clean
+.PHONY: all build run test test-unit fuzz sim bench bench-cluster bench-store bench-storm bench-micro bench-churn chaos proto tools lint verify docker docker-postgres compose-up compose-down clean
 
 all: build
 
@@ -113,6 +113,14 @@ SN ?= 19000
 bench-store: tools
 	$(GO) build -o $(BIN)/ ./cmd/presenced ./cmd/bench
 	$(BIN)/bench store --n $(SN) --runs $(RUNS) --bin $(BIN) | tee bench-store.out
+
+## bench-storm: issue 25's login wave on one node: SN devices, each user
+## subscribed to 2 contacts in real time and 20 batched, half of them
+## leaving for 3 s; RUNS runs, each tiered then realtime only
+## (BENCHMARKS.md, "The login storm")
+bench-storm: tools
+	$(GO) build -o $(BIN)/ ./cmd/presenced ./cmd/bench
+	$(BIN)/bench storm --n $(SN) --runs $(RUNS) --bin $(BIN) | tee bench-storm.out
 
 ## bench-micro: the Go micro-benchmarks, for benchstat
 bench-micro:

@@ -26,6 +26,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
 const usage = `usage:
   bench run [--n 19000] [--nodes 1] [--runs 3] [--idle 60s] [--hold 0] [--bin bin] [--systems presence,redis-ttl] [--binary]
+  bench storm [--n 19000] [--runs 3] [--realtime 2] [--batched 20] [--leave 0.5] [--away 3s]
   bench store [--n 19000] [--runs 3] [--stores sqlite,postgres] [--steady 20s]
   bench peer --listen ADDR --http ADDR --redis ADDR --secret S [--heartbeat 5s] [--ttl 15s]
   bench worker --url WS --src IP --first I --count N [--concurrency C] [--interval 5s] [--binary]
@@ -43,6 +44,8 @@ func run(args []string, in io.Reader, out, errOut io.Writer) int {
 		return runCmd(ctx, args[1:], out, errOut)
 	case "store":
 		return storeCmd(ctx, args[1:], out, errOut)
+	case "storm":
+		return stormCmd(ctx, args[1:], out, errOut)
 	case "peer":
 		return peerCmd(ctx, args[1:], errOut)
 	case "worker":
@@ -199,4 +202,44 @@ func workerCmd(ctx context.Context, args []string, in io.Reader, out, errOut io.
 
 func loopback(addr string) bool {
 	return strings.HasPrefix(addr, "127.") || strings.HasPrefix(addr, "localhost:")
+}
+
+func stormCmd(ctx context.Context, args []string, out, errOut io.Writer) int {
+	fs := flag.NewFlagSet("storm", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	var o loadbench.StormOptions
+	fs.IntVar(&o.N, "n", 19000, "devices, one user each")
+	fs.IntVar(&o.Runs, "runs", 3, "runs, each one wave tiered and one realtime only (min / median / max)")
+	fs.IntVar(&o.R, "realtime", 2, "contacts each user subscribes to in real time (the users after it)")
+	fs.IntVar(&o.B, "batched", 20, "contacts each user subscribes to batched (the users after those)")
+	fs.Float64Var(&o.Frac, "leave", 0.5, "share of the users that leave in the wave")
+	fs.DurationVar(&o.Away, "away", 3*time.Second, "how long they stay away")
+	fs.DurationVar(&o.Interval, "interval", 5*time.Second, "heartbeat period")
+	fs.DurationVar(&o.Debounce, "debounce", time.Second, "presenced --debounce")
+	fs.IntVar(&o.Concurrency, "concurrency", 100, "dials in flight over all load processes")
+	fs.IntVar(&o.PerWorker, "per-worker", loadbench.PerWorker, "devices per load process")
+	fs.StringVar(&o.Bin, "bin", "bin", "directory holding presenced")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(errOut, "bench:", err)
+		return 1
+	}
+	o.Self = self
+	if o.Dir, err = os.MkdirTemp("", "presence-storm-"); err != nil {
+		fmt.Fprintln(errOut, "bench:", err)
+		return 1
+	}
+	o.Progress = errOut
+	before := loadbench.Machine()
+	results, err := loadbench.RunStorm(ctx, o)
+	if err != nil {
+		fmt.Fprintln(errOut, "bench:", err)
+		return 1
+	}
+	loadbench.StormReport(out, o, before+" at the start; "+loadbench.Machine()+" at the end", results)
+	_ = os.RemoveAll(o.Dir)
+	return 0
 }

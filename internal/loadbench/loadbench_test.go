@@ -180,3 +180,41 @@ func TestLostWritesCounted(t *testing.T) {
 		t.Fatalf("lostWrites = %d, %v; want 1 (bench000001 has no last seen)", lost, err)
 	}
 }
+
+// TestStormSmoke is `make bench-storm` in small: 1,200 devices from two
+// load processes, each user subscribed to 2 contacts in real time and 6
+// batched, half of them leaving for 1.5 s; once tiered, once realtime
+// only. Every device must end holding every contact online, the realtime
+// subscribers must have seen the offlines, and merging must have sent
+// fewer frames than realtime alone.
+func TestStormSmoke(t *testing.T) {
+	dir := t.TempDir()
+	buildBinaries(t, dir)
+	o := StormOptions{Options: Options{
+		N: 1200, PerWorker: 600, Runs: 1, Interval: 2 * time.Second, Debounce: 300 * time.Millisecond, Concurrency: 50,
+		Bin: dir, Self: filepath.Join(dir, "bench"), Dir: dir, NodeArgs: []string{"--batch-window", "500ms"},
+	}, R: 2, B: 6, Frac: 0.5, Away: 1500 * time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	rs, err := RunStorm(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	StormReport(&b, o, Machine(), rs)
+	t.Log("\n" + b.String())
+	if len(rs) != 2 || !rs[0].Tiered || rs[1].Tiered {
+		t.Fatalf("%d results, want a tiered and a realtime-only wave", len(rs))
+	}
+	for _, r := range rs {
+		if r.Wrong != 0 {
+			t.Errorf("tiered %v: %d contacts not held online at the end", r.Tiered, r.Wrong)
+		}
+		if len(r.RealtimeOffline) == 0 || r.RSSPeak == 0 || r.RSSSteady == 0 {
+			t.Errorf("tiered %v: no realtime offline seen or no RSS: %+v", r.Tiered, r)
+		}
+	}
+	if rs[0].BatchedSettle == 0 || rs[0].Frames >= rs[1].Frames {
+		t.Errorf("tiered: settle %v, %d frames against %d realtime only", rs[0].BatchedSettle, rs[0].Frames, rs[1].Frames)
+	}
+}

@@ -34,6 +34,7 @@ type Options struct {
 	LookupRate  int           // lookups per second while the heartbeats flow
 	Binary      bool          // devices speak presence.v1.proto
 	Webhook     bool          // presenced posts its webhooks to one endpoint, a receiver in this process
+	NodeArgs    []string      // more presenced flags (the storm smoke test's short batch window)
 	Systems     []string      // "presence", "redis-ttl"
 	Bin         string        // directory holding presenced
 	Self        string        // this binary (cmd/bench): its peer and worker commands

@@ -165,7 +165,7 @@ func presenceArgs(o Options, dir, token string) []string {
 	if o.Nodes > 1 {
 		args = append(args, "--cluster-key", "loadbench-cluster-key-0123456789")
 	}
-	return args
+	return append(args, o.NodeArgs...)
 }
 
 func (s *presenceSys) Name() string   { return "presence" }

@@ -59,6 +59,8 @@ type worker struct {
 	firstErrs  []string
 
 	acks, sent, unexpected atomic.Int64
+
+	storm atomic.Pointer[stormState] // the storm bench's (storm_worker.go); nil otherwise
 }
 
 type wconn struct {
@@ -191,7 +193,7 @@ func (w *worker) dial(ctx context.Context, user string) (*wconn, error) {
 		w.noteErr("dial " + user + ": " + err.Error())
 		return nil, err
 	}
-	wc := &wconn{c: c, user: user, snap: make(chan struct{}, 1)}
+	wc := &wconn{c: c, user: user, snap: make(chan struct{}, 4)}
 	go w.read(ctx, wc)
 	go w.beat(ctx, wc)
 	return wc, nil
@@ -240,6 +242,7 @@ func (w *worker) read(ctx context.Context, wc *wconn) {
 			}
 			return
 		}
+		w.stormFrame(wc, f, at)
 		switch k := f.GetKind().(type) {
 		case *messages.Frame_HeartbeatAck:
 			w.acks.Add(1)
@@ -306,6 +309,8 @@ func (w *worker) runCommand(ctx context.Context, cmd []string) bool {
 		w.say("dropped %d", t0.UnixNano())
 	case "quit":
 		return false
+	default:
+		w.stormCommand(ctx, cmd)
 	}
 	return true
 }

@@ -95,13 +95,17 @@ func (w *degradeWatch) read(now time.Time, since time.Duration) {
 			return nil
 		})
 		m.DegradedConnections.Add(float64(n))
-		w.n.log.Warn("fan-out behind: batched subscriptions degraded to pull", "backlog", backlog, "at", w.d.At, "connections", n)
+		log := w.n.log.Info // nothing to degrade: worth a line, not a warning
+		if n > 0 {
+			log = w.n.log.Warn
+		}
+		log("push behind: batched subscriptions degraded to pull", "backlog", backlog, "at", w.d.At, "connections", n)
 	case core.Restore:
 		w.degraded.Store(false) // before the walk: a subscribe after it sees push
 		w.since.Store(0)
 		m.Degraded.Set(0)
 		n := w.n.hub.each(func(o *connOut) []*messages.Frame { return o.sink.Restore() })
-		w.n.log.Info("fan-out caught up: batched subscriptions pushed again", "degraded_for", now.Sub(w.d.Since).Round(time.Millisecond), "connections", n)
+		w.n.log.Info("push caught up: batched subscriptions pushed again", "degraded_for", now.Sub(w.d.Since).Round(time.Millisecond), "connections", n)
 	}
 }
 
@@ -149,8 +153,10 @@ func (h *sinkHub) each(f func(*connOut) []*messages.Frame) int {
 	return n
 }
 
-// backlog is the fan-out's backlog now: the longest event written since
-// the last reading, or the age of the oldest one not yet written.
+// backlog is the push backlog now: the longest event written since the
+// last reading (or how late a graceful close's offline was published past
+// its debounce: the actors upstream of the fan-out behind), or the age of
+// the oldest event not yet written.
 func (h *sinkHub) backlog(now time.Time) time.Duration {
 	b := time.Duration(h.longest.Swap(0))
 	for i := range h.shards {
@@ -191,7 +197,7 @@ func newDegradeMetrics() degradeMetrics {
 		Degraded:            metric.Gauge("presence_degraded", "1 while this node's batched subscriptions are degraded to pull (its fan-out backlog reached --degrade-at)."),
 		DegradedSeconds:     metric.Counter("presence_degraded_seconds_total", "Time this node spent in degraded mode."),
 		DegradedConnections: metric.Counter("presence_degraded_connections_total", "Connections told to pull their batched targets (a degraded frame)."),
-		FanoutBacklog:       metric.Gauge("presence_fanout_backlog_seconds", "The fan-out backlog at the last reading (every 100 ms): the longest event written since the reading before, or the oldest not yet written."),
+		FanoutBacklog:       metric.Gauge("presence_fanout_backlog_seconds", "The push backlog at the last reading (every 100 ms): the longest event written since the reading before, or how late a graceful close's offline was published past the debounce, or the oldest event not yet written."),
 	}
 }
 

@@ -470,6 +470,9 @@ func (a *viewActor) published(now time.Time) {
 		if a.mode != "" {
 			a.n.metrics.Detection.WithLabelValues(a.mode).Observe(now.Sub(a.v.LastSeen).Seconds())
 		}
+		if late := now.Sub(a.v.LastSeen) - a.n.deps.Timing.Debounce; a.mode == ModeClose && late > 0 {
+			a.n.hub.took(late) // the push path is behind upstream of the fan-out (degrade.go)
+		}
 	}
 	a.n.emit(ev)
 	a.n.log.Debug("view: published", "user", a.user, "status", status, "devices", a.v.Devices.Len(), "unsettled", a.v.Unsettled)

@@ -210,6 +210,7 @@ func stormCmd(ctx context.Context, args []string, out, errOut io.Writer) int {
 	var o loadbench.StormOptions
 	fs.IntVar(&o.N, "n", 19000, "devices, one user each")
 	fs.IntVar(&o.Runs, "runs", 3, "runs, each one wave tiered and one realtime only (min / median / max)")
+	fs.IntVar(&o.Nodes, "nodes", 1, "presenced nodes in one cluster, the devices spread over them")
 	fs.IntVar(&o.R, "realtime", 2, "contacts each user subscribes to in real time (the users after it)")
 	fs.IntVar(&o.B, "batched", 20, "contacts each user subscribes to batched (the users after those)")
 	fs.Float64Var(&o.Frac, "leave", 0.5, "share of the users that leave in the wave")

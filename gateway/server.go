@@ -125,10 +125,12 @@ func New(opt Options, gw *actors.Gateway, timing config.Timing, secret []byte, l
 	return s
 }
 
-// newEngine is the nbio engine serving GET /ws on ln, bound by Start.
+// newEngine is the nbio engine serving GET /ws on ln, bound by Start, and
+// the browser SDK and demo page (routes, sdk.go).
 func (s *Server) newEngine(ln net.Listener) *nbhttp.Engine {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ws", s.serveWS)
+	s.routes(mux)
 	e := nbhttp.NewEngine(nbhttp.Config{
 		Network: "tcp", Addrs: []string{s.opt.Listen}, Handler: mux,
 		ReleaseWebsocketPayload: true, KeepaliveTime: s.timing.Stale * 2,

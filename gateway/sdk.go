@@ -32,10 +32,12 @@ var (
 )
 
 // routes adds what the device listener serves besides /ws: the browser
-// SDK at /sdk/presence.js and /sdk/presence.d.ts.
+// SDK at /sdk/presence.js and /sdk/presence.d.ts, and the demo
+// (demo.go).
 func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /sdk/presence.js", serveAsset(sdkJS))
 	mux.HandleFunc("GET /sdk/presence.d.ts", serveAsset(sdkTypes))
+	s.demoRoutes(mux)
 }
 
 // serveAsset answers a with its ETag; http.ServeContent answers an

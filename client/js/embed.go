@@ -5,7 +5,7 @@ package js
 
 import "embed"
 
-// Files are presence.js and presence.d.ts.
+// Files are presence.js, presence.d.ts and demo.html.
 //
-//go:embed presence.js presence.d.ts
+//go:embed presence.js presence.d.ts demo.html
 var Files embed.FS

@@ -169,6 +169,7 @@ func (s *Server) newUpgrader() *websocket.Upgrader {
 	u.KeepaliveTime = 0 // liveness is the gateway's stale check, not nbio's read deadline
 	u.OnMessage(s.onMessage)
 	u.OnClose(s.onClose)
+	u.SetCloseHandler(answerClose) // one close frame per side (closing.go)
 	u.SetPingHandler(func(c *websocket.Conn, data string) {
 		if sock, ok := c.Session().(*socket); ok {
 			clearReadDeadline(c)

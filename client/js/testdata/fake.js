@@ -50,6 +50,7 @@ export async function run() {
   await requests(ctx);
   await closeCodes(ctx);
   await tokens(fails, eq);
+  await activity(fails, eq);
   return fails;
 }
 
@@ -161,4 +162,40 @@ async function tokens(fails, eq) {
   if (!await until('a dial with a fresh token', () => FakeWS.all.length === n + 2, fails)) return;
   eq('an expired token refreshed before the dial', FakeWS.all[n + 1].url.searchParams.get('token'), 'tok3');
   fresh.stop();
+}
+
+// activity from the page: visible with input active, no input for
+// inputIdleMs idle, hidden background; only changes sent; a set_activity
+// refused for its rate (429) sent again after retry_after_ms
+async function activity(fails, eq) {
+  const n = FakeWS.all.length;
+  const c = new m.PresenceClient({ urls: ['ws://a.test/ws'], token: token(4e9), inputIdleMs: 150, storage: null, WebSocket: FakeWS });
+  c.start();
+  if (!await until('a dial', () => FakeWS.all.length === n + 1, fails)) return;
+  const w = FakeWS.all[n];
+  eq('a visible page connects active', [document.hidden, w.url.searchParams.get('activity')], [false, 'active']);
+  w.hello('n1');
+  await until('serving', () => c.connected, fails);
+  const acks = setInterval(() => w.frame({ heartbeat_ack: {} }), 40);
+  // the changes sent: renewals of active (every half of idle_after_ms)
+  // folded, and none before the first change (the handshake said active)
+  const sent = () => w.kinds('set_activity').map((a) => a.activity)
+    .filter((a, i, all) => a !== (all[i - 1] ?? 'active'));
+  await until('idle without input', () => c.activity === 'idle', fails);
+  window.dispatchEvent(new KeyboardEvent('keydown', { key: 'a' }));
+  eq('input: active at once', c.activity, 'active');
+  Object.defineProperty(document, 'hidden', { get: () => true, configurable: true });
+  document.dispatchEvent(new Event('visibilitychange'));
+  eq('hidden: background', c.activity, 'background');
+  window.dispatchEvent(new KeyboardEvent('keydown', { key: 'b' })); // input of a hidden page: still background
+  delete document.hidden;
+  document.dispatchEvent(new Event('visibilitychange'));
+  eq('visible again: active', c.activity, 'active');
+  eq('changes sent, each once', sent(), ['idle', 'active', 'background', 'active']);
+  w.frame({ error: { code: 429, message: 'set_activity: more than 1 a second', retry_after_ms: 30 } });
+  const before = w.kinds('set_activity').length;
+  await until('told again after retry_after_ms', () => w.kinds('set_activity').length > before, fails);
+  eq('the current activity', w.kinds('set_activity').at(-1), { activity: 'active' });
+  clearInterval(acks);
+  c.stop();
 }

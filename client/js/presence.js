@@ -166,7 +166,7 @@ export class PresenceClient extends EventTarget {
   #state = new Map(); // target -> latest presence kept
   #asked = new Map(); // subscribe request id -> its targets, until its snapshot
   #queries = new Map(); // query request id -> {resolve, reject}
-  #reqs = 0; #status = null; #activity = ''; #conns = 0; #ended = 0; #gap = 0;
+  #reqs = 0; #status = null; #activity = ''; #conns = 0; #lostAt = 0; #gap = 0; #ended = false; #gen = 0;
   #wake = null; #inputAt = 0; #idleTimer = 0; #unwatch = null;
 
   constructor(options) {
@@ -183,6 +183,7 @@ export class PresenceClient extends EventTarget {
   start() {
     if (!this.#stopped) return this;
     this.#stopped = false;
+    this.#ended = false;
     if (this.#o.trackActivity && typeof document !== 'undefined') this.#watchActivity();
     this.#run().catch((err) => this.#finish(err));
     return this;
@@ -294,13 +295,15 @@ export class PresenceClient extends EventTarget {
 
   // ---- the connection loop ----
 
+  // the loop of one start(): a stop(), or a start() after it, ends it
   async #run() {
+    const gen = ++this.#gen, over = () => this.#stopped || gen !== this.#gen;
     let backoff = this.#o.backoffMinMs, url = 0;
-    while (!this.#stopped) {
-      if (!(await this.#freshToken())) return;
+    while (!over()) {
+      if (!(await this.#freshToken()) || over()) return;
       const target = this.#o.urls[url % this.#o.urls.length];
       const conn = await this.#dial(target);
-      if (this.#stopped) { conn?.ws.close(1000); return; }
+      if (over()) { conn?.ws.close(1000); return; }
       if (!conn) {
         // a browser sees no handshake status (401, 409, 429, 503 all look
         // like a lost connection): the next URL, after a drawn wait
@@ -311,7 +314,7 @@ export class PresenceClient extends EventTarget {
       }
       backoff = this.#o.backoffMinMs;
       const end = await this.#serve(conn, target);
-      if (this.#stopped) return;
+      if (over()) return;
       const next = await this.#after(end, backoff);
       if (next === 'stop') return;
       if (next === 'next') url++;
@@ -400,7 +403,7 @@ export class PresenceClient extends EventTarget {
   // runs one connection until it ends: resolves {code, reason}
   #serve({ ws, hello }, url) {
     this.#ws = ws; this.#hello = hello; this.#conns++;
-    if (this.#ended) this.#gap = Date.now() - this.#ended;
+    if (this.#lostAt) this.#gap = Date.now() - this.#lostAt;
     const interval = hello.heartbeat_interval_ms || 30000;
     const silence = this.#o.silenceMs || silenceLimit(interval);
     let heard = Date.now(), seq = 0, beat = 0, renew = 0, check = 0;
@@ -433,7 +436,7 @@ export class PresenceClient extends EventTarget {
 
   // the connection ended: queries waiting fail
   #lost() {
-    this.#ws = null; this.#hello = null; this.#ended = Date.now();
+    this.#ws = null; this.#hello = null; this.#lostAt = Date.now();
     for (const [id, q] of this.#queries) { this.#queries.delete(id); q.reject(new ClosedError('presence: the connection ended before the answer')); }
     this.#asked.clear();
   }
@@ -498,8 +501,10 @@ export class PresenceClient extends EventTarget {
     });
   }
 
+  // ends the client once: a refresh that fails after stop() ends nothing more
   #finish(error) {
-    if (this.#stopped && error === null) return;
+    if (this.#ended) return;
+    this.#ended = true;
     this.#stopped = true;
     this.#unwatch?.(); this.#unwatch = null;
     const ws = this.#ws;

@@ -51,6 +51,7 @@ export async function run() {
   await closeCodes(ctx);
   await tokens(fails, eq);
   await activity(fails, eq);
+  await restart(fails, eq);
   return fails;
 }
 
@@ -198,4 +199,25 @@ async function activity(fails, eq) {
   eq('the current activity', w.kinds('set_activity').at(-1), { activity: 'active' });
   clearInterval(acks);
   c.stop();
+}
+
+// stop() then start() while the first dial is pending: one loop serves,
+// the stopped one's late connection is closed, closed fires once a stop
+async function restart(fails, eq) {
+  const n = FakeWS.all.length;
+  let closed = 0;
+  const c = new m.PresenceClient({ urls: ['ws://a.test/ws'], token: token(4e9), trackActivity: false, storage: null, WebSocket: FakeWS });
+  c.addEventListener('closed', () => closed++);
+  c.start();
+  if (!await until('a dial', () => FakeWS.all.length === n + 1, fails)) return;
+  c.stop();
+  c.start();
+  if (!await until('a dial after the restart', () => FakeWS.all.length === n + 2, fails)) return;
+  FakeWS.all[n].hello('old');
+  FakeWS.all[n + 1].hello('new');
+  await until('serving the new one', () => c.hello?.node === 'new', fails);
+  await sleep(30);
+  eq('one loop after stop and start', [FakeWS.all.length, FakeWS.all[n].closedWith, closed, c.hello?.node], [n + 2, 1000, 1, 'new']);
+  c.stop();
+  eq('closed once per stop', closed, 2);
 }

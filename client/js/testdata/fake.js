@@ -52,6 +52,7 @@ export async function run() {
   await tokens(fails, eq);
   await activity(fails, eq);
   await restart(fails, eq);
+  await dialTimeout(fails, eq);
   return fails;
 }
 
@@ -106,6 +107,8 @@ async function requests({ c, fails, eq, events }) {
   eq('activity sent once', w.kinds('set_activity').slice(before), [{ activity: 'idle' }]);
   c.setStatus({ show: 'dnd', text: 'in a meeting' });
   eq('status sent', w.kinds('set_status'), [{ show: 'dnd', text: 'in a meeting' }]);
+  c.unsubscribe(['bob']);
+  eq('unsubscribed, state forgotten', [w.kinds('unsubscribe'), c.state('bob')], [[{ targets: ['bob'] }], undefined]);
 }
 
 // each close code: where the client goes next, and with what
@@ -220,4 +223,19 @@ async function restart(fails, eq) {
   eq('one loop after stop and start', [FakeWS.all.length, FakeWS.all[n].closedWith, closed, c.hello?.node], [n + 2, 1000, 1, 'new']);
   c.stop();
   eq('closed once per stop', closed, 2);
+}
+
+// a node that never answers the handshake: given up after dialTimeoutMs,
+// the next URL tried; a query while not connected is refused at once
+async function dialTimeout(fails, eq) {
+  const n = FakeWS.all.length;
+  const c = new m.PresenceClient({ urls: ['ws://a.test/ws', 'ws://b.test/ws'], token: token(4e9), trackActivity: false, storage: null,
+    dialTimeoutMs: 60, backoffMinMs: 1, WebSocket: FakeWS });
+  await c.query(['a']).then(() => fails.push('query while not connected: answered'),
+    (e) => eq('query while not connected', e instanceof m.ClosedError, true));
+  const start = Date.now();
+  c.start();
+  if (!await until('a second dial after the timeout', () => FakeWS.all.length === n + 2, fails)) return;
+  eq('given up after dialTimeoutMs, the next URL', [Date.now() - start >= 60, FakeWS.all[n].closedWith, FakeWS.all[n + 1].url.host], [true, 1000, 'b.test']);
+  await c.stop();
 }

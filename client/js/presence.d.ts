@@ -69,7 +69,7 @@ export interface StatusInput {
 }
 
 export interface Options {
-  /** Node /ws URLs; 1001, silence and lost connections move to the next. */
+  /** Node /ws URLs (ws:, wss:, http(s): or a path such as '/ws': this page's node); 1001, silence and lost connections move to the next. */
   urls: string[];
   token: string;
   /** A new token after 4401 or 4409, or before dialing with an expired one; none: the client ends. */

@@ -370,7 +370,8 @@ export class PresenceClient extends EventTarget {
   }
 
   #handshakeURL(target) {
-    const u = new URL(target, globalThis.location?.href);
+    const u = new URL(target, globalThis.location?.href); // '/ws' is this page's node
+    if (u.protocol === 'http:' || u.protocol === 'https:') u.protocol = u.protocol === 'https:' ? 'wss:' : 'ws:';
     this.#attempt = nextAttempt(this.#o.storage, this.#o.storageKey);
     u.searchParams.set('attempt', String(this.#attempt));
     if (this.#o.platform) u.searchParams.set('platform', this.#o.platform);

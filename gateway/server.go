@@ -125,10 +125,12 @@ func New(opt Options, gw *actors.Gateway, timing config.Timing, secret []byte, l
 	return s
 }
 
-// newEngine is the nbio engine serving GET /ws on ln, bound by Start.
+// newEngine is the nbio engine serving GET /ws on ln, bound by Start, and
+// the browser SDK and demo page (routes, sdk.go).
 func (s *Server) newEngine(ln net.Listener) *nbhttp.Engine {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ws", s.serveWS)
+	s.routes(mux)
 	e := nbhttp.NewEngine(nbhttp.Config{
 		Network: "tcp", Addrs: []string{s.opt.Listen}, Handler: mux,
 		ReleaseWebsocketPayload: true, KeepaliveTime: s.timing.Stale * 2,
@@ -167,6 +169,7 @@ func (s *Server) newUpgrader() *websocket.Upgrader {
 	u.KeepaliveTime = 0 // liveness is the gateway's stale check, not nbio's read deadline
 	u.OnMessage(s.onMessage)
 	u.OnClose(s.onClose)
+	u.SetCloseHandler(answerClose) // one close frame per side (closing.go)
 	u.SetPingHandler(func(c *websocket.Conn, data string) {
 		if sock, ok := c.Session().(*socket); ok {
 			clearReadDeadline(c)

@@ -2,7 +2,8 @@
 # Installs what the tests need beyond Go, if missing (idempotent):
 # protoc (Debian's protobuf-compiler), the PostgreSQL server binaries
 # (Debian's postgresql; tests start their own throwaway server) and a
-# headless browser for the dashboard test (Debian's chromium), iptables
+# headless browser for the dashboard's and the browser SDK's tests
+# (Debian's chromium), iptables
 # for the chaos partition (Debian's iptables) and promtool for the alert
 # rules' test (Debian's prometheus; its service is not started), and
 # redis-server for the Redis-TTL side of `make bench` (Debian's

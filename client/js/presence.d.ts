@@ -1,0 +1,132 @@
+// Types of presence.js, the browser SDK (docs/protocol.md has the frames).
+
+export const SUBPROTOCOL: 'presence.v1.json';
+export const MAX_ID_LEN: 128;
+export const MAX_TARGETS: 1000;
+export const MAX_STATUS_TEXT: 140;
+export const MAX_ATTEMPT: number;
+export const Close: Readonly<{
+  GOING_AWAY: 1001; ABNORMAL: 1006; SUPERSEDED: 4001; OVERFLOW: 4008; TOKEN_EXPIRED: 4401; STATE_SYNC: 4409;
+}>;
+
+export type Show = 'available' | 'away' | 'dnd' | 'invisible' | 'auto';
+export type Activity = 'active' | 'idle' | 'background';
+export type Tier = 'realtime' | 'batched';
+export type Platform = 'mobile' | 'desktop' | 'web' | 'other';
+export type Status = 'online' | 'offline' | 'recently' | 'long_ago' | 'unknown';
+export const SHOWS: readonly Show[];
+export const ACTIVITIES: readonly Activity[];
+export const TIERS: readonly Tier[];
+export const PLATFORMS: readonly Platform[];
+
+/** A presence as the node sends it (protojson: absent fields are their zero value). */
+export interface Presence {
+  user: string;
+  status?: Status;
+  /** uint64 as a decimal string: compare with compareVersions. */
+  version?: string;
+  last_seen_minute?: number;
+  show?: Exclude<Show, 'auto'>;
+  devices?: { platform?: Platform; activity?: Activity }[];
+  idle_since_minute?: number;
+  status_text?: string;
+}
+
+export interface Hello {
+  conn_id: string; node: string; user: string; device: string; epoch: string;
+  heartbeat_interval_ms: number; heartbeat_class?: string; stale_ms: number;
+  half_open_bound_ms: number; idle_after_ms?: number; platform?: Platform;
+}
+
+export class InputError extends Error {}
+export class PresenceError extends Error {
+  readonly code: number;
+  readonly serverMessage: string;
+  readonly retryAfterMs: number;
+  readonly requestId: string;
+}
+export class ClosedError extends Error {
+  /** The close code that ended it (4001, 4401, 4409), 0 for none. */
+  readonly code: number;
+}
+
+export function compareVersions(a: string | number | undefined, b: string | number | undefined): -1 | 0 | 1;
+export function nextBackoff(cur: number, max: number): number;
+export function drawBackoff(bound: number, random?: () => number): number;
+export function heartbeatDelay(intervalMs: number, jitter?: number, random?: () => number): number;
+export function silenceLimit(intervalMs: number): number;
+export function nextAttempt(storage: Pick<Storage, 'getItem' | 'setItem'> | null, key: string, now?: number): number;
+export function validId(kind: string, id: string): void;
+export function validTargets(op: string, targets: string[]): void;
+export function validStatus(status: StatusInput, now?: number): void;
+export function tokenExpiryMs(token: string): number | null;
+
+export interface StatusInput {
+  show: Show;
+  text?: string;
+  /** Absolute Unix ms; 0 or absent: until changed. */
+  expiresMs?: number;
+}
+
+export interface Options {
+  /** Node /ws URLs (ws:, wss:, http(s): or a path such as '/ws': this page's node); 1001, silence and lost connections move to the next. */
+  urls: string[];
+  token: string;
+  /** A new token after 4401 or 4409, or before dialing with an expired one; none: the client ends. */
+  refresh?: () => string | Promise<string>;
+  /** Default 'web'; '' sends none. */
+  platform?: Platform | '';
+  /** The activity declared at the start (trackActivity declares it from the page). */
+  activity?: Activity;
+  /** Heartbeat class: '' (standard) or 'battery'. */
+  deviceClass?: '' | 'standard' | 'battery';
+  backoffMinMs?: number;
+  backoffMaxMs?: number;
+  jitter?: number;
+  /** 0: 2.5 x the hello's heartbeat interval, at least 2 s. */
+  silenceMs?: number;
+  dialTimeoutMs?: number;
+  /** Where the attempt number is kept; default localStorage. */
+  storage?: Pick<Storage, 'getItem' | 'setItem'> | null;
+  storageKey?: string;
+  /** Declare activity from Page Visibility and input events (default true). */
+  trackActivity?: boolean;
+  /** No input for this long on a visible page: idle (default 120000). */
+  inputIdleMs?: number;
+  random?: () => number;
+  WebSocket?: typeof WebSocket;
+}
+
+export interface PresenceEventMap {
+  presence: CustomEvent<{ presence: Presence; snapshot: boolean }>;
+  snapshot: CustomEvent<{ requestId: string; targets: string[]; presences: Presence[] }>;
+  state: CustomEvent<{
+    state: 'connecting' | 'connected' | 'disconnected'; url: string; node?: string;
+    attempt?: number; gapMs?: number; code?: number | 'silent' | 'stopped'; reason?: string;
+  }>;
+  error: CustomEvent<{ error: PresenceError | Error }>;
+  closed: CustomEvent<{ error: ClosedError | Error | null; code: number }>;
+}
+
+export class PresenceClient extends EventTarget {
+  constructor(options: Options);
+  start(): this;
+  stop(): void;
+  readonly hello: Hello | null;
+  readonly connected: boolean;
+  readonly attempt: number;
+  readonly connections: number;
+  readonly gapMs: number;
+  readonly activity: Activity | '';
+  state(target: string): Presence | undefined;
+  states(): Map<string, Presence>;
+  subscribe(targets: string[], options?: { tier?: Tier }): void;
+  unsubscribe(targets: string[]): void;
+  query(targets: string[], options?: { signal?: AbortSignal }): Promise<Presence[]>;
+  setStatus(status: StatusInput): void;
+  setActivity(activity: Activity): void;
+  addEventListener<K extends keyof PresenceEventMap>(type: K, listener: (ev: PresenceEventMap[K]) => void, options?: boolean | AddEventListenerOptions): void;
+  addEventListener(type: string, listener: EventListenerOrEventListenerObject | null, options?: boolean | AddEventListenerOptions): void;
+  removeEventListener<K extends keyof PresenceEventMap>(type: K, listener: (ev: PresenceEventMap[K]) => void, options?: boolean | EventListenerOptions): void;
+  removeEventListener(type: string, listener: EventListenerOrEventListenerObject | null, options?: boolean | EventListenerOptions): void;
+}

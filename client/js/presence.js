@@ -1,0 +1,559 @@
+// presence.js: the browser SDK of presence, one ES module with no build
+// step and no dependency. It keeps a device online as the Go SDK (package
+// client) does, on the JSON subprotocol of docs/protocol.md: failover over
+// a list of node URLs, an attempt number that only grows (kept in
+// localStorage, across reloads and tabs), heartbeats at the hello's
+// interval with jitter, back-off with full jitter, a silence limit, the
+// close codes, resubscription after every reconnect and resync, version
+// checks per target, token refresh, declared activity from the Page
+// Visibility API and input events, status, tiers and group queries.
+//
+//   import { PresenceClient } from '/sdk/presence.js';
+//   const p = new PresenceClient({ urls: ['ws://127.0.0.1:7600/ws'], token, refresh: getToken });
+//   p.addEventListener('presence', (e) => render(e.detail.presence));
+//   p.start();
+//   p.subscribe(['alice', 'bob']);
+//
+// Served by every node at GET /sdk/presence.js; types in presence.d.ts.
+
+/** The JSON subprotocol (presence.v1.json: protojson, proto field names). */
+export const SUBPROTOCOL = 'presence.v1.json';
+/** The longest user or device id. */
+export const MAX_ID_LEN = 128;
+/** Targets of one subscribe, unsubscribe or query. */
+export const MAX_TARGETS = 1000;
+/** Characters of a status text. */
+export const MAX_STATUS_TEXT = 140;
+/** The largest ?attempt= a node takes: 2^53 - 1. */
+export const MAX_ATTEMPT = Number.MAX_SAFE_INTEGER;
+
+/** Close codes (docs/protocol.md, "Close codes"). */
+export const Close = Object.freeze({
+  GOING_AWAY: 1001, ABNORMAL: 1006, SUPERSEDED: 4001, OVERFLOW: 4008, TOKEN_EXPIRED: 4401, STATE_SYNC: 4409,
+});
+
+export const SHOWS = Object.freeze(['available', 'away', 'dnd', 'invisible', 'auto']);
+export const ACTIVITIES = Object.freeze(['active', 'idle', 'background']);
+export const TIERS = Object.freeze(['realtime', 'batched']);
+export const PLATFORMS = Object.freeze(['mobile', 'desktop', 'web', 'other']);
+
+/** A request the protocol refuses, refused before it is sent: the message names the rule. */
+export class InputError extends Error {
+  constructor(message) { super(message); this.name = 'InputError'; }
+}
+
+/**
+ * An error frame of the node: code is HTTP-like (400 a broken rule, 413 too
+ * many subscriptions, 429 slow down), retryAfterMs how long to wait (429),
+ * requestId the refused subscribe's or query's.
+ */
+export class PresenceError extends Error {
+  constructor(code, message, retryAfterMs = 0, requestId = '') {
+    super(`presence: the node refused (${code}): ${message}`);
+    this.name = 'PresenceError';
+    this.code = code;
+    this.serverMessage = message;
+    this.retryAfterMs = retryAfterMs;
+    this.requestId = requestId;
+  }
+}
+
+/** Why a client ended, or a query failed: code is the close code (0: none). */
+export class ClosedError extends Error {
+  constructor(message, code = 0) { super(message); this.name = 'ClosedError'; this.code = code; }
+}
+
+// ---- pure parts (tested in the browser: client/js/sdk_test.go) ----
+
+/** Versions are JSON strings of uint64: compared as BigInt (-1, 0, 1); absent is 0. */
+export function compareVersions(a, b) {
+  const x = BigInt(a ?? 0), y = BigInt(b ?? 0);
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/** The next back-off bound: doubled, at most max. */
+export function nextBackoff(cur, max) { return Math.min(2 * cur, max); }
+
+/** Full jitter: a wait uniform in [0, bound). */
+export function drawBackoff(bound, random = Math.random) { return random() * bound; }
+
+/** A heartbeat's delay: the interval shortened at random by up to jitter (0.1: 10%). */
+export function heartbeatDelay(intervalMs, jitter = 0.1, random = Math.random) {
+  return intervalMs - jitter * random() * intervalMs;
+}
+
+/** How long a connection may hear nothing: 2.5 heartbeat intervals, at least 2 s. */
+export function silenceLimit(intervalMs) { return Math.max(2.5 * intervalMs, 2000); }
+
+/**
+ * The next attempt number, max(stored + 1, now), kept in storage under key
+ * so that it grows across reloads and tabs (a storage that throws, as in
+ * some private modes, keeps it in memory only).
+ */
+export function nextAttempt(storage, key, now = Date.now()) {
+  let stored = 0;
+  try { stored = Number(storage?.getItem(key)) || 0; } catch { /* no storage */ }
+  const next = Math.min(Math.max(stored + 1, Math.floor(now)), MAX_ATTEMPT);
+  try { storage?.setItem(key, String(next)); } catch { /* no storage */ }
+  return next;
+}
+
+/** Checks a user or device id as the node does (core.ValidID): throws an InputError naming the rule. */
+export function validId(kind, id) {
+  if (typeof id !== 'string' || id.length < 1 || id.length > MAX_ID_LEN) {
+    throw new InputError(`${kind} id must be 1 to ${MAX_ID_LEN} characters, got ${typeof id === 'string' ? id.length : typeof id}`);
+  }
+  if (id.includes('..')) throw new InputError(`${kind} id ${JSON.stringify(id)} has "..": not allowed`);
+  const bad = id.match(/[^A-Za-z0-9._\-@:]/);
+  if (bad) {
+    throw new InputError(`${kind} id ${JSON.stringify(id)} has ${JSON.stringify(bad[0])}: only letters, digits and . _ - @ : are allowed (no "/")`);
+  }
+}
+
+/** Checks the targets of one request: 1 to 1000 valid ids. */
+export function validTargets(op, targets) {
+  if (!Array.isArray(targets) || targets.length < 1 || targets.length > MAX_TARGETS) {
+    const n = Array.isArray(targets) ? targets.length : typeof targets;
+    throw new InputError(`${op}: ${n} targets: must be 1 to ${MAX_TARGETS}`);
+  }
+  for (const t of targets) validId('target', t);
+}
+
+/** Checks a set_status as the node does (core.ValidStatus). */
+export function validStatus({ show, text = '', expiresMs = 0 } = {}, now = Date.now()) {
+  if (!SHOWS.includes(show)) throw new InputError(`set_status: show must be ${SHOWS.join(', ')}`);
+  if (typeof text !== 'string') throw new InputError('set_status: text must be a string');
+  const chars = [...text].length;
+  if (chars > MAX_STATUS_TEXT) throw new InputError(`set_status: text has ${chars} characters: at most ${MAX_STATUS_TEXT}`);
+  if (/\p{Cc}/u.test(text)) throw new InputError('set_status: text holds a control character');
+  if (/\p{Cs}/u.test(text)) throw new InputError('set_status: text is not valid UTF-8 (a lone surrogate)');
+  if (expiresMs && !(expiresMs > now)) throw new InputError(`set_status: expiresMs ${expiresMs} is not in the future (now ${now})`);
+}
+
+/**
+ * The expiry of a presence token (base64url(user "\n" device "\n" expiry)
+ * "." mac) in Unix ms, or null if it is not one: a browser cannot see a
+ * handshake's 401, so the SDK refreshes an expired token before dialing.
+ */
+export function tokenExpiryMs(token) {
+  try {
+    const b64 = token.split('.')[0].replace(/-/g, '+').replace(/_/g, '/');
+    const parts = atob(b64 + '='.repeat((4 - (b64.length % 4)) % 4)).split('\n');
+    const s = Number(parts[2]);
+    return parts.length === 3 && Number.isInteger(s) ? s * 1000 : null;
+  } catch {
+    return null;
+  }
+}
+
+// ---- the client ----
+
+const defaults = {
+  urls: [], token: '', refresh: null, platform: 'web', deviceClass: '',
+  backoffMinMs: 100, backoffMaxMs: 30000, jitter: 0.1, silenceMs: 0, dialTimeoutMs: 10000,
+  storageKey: 'presence.attempt', trackActivity: true, inputIdleMs: 120000, random: Math.random,
+};
+
+/**
+ * PresenceClient keeps one device connected, heartbeating and subscribed.
+ * Events (an EventTarget): presence {presence, snapshot}, snapshot
+ * {requestId, targets, presences}, state {state, url, node, attempt, code,
+ * reason}, error {error}, closed {error, code}.
+ */
+export class PresenceClient extends EventTarget {
+  #o; #ws = null; #hello = null; #stopped = true; #attempt = 0;
+  #targets = new Map(); // target -> tier
+  #state = new Map(); // target -> latest presence kept
+  #asked = new Map(); // subscribe request id -> its targets, until its snapshot
+  #queries = new Map(); // query request id -> {resolve, reject}
+  #reqs = 0; #status = null; #activity = ''; #conns = 0; #lostAt = 0; #gap = 0; #ended = false; #gen = 0;
+  #wake = null; #inputAt = 0; #idleTimer = 0; #unwatch = null;
+
+  constructor(options) {
+    super();
+    this.#o = { ...defaults, ...options };
+    if (!Array.isArray(this.#o.urls) || this.#o.urls.length === 0) throw new InputError('urls: at least one node URL');
+    if (this.#o.platform && !PLATFORMS.includes(this.#o.platform)) throw new InputError(`platform must be ${PLATFORMS.join(', ')}`);
+    this.#o.storage = 'storage' in (options ?? {}) ? options.storage : globalThis.localStorage;
+    this.#o.WebSocket = this.#o.WebSocket ?? globalThis.WebSocket;
+    if (this.#o.activity) this.#activity = this.#checkActivity(this.#o.activity);
+  }
+
+  /** Starts connecting (again, after stop). */
+  start() {
+    if (!this.#stopped) return this;
+    this.#stopped = false;
+    this.#ended = false;
+    if (this.#o.trackActivity && typeof document !== 'undefined') this.#watchActivity();
+    this.#run().catch((err) => this.#finish(err));
+    return this;
+  }
+
+  /** Stops: closes the connection normally; the client emits closed. */
+  stop() {
+    if (this.#stopped) return;
+    this.#finish(null);
+  }
+
+  /** The current connection's hello, null while disconnected. */
+  get hello() { return this.#hello; }
+  get connected() { return this.#hello !== null; }
+  /** The last attempt number used. */
+  get attempt() { return this.#attempt; }
+  /** Connections made so far. */
+  get connections() { return this.#conns; }
+  /** Ms without a connection before the current one (0 before a reconnect). */
+  get gapMs() { return this.#gap; }
+  /** The declared activity ('' while none is declared). */
+  get activity() { return this.#activity; }
+
+  /** The newest presence kept for target, or undefined (absent: not visible, or not subscribed). */
+  state(target) { return this.#state.get(target); }
+  /** Every target's newest presence. */
+  states() { return new Map(this.#state); }
+
+  /** Subscribes to targets in tier (realtime, the default, or batched); again after every reconnect. */
+  subscribe(targets, { tier = 'realtime' } = {}) {
+    validTargets('subscribe', targets);
+    if (!TIERS.includes(tier)) throw new InputError(`subscribe: tier must be ${TIERS.join(' or ')}`);
+    for (const t of targets) this.#targets.set(t, tier);
+    if (this.connected) this.#sendSubscribe([...targets], tier);
+  }
+
+  /** Unsubscribes targets and forgets their state. */
+  unsubscribe(targets) {
+    validTargets('unsubscribe', targets);
+    for (const t of targets) { this.#targets.delete(t); this.#state.delete(t); }
+    if (this.connected) this.#send({ unsubscribe: { targets: [...targets] } });
+  }
+
+  /**
+   * The presence of targets once (a group page): resolves with the
+   * snapshot's presences (a hidden target is absent), rejects with a
+   * PresenceError the node answered, or a ClosedError if the connection
+   * ends first. Nothing is subscribed, state() unchanged.
+   */
+  query(targets, { signal } = {}) {
+    validTargets('query', targets);
+    if (!this.connected) return Promise.reject(new ClosedError('presence: not connected'));
+    const id = `q${++this.#reqs}`;
+    return new Promise((resolve, reject) => {
+      this.#queries.set(id, { resolve, reject });
+      signal?.addEventListener('abort', () => { this.#queries.delete(id); reject(signal.reason); }, { once: true });
+      this.#send({ query: { request_id: id, targets: [...targets] } });
+    });
+  }
+
+  /** Sets the user's show and status text until expiresMs (Unix ms; 0: until changed); told again after every reconnect. */
+  setStatus({ show, text = '', expiresMs = 0 }) {
+    validStatus({ show, text, expiresMs });
+    this.#status = { show, text, expiresMs };
+    if (this.connected) this.#sendStatus();
+  }
+
+  /** Declares what the device is doing (active, idle, background); sent only if it changed. */
+  setActivity(activity) {
+    this.#checkActivity(activity);
+    if (this.#activity === activity) return;
+    this.#activity = activity;
+    if (this.connected) this.#send({ set_activity: { activity } });
+  }
+
+  #checkActivity(a) {
+    if (!ACTIVITIES.includes(a)) throw new InputError(`set_activity: activity must be ${ACTIVITIES.join(', ')}`);
+    return a;
+  }
+
+  #emit(type, detail) { this.dispatchEvent(new CustomEvent(type, { detail })); }
+
+  #send(frame) {
+    if (this.#ws?.readyState === 1) this.#ws.send(JSON.stringify(frame));
+  }
+
+  #sendSubscribe(targets, tier) {
+    const id = `s${++this.#reqs}`;
+    this.#asked.set(id, targets);
+    this.#send({ subscribe: tier === 'realtime' ? { request_id: id, targets } : { request_id: id, targets, tier } });
+  }
+
+  // every target again, a request per tier and per MAX_TARGETS targets
+  #subscribeAll() {
+    for (const tier of TIERS) {
+      const ts = [...this.#targets].filter(([, t]) => t === tier).map(([k]) => k).sort();
+      for (let i = 0; i < ts.length; i += MAX_TARGETS) this.#sendSubscribe(ts.slice(i, i + MAX_TARGETS), tier);
+    }
+  }
+
+  #sendStatus() {
+    const s = this.#status;
+    if (!s || (s.expiresMs && s.expiresMs <= Date.now())) return;
+    const st = { show: s.show };
+    if (s.text) st.text = s.text;
+    if (s.expiresMs) st.expires_ms = String(s.expiresMs);
+    this.#send({ set_status: st });
+  }
+
+  // ---- the connection loop ----
+
+  // the loop of one start(): a stop(), or a start() after it, ends it
+  async #run() {
+    const gen = ++this.#gen, over = () => this.#stopped || gen !== this.#gen;
+    let backoff = this.#o.backoffMinMs, url = 0;
+    while (!over()) {
+      if (!(await this.#freshToken()) || over()) return;
+      const target = this.#o.urls[url % this.#o.urls.length];
+      const conn = await this.#dial(target);
+      if (over()) { conn?.ws.close(1000); return; }
+      if (!conn) {
+        // a browser sees no handshake status (401, 409, 429, 503 all look
+        // like a lost connection): the next URL, after a drawn wait
+        url++;
+        await this.#sleep(drawBackoff(backoff, this.#o.random));
+        backoff = nextBackoff(backoff, this.#o.backoffMaxMs);
+        continue;
+      }
+      backoff = this.#o.backoffMinMs;
+      const end = await this.#serve(conn, target);
+      if (over()) return;
+      const next = await this.#after(end, backoff);
+      if (next === 'stop') return;
+      if (next === 'next') url++;
+    }
+  }
+
+  // what follows a connection's end: 'stop', 'next' (URL) or 'same'
+  async #after({ code, reason }, backoff) {
+    switch (code) {
+      case Close.SUPERSEDED:
+        this.#finish(new ClosedError('presence: superseded by a newer connection of this device (4001)', code));
+        return 'stop';
+      case Close.GOING_AWAY: case 'silent':
+        return 'next'; // at once: its node drains, fenced or died
+      case Close.ABNORMAL:
+        // cut without a close frame: its node may be gone, any node serves
+        await this.#sleep(drawBackoff(backoff, this.#o.random));
+        return 'next';
+      case Close.OVERFLOW:
+        return 'same'; // at once, resubscribing
+      case Close.TOKEN_EXPIRED: case Close.STATE_SYNC:
+        return (await this.#refresh(code, reason)) ? 'same' : 'stop';
+      default:
+        await this.#sleep(drawBackoff(backoff, this.#o.random));
+        return 'same';
+    }
+  }
+
+  // refreshes a token that has expired by its own expiry before dialing
+  async #freshToken() {
+    const exp = tokenExpiryMs(this.#o.token);
+    return exp === null || exp > Date.now() || this.#refresh(Close.TOKEN_EXPIRED, 'token expired');
+  }
+
+  // a new token from options.refresh after 4401 or 4409; false: stopped
+  async #refresh(code) {
+    const why = code === Close.STATE_SYNC
+      ? 'presence: the node asks to authenticate again, state sync failed (4409)'
+      : 'presence: the token expired (4401)';
+    if (!this.#o.refresh) {
+      this.#finish(new ClosedError(`${why} and no refresh callback was given`, code));
+      return false;
+    }
+    try {
+      const token = await this.#o.refresh();
+      if (typeof token !== 'string' || token === '') throw new Error('refresh gave no token');
+      this.#o.token = token;
+      return !this.#stopped;
+    } catch (err) {
+      this.#finish(new ClosedError(`${why}: refreshing the token: ${err?.message ?? err}`, code));
+      return false;
+    }
+  }
+
+  #handshakeURL(target) {
+    const u = new URL(target, globalThis.location?.href); // '/ws' is this page's node
+    if (u.protocol === 'http:' || u.protocol === 'https:') u.protocol = u.protocol === 'https:' ? 'wss:' : 'ws:';
+    this.#attempt = nextAttempt(this.#o.storage, this.#o.storageKey);
+    u.searchParams.set('attempt', String(this.#attempt));
+    if (this.#o.platform) u.searchParams.set('platform', this.#o.platform);
+    if (this.#activity) u.searchParams.set('activity', this.#activity);
+    if (this.#o.deviceClass) u.searchParams.set('class', this.#o.deviceClass);
+    u.searchParams.set('token', this.#o.token); // a browser cannot set Authorization
+    return u.toString();
+  }
+
+  // one connection attempt: resolves {ws, hello, early} once hello came, or null
+  #dial(target) {
+    this.#emit('state', { state: 'connecting', url: target });
+    return new Promise((resolve) => {
+      let ws;
+      try { ws = new this.#o.WebSocket(this.#handshakeURL(target), [SUBPROTOCOL]); } catch { resolve(null); return; }
+      const fail = () => { clearTimeout(timer); ws.onopen = ws.onmessage = ws.onclose = ws.onerror = null; ws.close(); resolve(null); };
+      const timer = setTimeout(fail, this.#o.dialTimeoutMs);
+      ws.onclose = fail;
+      ws.onmessage = (m) => {
+        let f;
+        try { f = JSON.parse(m.data); } catch { fail(); return; }
+        if (!f.hello) { fail(); return; }
+        clearTimeout(timer);
+        ws.onmessage = ws.onclose = null;
+        resolve({ ws, hello: f.hello });
+      };
+    });
+  }
+
+  // runs one connection until it ends: resolves {code, reason}
+  #serve({ ws, hello }, url) {
+    this.#ws = ws; this.#hello = hello; this.#conns++;
+    if (this.#lostAt) this.#gap = Date.now() - this.#lostAt;
+    const interval = hello.heartbeat_interval_ms || 30000;
+    const silence = this.#o.silenceMs || silenceLimit(interval);
+    let heard = Date.now(), seq = 0, beat = 0, renew = 0, check = 0;
+    return new Promise((resolve) => {
+      const done = (code, reason) => {
+        clearTimeout(beat); clearInterval(renew); clearInterval(check);
+        ws.onmessage = ws.onclose = ws.onerror = null;
+        if (ws.readyState <= 1) ws.close(code === 'silent' ? 4000 : 1000);
+        this.#lost();
+        this.#emit('state', { state: 'disconnected', url, node: hello.node, code, reason });
+        this.#wake = null;
+        resolve({ code, reason });
+      };
+      this.#wake = () => done('stopped', '');
+      ws.onclose = (e) => done(e.code, e.reason);
+      ws.onmessage = (m) => { heard = Date.now(); this.#frame(m.data); };
+      const tick = () => {
+        beat = setTimeout(() => { this.#send({ heartbeat: { seq: String(++seq), client_ts_ms: String(Date.now()) } }); tick(); },
+          heartbeatDelay(interval, this.#o.jitter, this.#o.random));
+      };
+      tick();
+      check = setInterval(() => { if (Date.now() - heard > silence) done('silent', 'heard nothing'); }, Math.min(silence / 4, 1000));
+      const every = (hello.idle_after_ms || 0) / 2;
+      if (every > 0) renew = setInterval(() => { if (this.#activity === 'active') this.#send({ set_activity: { activity: 'active' } }); }, every);
+      this.#subscribeAll();
+      this.#sendStatus();
+      this.#emit('state', { state: 'connected', url, node: hello.node, attempt: this.#attempt, gapMs: this.#gap });
+    });
+  }
+
+  // the connection ended: queries waiting fail
+  #lost() {
+    this.#ws = null; this.#hello = null; this.#lostAt = Date.now();
+    for (const [id, q] of this.#queries) { this.#queries.delete(id); q.reject(new ClosedError('presence: the connection ended before the answer')); }
+    this.#asked.clear();
+  }
+
+  #frame(data) {
+    try {
+      this.#handle(JSON.parse(data));
+    } catch (err) {
+      this.#emit('error', { error: err }); // an undecodable frame: a node of another version?
+    }
+  }
+
+  #handle(f) {
+    if (f.snapshot) this.#snapshot(f.snapshot);
+    else if (f.presence) this.#change(f.presence);
+    else if (f.presence_batch) for (const p of f.presence_batch.presences ?? []) this.#change(p);
+    else if (f.resync) this.#subscribeAll();
+    else if (f.state_sync_request) {
+      this.#send({ state_sync: { nonce: f.state_sync_request.nonce, activity: this.#activity || 'active' } });
+    } else if (f.error) this.#error(f.error);
+  }
+
+  // a snapshot replaces the state of its request's targets: one absent from it is not visible
+  #snapshot(snap) {
+    const id = snap.request_id ?? '', presences = snap.presences ?? [];
+    const q = this.#queries.get(id);
+    if (q) { this.#queries.delete(id); q.resolve(presences); return; }
+    const targets = this.#asked.get(id) ?? [];
+    this.#asked.delete(id);
+    for (const t of targets) this.#state.delete(t);
+    for (const p of presences) if (this.#targets.has(p.user)) this.#state.set(p.user, p);
+    this.#emit('snapshot', { requestId: id, targets, presences });
+    for (const p of presences) this.#emit('presence', { presence: p, snapshot: true });
+  }
+
+  // a change is kept only if its version is greater than the kept one's
+  #change(p) {
+    if (!this.#targets.has(p.user)) return;
+    const old = this.#state.get(p.user);
+    if (old && compareVersions(p.version, old.version) <= 0) return;
+    this.#state.set(p.user, p);
+    this.#emit('presence', { presence: p, snapshot: false });
+  }
+
+  #error(e) {
+    const err = new PresenceError(e.code ?? 0, e.message ?? '', e.retry_after_ms ?? 0, e.request_id ?? '');
+    const q = this.#queries.get(err.requestId);
+    if (q) { this.#queries.delete(err.requestId); q.reject(err); return; }
+    if (err.requestId) this.#asked.delete(err.requestId);
+    if (err.code === 429 && err.serverMessage.startsWith('set_activity')) {
+      // the node kept the state from before: tell it the current one once it may pass
+      const ws = this.#ws;
+      setTimeout(() => { if (this.#ws === ws && this.#activity) this.#send({ set_activity: { activity: this.#activity } }); }, err.retryAfterMs);
+    }
+    this.#emit('error', { error: err });
+  }
+
+  #sleep(ms) {
+    return new Promise((resolve) => {
+      const t = setTimeout(() => { this.#wake = null; resolve(); }, ms);
+      this.#wake = () => { clearTimeout(t); resolve(); };
+    });
+  }
+
+  // ends the client once: a refresh that fails after stop() ends nothing more
+  #finish(error) {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#stopped = true;
+    this.#unwatch?.(); this.#unwatch = null;
+    const ws = this.#ws;
+    this.#wake?.();
+    if (ws && ws.readyState <= 1) ws.close(1000);
+    this.#lost();
+    this.#emit('closed', { error, code: error?.code ?? 0 });
+  }
+
+  // ---- declared activity: Page Visibility and input ----
+
+  // hidden: background; visible with input: active; visible and no input
+  // for inputIdleMs: idle. Only changes are sent (setActivity).
+  #watchActivity() {
+    const input = () => {
+      this.#inputAt = Date.now();
+      if (!document.hidden) this.#declare('active');
+    };
+    const visibility = () => {
+      if (document.hidden) this.#declare('background');
+      else input(); // coming back to the page counts as input
+    };
+    const kinds = ['pointerdown', 'pointermove', 'keydown', 'wheel', 'touchstart', 'scroll'];
+    for (const k of kinds) window.addEventListener(k, input, { passive: true, capture: true });
+    document.addEventListener('visibilitychange', visibility);
+    this.#unwatch = () => {
+      for (const k of kinds) window.removeEventListener(k, input, { capture: true });
+      document.removeEventListener('visibilitychange', visibility);
+      clearTimeout(this.#idleTimer);
+      this.#idleTimer = 0;
+    };
+    visibility();
+  }
+
+  #declare(activity) {
+    if (activity === 'active' && !this.#idleTimer) this.#armIdle(this.#o.inputIdleMs);
+    if (this.#activity !== activity) this.setActivity(activity);
+  }
+
+  // one timer, re-armed for what is left since the last input (not reset by
+  // every pointermove): idle once inputIdleMs passed without input
+  #armIdle(ms) {
+    this.#idleTimer = setTimeout(() => {
+      this.#idleTimer = 0;
+      if (document.hidden) return;
+      const left = this.#o.inputIdleMs - (Date.now() - this.#inputAt);
+      if (left > 0) this.#armIdle(left);
+      else this.#declare('idle');
+    }, ms);
+  }
+}

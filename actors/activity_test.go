@@ -137,6 +137,7 @@ func TestBatteryClassStale(t *testing.T) {
 		e, _ := watchedAlice(t, timing)
 		d := e.openState("alice", "phone", messages.Platform_mobile, messages.Activity_background, config.ClassBattery)
 		battery, _ := timing.Class(config.ClassBattery)
+		synctest.Wait() // the connection actor counts it once active
 		if testutil.ToFloat64(e.n.metrics.Connections.WithLabelValues("mobile", "battery")) != 1 {
 			t.Fatal("the battery connection is not counted")
 		}

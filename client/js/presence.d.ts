@@ -106,6 +106,10 @@ export interface PresenceEventMap {
   }>;
   error: CustomEvent<{ error: PresenceError | Error }>;
   closed: CustomEvent<{ error: ClosedError | Error | null; code: number }>;
+  /** The node degraded targets to pull: targets of this frame, pulling all of them now (sorted), the pace in ms (at least 100). */
+  degraded: CustomEvent<{ targets: string[]; pulling: string[]; retryAfterMs: number }>;
+  /** Pulling stopped for targets (sorted): the node restored push (ended false) or the connection ended (ended true). */
+  restored: CustomEvent<{ targets: string[]; ended: boolean }>;
 }
 
 export class PresenceClient extends EventTarget {
@@ -118,6 +122,8 @@ export class PresenceClient extends EventTarget {
   readonly connections: number;
   readonly gapMs: number;
   readonly activity: Activity | '';
+  /** The targets the node degraded to pull, sorted: the client queries them itself until restored or the connection ends. */
+  pulling(): string[];
   state(target: string): Presence | undefined;
   states(): Map<string, Presence>;
   subscribe(targets: string[], options?: { tier?: Tier }): void;

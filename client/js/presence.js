@@ -6,7 +6,8 @@
 // interval with jitter, back-off with full jitter, a silence limit, the
 // close codes, resubscription after every reconnect and resync, version
 // checks per target, token refresh, declared activity from the Page
-// Visibility API and input events, status, tiers and group queries.
+// Visibility API and input events, status, tiers, group queries and the
+// node's degraded mode (pulling the targets it stopped pushing).
 //
 //   import { PresenceClient } from '/sdk/presence.js';
 //   const p = new PresenceClient({ urls: ['ws://127.0.0.1:7600/ws'], token, refresh: getToken });
@@ -158,7 +159,8 @@ const defaults = {
  * PresenceClient keeps one device connected, heartbeating and subscribed.
  * Events (an EventTarget): presence {presence, snapshot}, snapshot
  * {requestId, targets, presences}, state {state, url, node, attempt, code,
- * reason}, error {error}, closed {error, code}.
+ * reason}, error {error}, closed {error, code}, degraded {targets, pulling,
+ * retryAfterMs}, restored {targets, ended}.
  */
 export class PresenceClient extends EventTarget {
   #o; #ws = null; #hello = null; #stopped = true; #attempt = 0;
@@ -168,6 +170,8 @@ export class PresenceClient extends EventTarget {
   #queries = new Map(); // query request id -> {resolve, reject}
   #reqs = 0; #status = null; #activity = ''; #conns = 0; #lostAt = 0; #gap = 0; #ended = false; #gen = 0;
   #wake = null; #inputAt = 0; #idleTimer = 0; #unwatch = null;
+  #pulling = new Set(); // targets the node degraded to pull, until restored or the connection ends
+  #stopPull = null; // ends this connection's pull loop
 
   constructor(options) {
     super();
@@ -206,6 +210,12 @@ export class PresenceClient extends EventTarget {
   get gapMs() { return this.#gap; }
   /** The declared activity ('' while none is declared). */
   get activity() { return this.#activity; }
+  /**
+   * The targets the node degraded to pull (its fan-out fell behind), in
+   * order: the client queries them itself until the node restores push.
+   * An app may show that their updates are slower.
+   */
+  pulling() { return [...this.#pulling].sort(); }
 
   /** The newest presence kept for target, or undefined (absent: not visible, or not subscribed). */
   state(target) { return this.#state.get(target); }
@@ -435,11 +445,13 @@ export class PresenceClient extends EventTarget {
     });
   }
 
-  // the connection ended: queries waiting fail
+  // the connection ended: queries waiting fail, pulling stops
   #lost() {
     this.#ws = null; this.#hello = null; this.#lostAt = Date.now();
     for (const [id, q] of this.#queries) { this.#queries.delete(id); q.reject(new ClosedError('presence: the connection ended before the answer')); }
     this.#asked.clear();
+    const targets = this.#stopPulling();
+    if (targets.length) this.#emit('restored', { targets, ended: true });
   }
 
   #frame(data) {
@@ -458,6 +470,59 @@ export class PresenceClient extends EventTarget {
     else if (f.state_sync_request) {
       this.#send({ state_sync: { nonce: f.state_sync_request.nonce, activity: this.#activity || 'active' } });
     } else if (f.error) this.#error(f.error);
+    else if (f.degraded) this.#degraded(f.degraded);
+    else if (f.restored) this.#restored();
+  }
+
+  // degraded: pull the targets the node stopped pushing, a query of them
+  // every retry_after_ms (at least 100 ms; chunks of MAX_TARGETS), each
+  // answer taken as changes (the version rule holds), until restored or
+  // the connection ends
+  #degraded(d) {
+    const pace = Math.max(Number(d.retry_after_ms ?? 0) || 0, 100), targets = d.targets ?? [];
+    for (const t of targets) this.#pulling.add(t);
+    if (!this.#stopPull) this.#stopPull = this.#pull(pace);
+    this.#emit('degraded', { targets: [...targets], pulling: this.pulling(), retryAfterMs: pace });
+  }
+
+  // restored: the snapshot that follows (request id 'restored') replaces
+  // the state of every degraded target, as a subscribe's snapshot does
+  #restored() {
+    const targets = this.#stopPulling();
+    this.#asked.set('restored', targets);
+    this.#emit('restored', { targets, ended: false });
+  }
+
+  // ends the pull loop: the targets that were pulled
+  #stopPulling() {
+    const targets = this.pulling();
+    this.#stopPull?.();
+    this.#stopPull = null;
+    this.#pulling.clear();
+    return targets;
+  }
+
+  // the pull loop: a query of the pulling targets every pace; a 429 waits
+  // as long as the node says; other failures wait for the next round
+  #pull(pace) {
+    let timer = 0, over = false;
+    const round = async () => {
+      let wait = pace;
+      const ts = this.pulling();
+      for (let i = 0; i < ts.length && !over; i += MAX_TARGETS) {
+        try {
+          const ps = await this.query(ts.slice(i, i + MAX_TARGETS));
+          if (over) return;
+          for (const p of ps) this.#change(p);
+        } catch (err) {
+          if (err instanceof PresenceError && err.retryAfterMs > 0) wait = err.retryAfterMs;
+          break;
+        }
+      }
+      if (!over) timer = setTimeout(round, wait);
+    };
+    timer = setTimeout(round, pace);
+    return () => { over = true; clearTimeout(timer); };
   }
 
   // a snapshot replaces the state of its request's targets: one absent from it is not visible

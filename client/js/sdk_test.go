@@ -46,7 +46,8 @@ func browse(t *testing.T, within time.Duration) context.Context {
 // jitter, heartbeat delay and silence, the attempt in localStorage,
 // the rules on ids, targets and status) and the client against a fake
 // WebSocket (frames, the version rule, every close code, failover, token
-// refresh), each a module of testdata run in the browser.
+// refresh, degraded mode's pulls and restore), each a module of testdata
+// run in the browser.
 func TestSDKInBrowser(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /presence.js", http.FileServerFS(sdk.Files))

@@ -1,15 +1,15 @@
 // PresenceClient against a fake WebSocket the test drives, run in the
 // browser by sdk_test.go: frames sent and kept, the close codes, failover
-// and the version rule. run() resolves with the failures (none: passed).
+// the version rule and degraded mode. run() resolves with the failures (none: passed).
 import * as m from '/presence.js';
 
 class FakeWS {
   static all = [];
   constructor(url, protocols) {
-    Object.assign(this, { url: new URL(url), protocols, sent: [], readyState: 0, closedWith: 0 });
+    Object.assign(this, { url: new URL(url), protocols, sent: [], sentAt: [], readyState: 0, closedWith: 0 });
     FakeWS.all.push(this);
   }
-  send(s) { this.sent.push(JSON.parse(s)); }
+  send(s) { this.sent.push(JSON.parse(s)); this.sentAt.push(performance.now()); }
   close(code = 1000) { if (this.readyState < 2) { this.readyState = 3; this.closedWith = code; } }
   // the node's side
   hello(node) {
@@ -19,6 +19,8 @@ class FakeWS {
   frame(f) { this.onmessage?.({ data: JSON.stringify(f) }); }
   drop(code, reason = '') { this.readyState = 3; this.onclose?.({ code, reason }); }
   kinds(kind) { return this.sent.filter((f) => f[kind]).map((f) => f[kind]); }
+  // when each frame of kind was sent (performance.now())
+  times(kind) { return this.sentAt.filter((_, i) => this.sent[i][kind]); }
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -53,6 +55,7 @@ export async function run() {
   await activity(fails, eq);
   await restart(fails, eq);
   await dialTimeout(fails, eq);
+  await degraded(fails, eq);
   return fails;
 }
 
@@ -239,4 +242,79 @@ async function dialTimeout(fails, eq) {
   eq('given up after dialTimeoutMs, the next URL (a path: this page\'s node)', [Date.now() - start >= 60, FakeWS.all[n].closedWith, FakeWS.all[n + 1].url.href],
     [true, 1000, `ws://${location.host}/ws?${FakeWS.all[n + 1].url.searchParams}`]);
   await c.stop();
+}
+
+// degraded mode: the targets of a degraded frame pulled with queries at
+// its pace, the answers taken as changes (the version rule holds), a 429
+// waited out; restored and its snapshot replace exactly the pulled
+// targets and stop the queries; a connection's end stops them too
+async function degraded(fails, eq) {
+  const n = FakeWS.all.length, events = [];
+  const c = new m.PresenceClient({ urls: ['ws://a.test/ws'], token: token(4e9), trackActivity: false, storage: null,
+    backoffMinMs: 1, backoffMaxMs: 2, WebSocket: FakeWS });
+  for (const k of ['presence', 'degraded', 'restored', 'error']) c.addEventListener(k, (e) => events.push([k, e.detail]));
+  c.subscribe(['alice']);
+  c.subscribe(['frank', 'gina', 'hank'], { tier: 'batched' });
+  c.start();
+  if (!await until('a dial', () => FakeWS.all.length === n + 1, fails)) return;
+  const w = FakeWS.all[n];
+  w.hello('d1');
+  if (!await until('serving', () => c.connected, fails)) return;
+  const acks = setInterval(() => w.frame({ heartbeat_ack: {} }), 40);
+  try {
+    const subs = w.kinds('subscribe');
+    w.frame({ snapshot: { request_id: subs[0].request_id, presences: [{ user: 'alice', status: 'online', version: '3' }] } });
+    w.frame({ snapshot: { request_id: subs[1].request_id, presences: [
+      { user: 'frank', status: 'online', version: '5' }, { user: 'hank', status: 'online', version: '1' }] } });
+    eq('nothing pulled before degraded', c.pulling(), []);
+    const t0 = performance.now();
+    w.frame({ degraded: { retry_after_ms: 120, targets: ['gina', 'frank'] } });
+    eq('pulling, in order', c.pulling(), ['frank', 'gina']);
+    eq('the degraded event', events.filter(([k]) => k === 'degraded').map(([, d]) => d), [{ targets: ['gina', 'frank'], pulling: ['frank', 'gina'], retryAfterMs: 120 }]);
+    if (!await until('a first pull', () => w.kinds('query').length === 1, fails)) return;
+    const q1 = w.kinds('query')[0];
+    eq('the pulled targets, at the pace', [q1.targets, w.times('query')[0] - t0 >= 119], [['frank', 'gina'], true]);
+    const changes = () => events.filter(([k, d]) => k === 'presence' && !d.snapshot).map(([, d]) => [d.presence.user, d.presence.version]);
+    w.frame({ snapshot: { request_id: q1.request_id, presences: [
+      { user: 'frank', status: 'offline', version: '4' }, { user: 'gina', status: 'online', version: '2' }] } });
+    await until('the answer taken', () => c.state('gina'), fails);
+    eq('an answer as changes, an older version ignored', [c.state('frank')?.version, c.state('gina')?.version, changes()], ['5', '2', [['gina', '2']]]);
+    if (!await until('a second pull', () => w.kinds('query').length === 2, fails)) return;
+    const [a1, a2] = w.times('query');
+    eq('the next pull a pace later', a2 - a1 >= 119, true);
+    const q2 = w.kinds('query')[1];
+    w.frame({ error: { code: 429, message: 'query: more than 1 a second', request_id: q2.request_id, retry_after_ms: 300 } });
+    const refusedAt = performance.now();
+    if (!await until('a pull after the 429', () => w.kinds('query').length === 3, fails)) return;
+    eq('a 429 waited out, no error event', [w.times('query')[2] - refusedAt >= 299, events.filter(([k]) => k === 'error').length], [true, 0]);
+    const q3 = w.kinds('query')[2];
+    w.frame({ snapshot: { request_id: q3.request_id, presences: [{ user: 'frank', status: 'offline', version: '6' }] } });
+    await until('a newer version taken', () => c.state('frank')?.version === '6', fails);
+    eq('a newer version as a change', changes(), [['gina', '2'], ['frank', '6']]);
+    w.frame({ restored: {} });
+    eq('restored: nothing pulled', c.pulling(), []);
+    eq('the restored event', events.filter(([k]) => k === 'restored').map(([, d]) => d), [{ targets: ['frank', 'gina'], ended: false }]);
+    w.frame({ snapshot: { request_id: 'restored', presences: [{ user: 'frank', status: 'online', version: '7' }] } });
+    eq('the restored snapshot replaces the pulled targets',
+      [c.state('frank')?.version, c.state('gina'), c.state('hank')?.version, c.state('alice')?.version], ['7', undefined, '1', '3']);
+    const pulls = w.kinds('query').length;
+    await sleep(300); // more than two paces
+    eq('no pull after restored', w.kinds('query').length, pulls);
+    w.frame({ degraded: { retry_after_ms: 0, targets: ['hank'] } });
+    eq('degraded again', c.pulling(), ['hank']);
+    if (!await until('a pull at the least pace', () => w.kinds('query').length === pulls + 1, fails)) return;
+    eq('hank pulled', w.kinds('query').at(-1).targets, ['hank']);
+    await sleep(250); // the pull waits for its answer: one loop sends no other
+    eq('one pull loop: one query waiting', w.kinds('query').length, pulls + 1);
+    clearInterval(acks);
+    w.drop(1006);
+    eq('the connection ended: nothing pulled', [c.pulling(), events.filter(([k]) => k === 'restored').at(-1)?.[1]], [[], { targets: ['hank'], ended: true }]);
+    const after = w.kinds('query').length;
+    await sleep(300);
+    eq('no pull after the connection ended', w.kinds('query').length, after);
+    eq('no query on the next connection', FakeWS.all.slice(n + 1).flatMap((x) => x.kinds('query')), []);
+  } finally {
+    clearInterval(acks);
+    c.stop();
+  }
 }

@@ -243,7 +243,7 @@ func TestSinkDegradeAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.SnapshotPart("q1", "carol", true, state("carol", 5, off)) // the device pulled it
-	s.Event(state("carol", 4, on))                               // older than the pull: not news
+	s.Event(state("carol", 4, on))                              // older than the pull: not news
 	got := s.Restore()
 	if len(got) != 2 || got[0].GetRestored() == nil || got[1].GetSnapshot().GetRequestId() != core.RestoredID {
 		t.Fatalf("Restore = %v, want restored then the snapshot", got)

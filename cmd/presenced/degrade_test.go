@@ -47,7 +47,9 @@ func TestClusterDegradedMode(t *testing.T) {
 	}()
 	bob.SubscribeTier(messages.Tier_batched, "alice", "carol")
 	status := func(u string) messages.Status { p, _ := bob.State(u); return p.GetStatus() }
-	waitFor(t, 10*time.Second, "bob's snapshot", func() bool { return status("alice") == messages.Status_offline && status("carol") == messages.Status_offline })
+	waitFor(t, 10*time.Second, "bob's snapshot", func() bool {
+		return status("alice") == messages.Status_offline && status("carol") == messages.Status_offline
+	})
 
 	actx, leave := context.WithCancel(ctx)
 	alice := session(actx, n2, "alice")

@@ -113,20 +113,8 @@ func stormOnce(ctx context.Context, o StormOptions, tiered bool, dir string) (St
 	time.Sleep(2 * time.Second) // the snapshots answered, a steady reading
 	res.RSSSteady, _ = rss(sys.Pids()...)
 	peak := sampleRSSPeak(sys.Pids())
-	wave := time.Now()
-	back := int64(0)
-	var mu sync.Mutex
-	o.progressf("\r\033[Kstorm: %d%% of %d users leave, back after %v", int(o.Frac*100), o.N, o.Away)
-	if err := eachWorker(ws, func(w *workerProc) error {
-		f, err := w.ask(fmt.Sprintf("wave %d %g %s", wave.UnixNano(), o.Frac, o.Away), "waved", 5*time.Minute)
-		if err == nil {
-			ns, _ := strconv.ParseInt(f[0], 10, 64)
-			mu.Lock()
-			back = max(back, ns)
-			mu.Unlock()
-		}
-		return err
-	}); err != nil {
+	back, err := stormWave(o, ws)
+	if err != nil {
 		return res, err
 	}
 	if err := stormConverge(ws, back, &res); err != nil {
@@ -139,6 +127,26 @@ func stormOnce(ctx context.Context, o StormOptions, tiered bool, dir string) (St
 	}
 	res.Degraded, res.DegradedFor = sum(m, "presence_degraded_connections_total"), time.Duration(sum(m, "presence_degraded_seconds_total")*float64(time.Second))
 	return res, nil
+}
+
+// stormWave has every load process send its departed devices away and
+// back, and returns when the last one came back (Unix ns).
+func stormWave(o StormOptions, ws []*workerProc) (int64, error) {
+	wave := time.Now()
+	back := int64(0)
+	var mu sync.Mutex
+	o.progressf("\r\033[Kstorm: %d%% of %d users leave, back after %v", int(o.Frac*100), o.N, o.Away)
+	err := eachWorker(ws, func(w *workerProc) error {
+		f, err := w.ask(fmt.Sprintf("wave %d %g %s", wave.UnixNano(), o.Frac, o.Away), "waved", 5*time.Minute)
+		if err == nil {
+			ns, _ := strconv.ParseInt(f[0], 10, 64)
+			mu.Lock()
+			back = max(back, ns)
+			mu.Unlock()
+		}
+		return err
+	})
+	return back, err
 }
 
 // stormMaxWait bounds how long the bench waits, after the last return,

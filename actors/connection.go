@@ -316,7 +316,12 @@ func (a *connActor) reregisterNow(ctx actor.Context) {
 	for target, last := range a.out.sink.Targets() {
 		subs = append(subs, &messages.ViewSubscribe{Target: target, Viewer: a.user, Sink: refOf(self), Reattach: true, Last: last})
 	}
+	dropped := a.out.sink.DropQueries() // a view asked may have died: never answered
 	a.out.mu.Unlock()
+	for _, id := range dropped {
+		a.send(ctx, &messages.Frame{Kind: &messages.Frame_Error{Error: &messages.Error{Code: uint32(messages.ErrAgain), RequestId: id,
+			Message: "query: the cluster's membership changed before every answer came: ask again"}}})
+	}
 	for _, s := range subs {
 		a.n.post.send(KindView, s.GetTarget(), s)
 	}

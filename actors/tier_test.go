@@ -199,3 +199,42 @@ func TestLookupAnswersCounted(t *testing.T) {
 		}
 	}
 }
+
+// A query still waiting when the membership changes (a view it asked may
+// have died with its node) is dropped and answered 503, so that it does
+// not hold one of the connection's waiting slots for ever.
+func TestQueryDroppedOnAMembershipChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Fast()
+		e := newEnv(t, timing)
+		bob := e.connect(e.n.Gateway(), "bob", "laptop", 1)
+		bob.conn.Subscribe("s1", []string{"alice"}, messages.Tier_realtime) // in the hub
+		synctest.Wait()
+		v, ok := e.n.hub.conns.Load(bob.conn.pid.GetId())
+		if !ok {
+			t.Fatal("bob is not in the hub")
+		}
+		o := v.(*connOut)
+		o.mu.Lock()
+		_, err := o.sink.Query("lost", []string{"zed"}) // as if zed's view died before answering
+		o.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.n.root.Send(e.n.Gateway().pid, topologyChanged{})
+		time.Sleep(timing.Renew)
+		synctest.Wait()
+		got := bob.sock.sent()
+		last := got[len(got)-1].GetError()
+		if last.GetCode() != uint32(messages.ErrAgain) || last.GetRequestId() != "lost" {
+			t.Fatalf("frames %v, want error 503 for the lost query", frameNames(got))
+		}
+		o.mu.Lock()
+		left := o.sink.Queries()
+		o.mu.Unlock()
+		if left != 0 {
+			t.Fatalf("%d queries still waiting", left)
+		}
+		bob.close()
+	})
+}

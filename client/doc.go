@@ -64,7 +64,8 @@
 // user may see (a hidden target is absent), leaves State alone, fails with
 // ErrNotConnected between connections and ErrConnectionLost when its
 // connection ends before the answer, and returns the node's refusal as a
-// *ServerError (429: RetryAfter). When a node's fan-out falls behind it
+// *ServerError (429: RetryAfter; 503: the membership changed before every
+// answer came, ask again). When a node's fan-out falls behind it
 // degrades batched targets to pull: the session then queries them itself
 // at the pace the node gives (Pulling lists them) until the node restores
 // push, whose snapshot replaces their state.

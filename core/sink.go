@@ -169,6 +169,22 @@ func (s *Sink) Query(requestID string, targets []string) ([]string, error) {
 	return asks, nil
 }
 
+// DropQueries forgets every query waiting for answers and returns their
+// request ids, in order: after a membership change a view asked may have
+// died with its node and never answer, and a query kept waiting for it
+// would hold one of the connection's MaxQueriesPending for ever.
+func (s *Sink) DropQueries() []string {
+	var ids []string
+	for id, ps := range s.pending {
+		if ps.query {
+			ids = append(ids, id)
+			delete(s.pending, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
 // Pending is the number of subscribes and queries waiting for answers.
 func (s *Sink) Pending() int { return len(s.pending) }
 

@@ -205,8 +205,12 @@ func TestSinkQuery(t *testing.T) {
 	if _, err := s.Query("next", []string{"alice"}); err != nil {
 		t.Fatalf("a query after one was answered: %v", err)
 	}
-	for _, id := range []string{"w1", "w2", "w3", "next"} {
-		s.SnapshotPart(id, "alice", true, state("alice", 3, messages.Status_online))
+	// A membership change: the waiting queries are dropped, their slots free.
+	if ids := s.DropQueries(); !slices.Equal(ids, []string{"next", "w1", "w2", "w3"}) || s.Queries() != 0 {
+		t.Fatalf("DropQueries = %v, %d left", ids, s.Queries())
+	}
+	if got := s.SnapshotPart("w1", "alice", true, state("alice", 3, messages.Status_online)); got != nil {
+		t.Fatalf("a dropped query was answered: %v", got)
 	}
 	if _, err := s.Subscribe("s1", []string{"alice"}, messages.Tier(7)); err == nil || !strings.Contains(err.Error(), "tier 7: must be realtime or batched") {
 		t.Fatalf("unknown tier: %v", err)

@@ -57,8 +57,11 @@ const (
 	// (--subscribe-rate, --subscribe-burst) allows; nothing of it was
 	// subscribed. Retry after the frame's retry_after_ms.
 	ErrSlowDown ErrorCode = 429
+	// ErrAgain: a query lost its answers to a membership change (a view
+	// moved or its node died); nothing is waiting: ask again.
+	ErrAgain ErrorCode = 503
 )
 
 // ErrorCodes is every error frame code above, in the order
 // docs/protocol.md lists them.
-var ErrorCodes = []ErrorCode{ErrBadRequest, ErrTooManySubscriptions, ErrSlowDown}
+var ErrorCodes = []ErrorCode{ErrBadRequest, ErrTooManySubscriptions, ErrSlowDown, ErrAgain}

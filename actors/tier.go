@@ -35,7 +35,7 @@ type batchOut struct {
 // armLocked arms the window's flush once the sink holds a batched change;
 // o.mu held.
 func (o *connOut) armLocked() {
-	if b := o.batch; b != nil && !b.armed && o.sink.Due() > 0 {
+	if b := o.batch; b != nil && !b.armed && !o.closed && o.sink.Due() > 0 {
 		b.armed = true
 		b.t.arm(b.sched, b.window, b.self, batchFlush{})
 	}

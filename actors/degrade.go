@@ -113,7 +113,7 @@ func degradedFrame(pull time.Duration, targets []string) *messages.Frame {
 	return &messages.Frame{Kind: &messages.Frame_Degraded{Degraded: &messages.Degraded{RetryAfterMs: uint32(pull.Milliseconds()), Targets: targets}}}
 }
 
-// degradeNew degrades a batched subscribe taken while the node is
+// degradeNewLocked degrades a batched subscribe taken while the node is
 // degraded: the connection is told to pull its new targets too; o.mu
 // held (so that a restore walking the connections comes after it).
 func (a *connActor) degradeNewLocked(targets []string) *messages.Frame {

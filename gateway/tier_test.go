@@ -75,7 +75,7 @@ func TestBadTiersAndQueries(t *testing.T) {
 			t.Fatalf("%.80s: error %v, want %d naming %q", tc.raw, e, tc.code, tc.rule)
 		}
 	}
-	time.Sleep(300 * time.Millisecond) // a view asked would be active by then
+	time.Sleep(300 * time.Millisecond)          // a view asked would be active by then
 	if c := nd.n.Counts()["view"]; c != views { // no view was asked
 		t.Fatalf("views after refused requests: %d, before %d", c, views)
 	}

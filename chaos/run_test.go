@@ -46,14 +46,15 @@ func TestRunScenarios(t *testing.T) {
 	// With a 1 s debounce: under load a reconnect's handshake took up to
 	// 0.57 s here, past the fast preset's 200 ms, and five nodes on two
 	// cores left the 20 ms of its delivery budget no margin after a heal
-	// (docs/bounds.md).
+	// (docs/bounds.md); the 2+1 partitions too, whose closes right after a
+	// heal came 35 ms past the budget once in a clean-clone run.
 	slow := func(name string, devices int) Options {
 		o := short(name, devices)
 		o.Args = []string{"--debounce", "1s"}
 		return o
 	}
 	for _, o := range []Options{short("gateway-crash", 9), short("pause", 9), short("kill-two", 9), short("kill-two-at-once", 9), short("kill-two-at-once-lease", 9),
-		slow("rolling", 30), short("restart-storm", 30), short("activity", 9), short("partition", 9), short("partition-lease", 9), slow("partition-2-2-1", 10), slow("partition-2-2-1-lease", 10)} {
+		slow("rolling", 30), short("restart-storm", 30), short("activity", 9), slow("partition", 9), slow("partition-lease", 9), slow("partition-2-2-1", 10), slow("partition-2-2-1-lease", 10)} {
 		t.Run(o.Scenario, func(t *testing.T) {
 			if strings.HasPrefix(o.Scenario, "partition") && os.Geteuid() != 0 {
 				t.Skip("a real partition needs root (iptables)")

@@ -45,7 +45,7 @@ func TestRunScenarios(t *testing.T) {
 	}
 	// With a 1 s debounce: under load a reconnect's handshake took up to
 	// 0.57 s here, past the fast preset's 200 ms, and five nodes on two
-	// cores left the 20 ms of its delivery budget no margin after a heal
+	// cores left its delivery budget (then 20 ms) no margin after a heal
 	// (docs/bounds.md); the 2+1 partitions too, whose closes right after a
 	// heal came 35 ms past the budget once in a clean-clone run.
 	slow := func(name string, devices int) Options {

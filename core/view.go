@@ -165,12 +165,13 @@ func (v *View) DeviceDown(device string, epoch uint64, lastAlive, now time.Time)
 // its subscribers: the view publishes debounce minus this after the
 // departure reached it, so that the published bounds (graceful close <=
 // debounce, ...) hold from the departure to the subscriber, with the hops
-// before and after the view. A tenth of the debounce, at most 50 ms (seed:
-// 50 ms of 20 s; fast: 20 ms of 200 ms, against some 5 ms measured on
-// loopback by `chaos run --scenario close`). A device back within that last
-// sliver of the debounce shows as a short flap.
+// before and after the view. A fifth of the debounce, at most 50 ms (seed:
+// 50 ms of 20 s; fast: 40 ms of 200 ms): a tenth left the fast preset too
+// little for the hops on a loaded machine (docs/bounds.md, "What the bounds
+// include"). A device back within that last sliver of the debounce shows
+// as a short flap.
 func DeliveryBudget(debounce time.Duration) time.Duration {
-	return min(debounce/10, 50*time.Millisecond)
+	return min(debounce/5, 50*time.Millisecond)
 }
 
 // GatewayDown removes the devices connected through a dead node (its leases

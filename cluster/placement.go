@@ -2,14 +2,12 @@ package cluster
 
 import (
 	"time"
-
-	pcluster "github.com/asynkron/protoactor-go/cluster"
 )
 
 // placement is one topology handed to proto.actor, with when.
 type placement struct {
 	at  time.Time
-	rdv *pcluster.Rendezvous
+	rdv *Rendezvous
 }
 
 // maxPlacements bounds the topologies kept for Moved: more changes than
@@ -25,19 +23,19 @@ func (p *Provider) Moved(kind, identity string, since time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	joined := p.g != nil && p.g.joined && p.started.After(since)
-	return moved(p.placements, joined, pcluster.NewClusterIdentity(identity, kind), since)
+	return moved(p.placements, joined, kind, identity, since)
 }
 
-func moved(ps []placement, joined bool, id *pcluster.ClusterIdentity, since time.Time) bool {
+func moved(ps []placement, joined bool, kind, identity string, since time.Time) bool {
 	if joined {
 		return true
 	}
 	if len(ps) == 0 {
 		return false
 	}
-	owner := ps[len(ps)-1].rdv.GetByClusterIdentity(id)
+	owner := ps[len(ps)-1].rdv.Owner(kind, identity)
 	for i := len(ps) - 1; i >= 0; i-- {
-		if o := ps[i].rdv.GetByClusterIdentity(id); o != "" && o != owner {
+		if o := ps[i].rdv.Owner(kind, identity); o != "" && o != owner {
 			return true
 		}
 		if ps[i].at.Before(since) { // the one in force at since

@@ -13,9 +13,7 @@ func topology(at time.Time, ids ...int) placement {
 	for _, i := range ids {
 		ms = append(ms, &pcluster.Member{Id: fmt.Sprint("m", i), Host: "127.0.0.1", Port: int32(9000 + i), Kinds: []string{"view"}})
 	}
-	r := pcluster.NewRendezvous()
-	r.UpdateMembers(ms)
-	return placement{at: at, rdv: r}
+	return placement{at: at, rdv: rendezvousOf(ms)}
 }
 
 // After a member's death only the identities it owned moved; after a join
@@ -27,8 +25,7 @@ func TestMoved(t *testing.T) {
 	before, after := topology(t0, 1, 2, 3), topology(since.Add(time.Second), 1, 2)
 	count := func(ps []placement, joined bool, since time.Time) (movedN, total int) {
 		for i := range 300 {
-			id := pcluster.NewClusterIdentity(fmt.Sprint("user-", i), "view")
-			if moved(ps, joined, id, since) {
+			if moved(ps, joined, "view", fmt.Sprint("user-", i), since) {
 				movedN++
 			}
 			total++
@@ -39,10 +36,10 @@ func TestMoved(t *testing.T) {
 	exactly := func(what string, from, to placement) {
 		n := 0
 		for i := range 300 {
-			id := pcluster.NewClusterIdentity(fmt.Sprint("user-", i), "view")
-			want := from.rdv.GetByClusterIdentity(id) != to.rdv.GetByClusterIdentity(id)
-			if got := moved([]placement{from, to}, false, id, since); got != want {
-				t.Fatalf("%s: %s moved %v, want %v", what, id.Identity, got, want)
+			id := fmt.Sprint("user-", i)
+			want := from.rdv.Owner("view", id) != to.rdv.Owner("view", id)
+			if got := moved([]placement{from, to}, false, "view", id, since); got != want {
+				t.Fatalf("%s: %s moved %v, want %v", what, id, got, want)
 			}
 			if want {
 				n++

@@ -25,7 +25,7 @@ type Provider struct {
 	mu   sync.Mutex
 	g    *Gossip
 	c    *pcluster.Cluster
-	rdv  *pcluster.Rendezvous // over the members last published
+	rdv  *Rendezvous // over the members last published
 	subs []func(Event)
 	// placements are the last topologies published, oldest first, for
 	// Moved; started is when the member started.
@@ -137,8 +137,7 @@ func (p *Provider) publish() {
 			members = append(members, pm)
 		}
 	}
-	rdv := pcluster.NewRendezvous()
-	rdv.UpdateMembers(members)
+	rdv := rendezvousOf(members)
 	p.mu.Lock()
 	p.rdv = rdv
 	p.placements = append(p.placements, placement{at: time.Now(), rdv: rdv})
@@ -177,7 +176,7 @@ func (p *Provider) Owner(kind, identity string) string {
 	p.mu.Lock()
 	rdv := p.rdv
 	p.mu.Unlock()
-	return (&Rendezvous{rdv: rdv}).Owner(kind, identity)
+	return rdv.Owner(kind, identity)
 }
 
 // Shutdown leaves the gossip (graceful) or just stops it.

@@ -81,7 +81,7 @@ func (a *leaseActor) onStarted(ctx actor.Context) {
 	a.n.activated(KindLease, leaseID(a.user, a.device), ctx.Self())
 	floor, err := a.n.deps.History.Floor(context.Background(), a.user, a.device)
 	if err != nil {
-		a.n.log.Error("lease: reading attempt floor", "user", a.user, "device", a.device, "err", err)
+		a.n.log.Debug("lease: reading attempt floor", "user", a.user, "device", a.device, "err", err)
 	}
 	a.l.Floor = floor
 	a.armIdle(ctx)
@@ -109,7 +109,7 @@ func (a *leaseActor) acquire(ctx actor.Context, m *messages.LeaseAcquire, now ti
 	h := m.GetHolder()
 	if m.GetHandshake() && h.GetEpoch() > a.l.Floor {
 		if err := a.n.deps.History.RaiseFloor(context.Background(), a.user, a.device, h.GetEpoch()); err != nil {
-			a.n.log.Error("lease: writing attempt floor", "user", a.user, "device", a.device, "err", err)
+			a.n.log.Debug("lease: writing attempt floor", "user", a.user, "device", a.device, "err", err)
 			return &messages.LeaseAcquired{Floor: a.l.Floor, Error: "attempt floor not stored: " + err.Error()}
 		}
 	}
@@ -132,7 +132,7 @@ func (a *leaseActor) saveFloor(was uint64) {
 		return
 	}
 	if err := a.n.deps.History.RaiseFloor(context.Background(), a.user, a.device, a.l.Floor); err != nil {
-		a.n.log.Error("lease: writing attempt floor", "user", a.user, "device", a.device, "err", err)
+		a.n.log.Debug("lease: writing attempt floor", "user", a.user, "device", a.device, "err", err)
 	}
 }
 

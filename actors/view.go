@@ -338,7 +338,7 @@ func (a *viewActor) policy() *core.Policy {
 
 func (a *viewActor) policyOf(doc store.PolicyDoc, ok bool, err error) *core.Policy {
 	if err != nil {
-		a.n.log.Error("view: reading policy; visible to nobody", "user", a.user, "err", err)
+		a.n.log.Debug("view: reading policy; visible to nobody", "user", a.user, "err", err)
 		return nil
 	}
 	if !ok {
@@ -368,7 +368,7 @@ func (a *viewActor) load() (*core.Policy, time.Time) {
 	}
 	last, err := a.n.deps.History.LastSeen(context.Background(), a.user)
 	if err != nil {
-		a.n.log.Error("view: reading last seen", "user", a.user, "err", err)
+		a.n.log.Debug("view: reading last seen", "user", a.user, "err", err)
 	}
 	return a.policy(), last
 }
@@ -460,7 +460,7 @@ func (a *viewActor) published(now time.Time) {
 	if a.v.Online {
 		status = "online"
 	} else if err := a.n.deps.History.SetLastSeen(context.Background(), a.user, a.v.LastSeen); err != nil {
-		a.n.log.Error("view: writing last seen", "user", a.user, "err", err)
+		a.n.log.Debug("view: writing last seen", "user", a.user, "err", err)
 	}
 	a.n.metrics.Published.WithLabelValues(status).Inc()
 	ev := &messages.ObsEvent{Kind: "published", User: a.user, Status: status}

@@ -13,6 +13,9 @@ import (
 type StoreMetrics struct {
 	Latency *prometheus.HistogramVec // op
 	Errors  *prometheus.CounterVec   // op
+	// Health, when set, follows the errors as bursts (logged once per
+	// burst, presence_store_failing).
+	Health *Health
 }
 
 // storeOps are the operations of PolicyStore and HistoryStore.
@@ -47,6 +50,7 @@ func (m *StoreMetrics) observe(op string, start time.Time, err error) {
 	if err != nil {
 		m.Errors.WithLabelValues(op).Inc()
 	}
+	m.Health.note(op, err)
 }
 
 // InstrumentPolicies returns p with each call timed and its errors

@@ -1,0 +1,96 @@
+package store
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// healthSummary is how often a burst of failures that goes on is summed
+// up in the log.
+const healthSummary = time.Minute
+
+// Health follows the store's failures by operation as bursts, so that a
+// store gone away is a few log lines, not one per handshake: the first
+// failure of a burst is logged at once with its error, the failures after
+// it are counted and summed up once a healthSummary while it lasts, and its
+// end (the operation's next success) is logged with the count and how long
+// it lasted. presence_store_failing{op} is 1 during a burst. Safe for
+// concurrent use.
+type Health struct {
+	log     *slog.Logger
+	failing *prometheus.GaugeVec // op
+
+	mu     sync.Mutex
+	bursts map[string]*burst
+}
+
+// burst is one operation's failures since its last success.
+type burst struct {
+	since, logged time.Time
+	failures      int // all of the burst
+	unlogged      int // since the last line
+}
+
+// NewHealth logs to log (nil: discarded) and registers its gauge with reg
+// (nil: not registered).
+func NewHealth(log *slog.Logger, reg prometheus.Registerer) *Health {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h := &Health{log: log, bursts: map[string]*burst{}, failing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "presence_store_failing",
+		Help: "1 while the store's latest calls of an operation fail (a burst: logged at its start, once a minute and at its end).",
+	}, []string{"op"})}
+	for _, op := range storeOps {
+		h.failing.WithLabelValues(op)
+	}
+	if reg != nil {
+		reg.MustRegister(h.failing)
+	}
+	return h
+}
+
+// Failing reports whether any operation is in a burst of failures.
+func (h *Health) Failing() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.bursts) > 0
+}
+
+// note records the outcome of one call of op.
+func (h *Health) note(op string, err error) {
+	if h == nil {
+		return
+	}
+	now := time.Now()
+	h.mu.Lock()
+	b := h.bursts[op]
+	switch {
+	case err == nil && b == nil:
+		h.mu.Unlock()
+	case err == nil:
+		delete(h.bursts, op)
+		h.mu.Unlock()
+		h.failing.WithLabelValues(op).Set(0)
+		h.log.Info("store: "+op+" works again", "failures", b.failures, "lasted", now.Sub(b.since).Round(time.Millisecond))
+	case b == nil:
+		h.bursts[op] = &burst{since: now, logged: now, failures: 1}
+		h.mu.Unlock()
+		h.failing.WithLabelValues(op).Set(1)
+		h.log.Error("store: "+op+" failing (logged again once a minute while it lasts, and when it ends)", "err", err)
+	default:
+		b.failures++
+		b.unlogged++
+		if now.Sub(b.logged) < healthSummary {
+			h.mu.Unlock()
+			return
+		}
+		n := b.unlogged
+		b.logged, b.unlogged = now, 0
+		h.mu.Unlock()
+		h.log.Error("store: "+op+" still failing", "failures", n, "since", now.Sub(b.since).Round(time.Second), "err", err)
+	}
+}

@@ -43,6 +43,7 @@ const (
 	LeaseOurs                       // held by a member this side reaches
 	LeaseTheirs                     // held, unexpired, by a member it does not reach
 	LeaseUnknown                    // the store did not answer
+	LeaseSkewed                     // this node's clock is past MaxClockSkew off the store's
 )
 
 // LeaseCall is the lease strategy's answer.
@@ -72,7 +73,7 @@ func DecideLease(in LeaseInput) LeaseCall {
 		return LeaseServe
 	case in.State == LeaseUnknown && in.Verdict.Serve:
 		return LeaseServe
-	case in.State == LeaseUnknown:
+	case in.State == LeaseUnknown, in.State == LeaseSkewed:
 		return LeaseFence
 	case in.State == LeaseTheirs && (in.HolderAlive || in.TheirsFor > 2*in.TTL):
 		return LeaseFence
@@ -91,6 +92,9 @@ type LeaseArbiter struct {
 	TTL    time.Duration // the lease's life after each take or renewal
 	Delay  time.Duration // how much later than a majority a minority asks
 	Log    *slog.Logger
+	// Clock is this node's clock, read against the store's before each
+	// ask (MaxClockSkew); nil: time.Now. Decide's now is the same clock.
+	Clock func() time.Time
 
 	lease    store.Lease
 	state    LeaseState
@@ -99,7 +103,22 @@ type LeaseArbiter struct {
 	theirs   time.Time            // since when the lease is theirs
 	lost     map[string]time.Time // since when each unreached member is
 	holderUp bool                 // the holder renewed after it was lost
+	skew     time.Duration        // the store's clock less ours, at the last ask
 }
+
+// MaxClockSkew is how far a node's clock may be off the lease store's for
+// the node to act on the lease: an eighth of its TTL (docs/operations.md,
+// "The lease strategy", has it per preset). The lease's expiry is written with
+// the taker's clock, so a node whose clock is ahead by d sees a lease run
+// out d early. A live holder renews every TTL/4, each call bounded by
+// TTL/4, so its lease always has half its TTL left; two nodes each within
+// TTL/8 of the store are within TTL/4 of each other, so neither can take
+// the lease from the other while it lives. Past the limit the node warns,
+// leaves the lease alone and fences for the split (LeaseSkewed): unlike a
+// store that answers nobody, the store may answer the other side, which
+// then takes the lease and serves; falling back to the majority rule
+// would let both serve.
+func MaxClockSkew(ttl time.Duration) time.Duration { return ttl / 8 }
 
 // NewLeaseArbiter: TTL the preset's failure detection for n members (a
 // crashed holder's lease runs out in about the time the others need to
@@ -142,6 +161,8 @@ func (a *LeaseArbiter) Decide(now time.Time, v Verdict, base []Voter, inDoubt bo
 
 func (a *LeaseArbiter) describe(v Verdict) string {
 	switch a.state {
+	case LeaseSkewed:
+		return fmt.Sprintf("%s; this node's clock is %v off the lease store's (at most %v): the lease is not this node's to take", v, -a.skew, MaxClockSkew(a.TTL))
 	case LeaseOurs:
 		return fmt.Sprintf("%s; the lease is this side's (%s, token %d)", v, a.lease.Holder, a.lease.Token)
 	case LeaseTheirs:
@@ -173,17 +194,18 @@ func (a *LeaseArbiter) track(now time.Time, base []Voter) {
 	}
 }
 
-// ask takes or renews the lease and files the answer.
+// ask takes or renews the lease and files the answer, once this node's
+// clock is found within MaxClockSkew of the store's.
 func (a *LeaseArbiter) ask(now time.Time, base []Voter) {
 	a.asked = now
 	ctx, cancel := context.WithTimeout(context.Background(), min(a.TTL/4, 500*time.Millisecond))
 	defer cancel()
+	if !a.clockAgrees(ctx) {
+		return
+	}
 	l, err := a.Store.TakeLease(ctx, LeaseName, a.Holder, now, a.TTL)
 	if err != nil {
-		if a.state != LeaseUnknown && a.Log != nil {
-			a.Log.Warn("cluster: split-brain lease: the store does not answer; the majority rule decides", "err", err)
-		}
-		a.state = LeaseUnknown
+		a.storeDown(err)
 		return
 	}
 	prev := a.state
@@ -205,4 +227,39 @@ func (a *LeaseArbiter) ask(now time.Time, base []Voter) {
 	if prev != a.state && a.Log != nil {
 		a.Log.Info("cluster: split-brain lease", "holder", l.Holder, "token", l.Token, "ours", a.state == LeaseOurs)
 	}
+}
+
+// clockAgrees reads the store's clock against this node's (halfway
+// through the read): past MaxClockSkew the state is LeaseSkewed, with no
+// answer LeaseUnknown.
+func (a *LeaseArbiter) clockAgrees(ctx context.Context) bool {
+	clock := a.Clock
+	if clock == nil {
+		clock = time.Now
+	}
+	start := time.Now()
+	theirs, err := a.Store.LeaseClock(ctx)
+	if err != nil {
+		a.storeDown(err)
+		return false
+	}
+	ours := clock().Add(-time.Since(start) / 2)
+	a.skew = theirs.Sub(ours)
+	if a.skew <= MaxClockSkew(a.TTL) && -a.skew <= MaxClockSkew(a.TTL) {
+		return true
+	}
+	if a.state != LeaseSkewed && a.Log != nil {
+		a.Log.Warn("cluster: split-brain lease: this node's clock is off the store's; it leaves the lease alone and fences for the split",
+			"off_by", -a.skew, "limit", MaxClockSkew(a.TTL))
+	}
+	a.state = LeaseSkewed
+	return false
+}
+
+// storeDown files a store that did not answer.
+func (a *LeaseArbiter) storeDown(err error) {
+	if a.state != LeaseUnknown && a.Log != nil {
+		a.Log.Warn("cluster: split-brain lease: the store does not answer; the majority rule decides", "err", err)
+	}
+	a.state = LeaseUnknown
 }

@@ -1,8 +1,11 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,6 +49,10 @@ type downStore struct{}
 
 func (downStore) TakeLease(context.Context, string, string, time.Time, time.Duration) (store.Lease, error) {
 	return store.Lease{}, errors.New("connection refused")
+}
+
+func (downStore) LeaseClock(context.Context) (time.Time, error) {
+	return time.Time{}, errors.New("connection refused")
 }
 
 func arbiter(s store.LeaseStore, holder string) *LeaseArbiter {
@@ -204,5 +211,61 @@ func TestFenceWatchAsksForTheLeaseLaterInDoubt(t *testing.T) {
 	g.doubt.since.Store(0) // confirmed: n3 answered
 	if reason, why, _ := w.check(now.Add(100*time.Millisecond), now); reason != "" || w.Lease.state != LeaseOurs {
 		t.Fatalf("confirmed: fence %q (%s), lease state %v, want the lease taken at once", reason, why, w.Lease.state)
+	}
+}
+
+// skewedRun plays a 2+1 split for three TTLs in steps of 100 ms of true
+// time: n1 and n2 on the majority side, n3 cut off; n1's clock is
+// off1 and n3's off3 from the store's. It returns what each side
+// decided last, every holder either found the lease with, and the log.
+func skewedRun(t *testing.T, off1, off3 time.Duration) (call1, call3 LeaseCall, holders map[string]bool, log string) {
+	t.Helper()
+	var out bytes.Buffer
+	truth := time.UnixMilli(1_700_000_000_000)
+	s := store.NewMemoryLeases()
+	s.Clock = func() time.Time { return truth }
+	n1, n3 := arbiter(s, "n1"), arbiter(s, "n3")
+	n1.Clock = func() time.Time { return truth.Add(off1) }
+	n3.Clock = func() time.Time { return truth.Add(off3) }
+	n1.Log, n3.Log = slog.New(slog.NewTextHandler(&out, nil)), slog.New(slog.NewTextHandler(&out, nil))
+	maj, cut := voters("+n1", "+n2", "n3"), voters("n1", "n2", "+n3")
+	holders = map[string]bool{}
+	end := truth.Add(3 * n1.TTL)
+	for ; truth.Before(end); truth = truth.Add(100 * time.Millisecond) {
+		call1, _ = n1.Decide(n1.Clock(), Decide(maj), maj, false)
+		call3, _ = n3.Decide(n3.Clock(), Decide(cut), cut, false)
+		for _, l := range []store.Lease{n1.lease, n3.lease} { // the lease as each last found it
+			if l.Holder != "" {
+				holders[l.Holder] = true
+			}
+		}
+	}
+	return call1, call3, holders, out.String()
+}
+
+// The lease's expiry is written with the taker's clock. Within
+// MaxClockSkew either way, a split goes as with true clocks: the majority
+// holds the lease throughout, the cut-off node fences. Past it, the
+// skewed node warns once and leaves the lease alone (it fences): a
+// cut-off node whose clock runs ahead by more than the holder's renewal
+// margin would otherwise find the live holder's lease run out and take it
+// (with the check taken out it does, and n1 fences); a skewed majority
+// fences and the cut-off node, after its delay, takes the free lease and
+// serves alone.
+func TestLeaseArbiterClockSkew(t *testing.T) {
+	limit := MaxClockSkew(2 * time.Second)
+	for _, off := range []time.Duration{0, limit * 9 / 10, -limit * 9 / 10} {
+		call1, call3, holders, log := skewedRun(t, -off, off)
+		if call1 != LeaseServe || call3 != LeaseFence || len(holders) != 1 || !holders["n1"] {
+			t.Fatalf("clocks %v apart: n1 %v, n3 %v, holders %v, want n1 serving with the lease throughout, n3 fenced\n%s", 2*off, call1, call3, holders, log)
+		}
+	}
+	call1, call3, holders, log := skewedRun(t, 0, 2200*time.Millisecond)
+	if call1 != LeaseServe || call3 != LeaseFence || holders["n3"] || strings.Count(log, "clock is off") != 1 {
+		t.Fatalf("n3 2.2 s ahead: n1 %v, n3 %v, holders %v, want n1 serving, n3 fenced without the lease, one warning\n%s", call1, call3, holders, log)
+	}
+	call1, call3, holders, log = skewedRun(t, -1500*time.Millisecond, 0)
+	if call1 != LeaseFence || call3 != LeaseServe || holders["n1"] || !holders["n3"] || strings.Count(log, "clock is off") != 1 {
+		t.Fatalf("n1 1.5 s behind: n1 %v, n3 %v, holders %v, want n1 fenced without the lease, n3 serving with it, one warning\n%s", call1, call3, holders, log)
 	}
 }

@@ -141,6 +141,22 @@ func TestStoreLeaseContract(t *testing.T) {
 	}
 }
 
+// Every store tells its clock: within a second of this process's here
+// (the database server runs on this host in the tests).
+func TestStoreLeaseClock(t *testing.T) {
+	for name, open := range implementations(t) {
+		t.Run(name, func(t *testing.T) {
+			at, err := open().LeaseClock(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(at); d > time.Second || d < -time.Second {
+				t.Fatalf("the store's clock is %v off this process's", d)
+			}
+		})
+	}
+}
+
 // Many nodes racing for a free lease: exactly one wins, and all agree who.
 func TestStoreLeaseRace(t *testing.T) {
 	ctx := context.Background()

@@ -28,8 +28,11 @@ type LeaseStore interface {
 	// at now, or already holder's (a renewal, same token); otherwise it
 	// changes nothing. It returns the lease as it stands afterwards:
 	// Holder says who won. now is the caller's clock: nodes sharing a
-	// lease keep their clocks within a small part of ttl of each other.
+	// lease keep their clocks within a small part of ttl of each other
+	// (cluster.MaxClockSkew), which LeaseClock lets them check.
 	TakeLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (Lease, error)
+	// LeaseClock is the store's own clock.
+	LeaseClock(ctx context.Context) (time.Time, error)
 }
 
 // ErrBadLease: an empty name or holder, or a ttl that is not positive.
@@ -46,11 +49,22 @@ func CheckLease(name, holder string, ttl time.Duration) error {
 // MemoryLeases is a LeaseStore in this process (tests, and single-node
 // runs, which never split).
 type MemoryLeases struct {
+	// Clock is the store's clock (LeaseClock); nil: time.Now. Tests set it
+	// to put the store's clock off the nodes'.
+	Clock func() time.Time
+
 	mu     sync.Mutex
 	leases map[string]Lease
 }
 
 func NewMemoryLeases() *MemoryLeases { return &MemoryLeases{leases: map[string]Lease{}} }
+
+func (m *MemoryLeases) LeaseClock(context.Context) (time.Time, error) {
+	if m.Clock != nil {
+		return m.Clock(), nil
+	}
+	return time.Now(), nil
+}
 
 func (m *MemoryLeases) TakeLease(_ context.Context, name, holder string, now time.Time, ttl time.Duration) (Lease, error) {
 	if err := CheckLease(name, holder, ttl); err != nil {

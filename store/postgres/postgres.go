@@ -127,6 +127,15 @@ func (s *Postgres) SetLastSeen(ctx context.Context, user string, t time.Time) er
 	return nil
 }
 
+// LeaseClock is the database server's clock.
+func (s *Postgres) LeaseClock(ctx context.Context) (time.Time, error) {
+	var us int64
+	if err := s.pool.QueryRow(ctx, `SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint`).Scan(&us); err != nil {
+		return time.Time{}, fmt.Errorf("store: lease clock: %w", err)
+	}
+	return time.UnixMicro(us), nil
+}
+
 // TakeLease is one compare-and-set upsert: the row changes only when it is
 // the holder's or expired (the row lock orders concurrent takers).
 func (s *Postgres) TakeLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (store.Lease, error) {

@@ -209,6 +209,16 @@ func (s *SQLite) SetLastSeen(ctx context.Context, user string, t time.Time) erro
 	return nil
 }
 
+// LeaseClock is SQLite's clock: the host's, which every node of one file
+// shares.
+func (s *SQLite) LeaseClock(ctx context.Context) (time.Time, error) {
+	var ms int64
+	if err := s.db.QueryRowContext(ctx, `SELECT CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)`).Scan(&ms); err != nil {
+		return time.Time{}, fmt.Errorf("store: lease clock: %w", err)
+	}
+	return time.UnixMilli(ms), nil
+}
+
 // TakeLease is one compare-and-set upsert: the row changes only when it is
 // the holder's or expired; SQLite serialises the writers of the file.
 func (s *SQLite) TakeLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (store.Lease, error) {

@@ -101,3 +101,36 @@ func BenchmarkRendezvousOwner(b *testing.B) {
 		})
 	}
 }
+
+// When one of N members leaves, exactly the identities it owned move, and
+// when one joins, exactly those it takes: about 1/N of them either way
+// (issue 30's "share of views that move"), at 3 to 200 members.
+func TestRendezvousMovesOneNth(t *testing.T) {
+	ids := make([]string, 20000)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("user-%06d", i)
+	}
+	for _, n := range []int{3, 10, 50, 200} {
+		ms := randomMembers(rand.New(rand.NewPCG(uint64(n), 3)), n+1)
+		for i := range ms {
+			ms[i].Kinds = []string{"view"}
+		}
+		before, after := rendezvousOf(ms[:n]), rendezvousOf(ms) // ms[n] joins
+		newcomer := ms[n].Address()
+		moved := 0
+		for _, id := range ids {
+			was, is := before.Owner("view", id), after.Owner("view", id)
+			if was != is && is != newcomer {
+				t.Fatalf("%d members: %s moved from %s to %s, not to the newcomer", n, id, was, is)
+			}
+			if was != is {
+				moved++
+			}
+		}
+		share := float64(moved) / float64(len(ids))
+		t.Logf("%d members, one joins: %.4f of the identities move (1/%d = %.4f)", n, share, n+1, 1/float64(n+1))
+		if share < 0.5/float64(n+1) || share > 1.5/float64(n+1) {
+			t.Errorf("%d members, one joins: %.4f moved, want about 1/%d", n, share, n+1)
+		}
+	}
+}

@@ -6,7 +6,7 @@ TIMING  ?= fast
 FUZZTIME ?=
 BIN     := bin
 
-.PHONY: all build run test test-unit fuzz sim bench bench-cluster bench-store bench-storm bench-micro bench-churn chaos proto tools lint verify docker docker-postgres compose-up compose-down clean
+.PHONY: all build run test fuzz sim bench bench-cluster bench-store bench-storm bench-micro bench-churn chaos proto tools lint verify docker docker-postgres compose-up compose-down clean
 
 all: build
 

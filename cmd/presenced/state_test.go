@@ -85,9 +85,10 @@ func platforms(p *messages.Presence) string {
 // Bob sees her available on both platforms and carol online and nothing
 // more; the route puts the laptop first; the laptop stops declaring and
 // after idle-after bob sees away with the idle minute and the route has
-// no attended device; n3 is killed and, after the failover, the phone's
-// background and the status text are still what bob sees, versions never
-// going back.
+// no attended device; n3 is killed with the laptop, which set the status
+// text, and after the failover the phone's background and that text (the
+// phone heard it from the view and tells it again) are still what bob
+// sees, versions never going back.
 func TestClusterDeviceState(t *testing.T) {
 	const idleAfter = 2 * time.Second
 	nodes, _ := startCluster(t, 3, "--idle-after", idleAfter.String())
@@ -98,12 +99,12 @@ func TestClusterDeviceState(t *testing.T) {
 	defer cancel()
 
 	tok, _ := gateway.Tokens{Key: []byte("e2e")}.Mint(user, "phone", time.Hour)
-	phone := client.Start(ctx, client.Config{URLs: []string{"ws://" + n2.listen + "/ws", "ws://" + n1.listen + "/ws"}, Token: tok,
+	client.Start(ctx, client.Config{URLs: []string{"ws://" + n2.listen + "/ws", "ws://" + n1.listen + "/ws"}, Token: tok,
 		Platform: messages.Platform_mobile, Activity: messages.Activity_background})
-	n3.dialState(ctx, user, "laptop", messages.Platform_desktop, messages.Activity_active)
+	laptop := n3.dialState(ctx, user, "laptop", messages.Platform_desktop, messages.Activity_active)
 	n1.waitOnline(user)
 	waitFor(t, 10*time.Second, "both devices in the route", func() bool { return len(n1.routeState(user).Devices) == 2 })
-	if err := phone.SetStatusText(client.Status{Show: messages.Show_auto, Text: "on the train"}); err != nil {
+	if err := laptop.SetStatusText(ctx, messages.Show_auto, "on the train", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -134,7 +135,8 @@ func TestClusterDeviceState(t *testing.T) {
 	}
 	until(t, carol, 5*time.Second, "carol sees away", func(p *messages.Presence) bool { return p.GetShow() == messages.Show_away })
 
-	// The laptop's node dies with the user's view and the phone's lease.
+	// The laptop's node dies with the laptop, which set the text, the
+	// user's view and the phone's lease.
 	n3.kill()
 	until(t, bob, time.Duration(n1.bounds().OwnerCrashMs)*time.Millisecond+5*time.Second, "bob sees the phone alone, in the background, with the text", func(p *messages.Presence) bool {
 		return p.GetStatus() == messages.Status_online && platforms(p) == "mobile:background " && p.GetStatusText() == "on the train" && p.GetShow() == messages.Show_away

@@ -97,6 +97,35 @@ func TestRouteAndPresence(t *testing.T) {
 	}
 }
 
+// GET /api/bounds publishes each heartbeat class's interval, stale and
+// half-open bound as config computes them from the running timings: the
+// battery class's BatteryFactor times longer, the standard one's equal to
+// the top-level half-open bound.
+func TestBoundsClasses(t *testing.T) {
+	f := newFixture(t, "")
+	code, body := f.do(t, "GET", "/api/bounds", "")
+	var b Bounds
+	if err := json.Unmarshal([]byte(body), &b); code != 200 || err != nil {
+		t.Fatalf("bounds = %d %s (%v)", code, body, err)
+	}
+	timing := config.Fast()
+	for _, name := range []string{config.ClassStandard, config.ClassBattery} {
+		c, _ := timing.Class(name)
+		want := Class{HeartbeatMs: c.Heartbeat.Milliseconds(), StaleMs: c.Stale.Milliseconds(), HalfOpenMs: c.HalfOpen.Milliseconds()}
+		if got, ok := b.Classes[name]; !ok || got != want {
+			t.Errorf("class %s = %+v (listed %v), want %+v", name, got, ok, want)
+		}
+	}
+	battery, bounds := b.Classes[config.ClassBattery], timing.Bounds()
+	if battery.HalfOpenMs != bounds.Battery.HalfOpen.Milliseconds() || battery.HeartbeatMs != int64(timing.BatteryFactor)*b.Timing.HeartbeatMs ||
+		battery.StaleMs <= b.Timing.StaleMs {
+		t.Errorf("battery %+v: not the config's battery bounds %+v, factor %d of heartbeat %d ms", battery, bounds.Battery, timing.BatteryFactor, b.Timing.HeartbeatMs)
+	}
+	if std := b.Classes[config.ClassStandard]; std.HalfOpenMs != b.HalfOpenMs {
+		t.Errorf("standard half-open %d ms, top-level %d ms", std.HalfOpenMs, b.HalfOpenMs)
+	}
+}
+
 // Bad input is refused with 400 and a message, and changes nothing.
 func TestBadInput(t *testing.T) {
 	f := newFixture(t, "")

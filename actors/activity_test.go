@@ -1,8 +1,12 @@
 package actors
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -271,5 +275,66 @@ func TestOpenRefusesAnUnknownClass(t *testing.T) {
 		if !errors.Is(err, core.ErrBadState) {
 			t.Fatalf("err %v, want ErrBadState", err)
 		}
+	})
+}
+
+// Each fuse is logged once, with the heartbeats before and after the run
+// and its cause, and counted once: more drifting heartbeats while the
+// state sync is under way log and count nothing more.
+func TestDriftFuseLoggedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf bytes.Buffer
+		e := newEnvWith(t, Deps{Timing: config.Fast(), Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+		d := e.openState("alice", "laptop", messages.Platform_desktop, messages.Activity_active, "")
+		d.halt()
+		ts := time.Now().UnixMilli()
+		for i, seq := range []uint64{10, 9, 8, 7, 6, 5, 4, 3, 2, 1} { // three runs out of order
+			d.conn.Heartbeat(seq, ts+int64(i))
+		}
+		synctest.Wait()
+		var lines []string
+		for l := range strings.Lines(buf.String()) {
+			if strings.Contains(l, "heartbeats drifted") {
+				lines = append(lines, l)
+			}
+		}
+		want := []string{"user=alice", "device=laptop", fmt.Sprintf(`before="seq 10 client_ts_ms %d"`, ts), fmt.Sprintf(`after="seq 7 client_ts_ms %d"`, ts+3), "cause=seq"}
+		if len(lines) != 1 {
+			t.Fatalf("fuse logged %d times, want once: %q", len(lines), lines)
+		}
+		for _, w := range want {
+			if !strings.Contains(lines[0], w) {
+				t.Errorf("fuse log %q lacks %s", lines[0], w)
+			}
+		}
+		if n := testutil.ToFloat64(e.n.metrics.Fuses.WithLabelValues("desktop", FuseTripped)); n != 1 {
+			t.Fatalf("fuses tripped = %v, want 1", n)
+		}
+		d.conn.Closed()
+	})
+}
+
+// Heartbeats are counted by their connection's platform; a Ping or Pong
+// (seq 0) is a sign of life, not a heartbeat.
+func TestHeartbeatsCountedByPlatform(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, config.Fast())
+		phone := e.openState("alice", "phone", messages.Platform_mobile, messages.Activity_background, "")
+		laptop := e.openState("alice", "laptop", messages.Platform_desktop, messages.Activity_active, "")
+		phone.halt()
+		laptop.halt()
+		for seq := range uint64(3) {
+			phone.conn.Heartbeat(seq+1, 0)
+		}
+		laptop.conn.Heartbeat(1, 0)
+		laptop.conn.Heartbeat(0, 0)
+		synctest.Wait()
+		for platform, want := range map[string]float64{"mobile": 3, "desktop": 1, "web": 0, "other": 0} {
+			if n := testutil.ToFloat64(e.n.metrics.Heartbeats.WithLabelValues(platform)); n != want {
+				t.Errorf("heartbeats{platform=%s} = %v, want %v", platform, n, want)
+			}
+		}
+		phone.conn.Closed()
+		laptop.conn.Closed()
 	})
 }

@@ -59,7 +59,9 @@ type connActor struct {
 	ended  bool // released, lost or closed: nothing more to send
 	renew  timer
 	rereg  timer
-	// status is the last set_status, told again after a re-register.
+	// status is the newest status of the user this connection heard: its
+	// own set_status, or what the view told it (ConnStatus), told again
+	// after a re-register.
 	status *messages.DeviceShow
 	// dev is the device's declared state (activity.go).
 	dev devState
@@ -154,6 +156,8 @@ func (a *connActor) Receive(ctx actor.Context) {
 	case connShow:
 		a.status = &messages.DeviceShow{User: a.user, Device: a.device, Show: m.show, Text: m.text, ExpiresMs: m.expiresMs, SetAtMs: now.UnixMilli()}
 		a.n.post.send(KindView, a.user, a.status)
+	case *messages.ConnStatus:
+		a.heardStatus(m)
 	case *messages.SnapshotPart:
 		a.onSnapshotPart(ctx, m)
 	case *messages.PresenceEvent:
@@ -327,9 +331,19 @@ func (a *connActor) reregisterNow(ctx actor.Context) {
 	}
 	if a.status != nil {
 		replay := proto.CloneOf(a.status)
-		replay.Replay = true
+		replay.User, replay.Device, replay.Replay = a.user, a.device, true
 		a.n.post.send(KindView, a.user, replay)
 	}
+}
+
+// heardStatus keeps the user's status the view told this connection if
+// it is not older than the one it has (by set_at_ms, the view's order).
+func (a *connActor) heardStatus(m *messages.ConnStatus) {
+	st := m.GetStatus()
+	if m.GetEpoch() != a.epoch || st == nil || a.status != nil && st.GetSetAtMs() < a.status.GetSetAtMs() {
+		return
+	}
+	a.status = st
 }
 
 // reregTimeout bounds the wait for the lease's answer to a re-register: a

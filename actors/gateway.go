@@ -96,6 +96,10 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 		a.tick.arm(a.n.sched, a.n.deps.Timing.Check, ctx.Self(), checkTick{})
 		a.checkDue(ctx)
 		a.prune(time.Now()) // releases age out with no new one too
+	case *messages.ConnStatus: // from the user's view; the connection keeps the newest
+		if c := a.conns[m.GetConnId()]; c != nil {
+			ctx.Send(c.pid, m)
+		}
 	case spawnConn:
 		a.spawn(ctx, m.req)
 	case *messages.ConnLost: // from a lease: dropped if its member was declared dead

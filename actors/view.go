@@ -26,6 +26,10 @@ type viewActor struct {
 	received uint64 // directory messages handled (kept across a restart: births)
 	queries  uint64 // ViewQuery among received: a view only looked up
 
+	// told is, by device, the connection and status (its At in ms) the
+	// view last told it (tellStatus).
+	told map[string]toldStatus
+
 	debounce, age, idle, settle, expiry timer
 	idleGen                             uint64
 	started                             time.Time // activation
@@ -109,6 +113,46 @@ func (a *viewActor) onShow(ctx actor.Context, m *messages.DeviceShow, now time.T
 		u.At = now
 	}
 	a.apply(ctx, a.v.SetStatus(u, m.GetReplay(), now))
+	a.tellStatus(ctx)
+}
+
+// toldStatus is a status told to one connection: its conn id and At.
+type toldStatus struct {
+	conn string
+	atMs int64
+}
+
+// tellStatus tells each live connection of the user the status the view
+// holds, unless it was told it already: each keeps the newest it heard
+// and tells it again after a failover (connActor.reregisterNow), so the
+// status outlives the device that set it, and its node, while one of the
+// user's devices is connected. Soft state: nothing is written. A status
+// that expired is told as it was set, and a replay of it shows nothing.
+func (a *viewActor) tellStatus(ctx actor.Context) {
+	st := a.v.Status
+	if st.At.IsZero() { // never set
+		return
+	}
+	show := &messages.DeviceShow{User: a.user, Show: st.Show, Text: st.Text, SetAtMs: st.At.UnixMilli()}
+	if !st.Until.IsZero() {
+		show.ExpiresMs = st.Until.UnixMilli()
+	}
+	for dev, h := range a.v.Devices.All() {
+		k, gw := toldStatus{h.GetConnId(), show.SetAtMs}, pidOf(h.GetGateway())
+		if gw == nil || a.told[dev] == k {
+			continue
+		}
+		if a.told == nil {
+			a.told = map[string]toldStatus{}
+		}
+		a.told[dev] = k
+		sendFrom(ctx, gw, &messages.ConnStatus{ConnId: h.GetConnId(), Epoch: h.GetEpoch(), Status: show})
+	}
+	for dev := range a.told {
+		if !a.v.Devices.Has(dev) {
+			delete(a.told, dev)
+		}
+	}
 }
 
 // onPolicyChanged applies the user's new policy to the subscribers; a view
@@ -178,6 +222,7 @@ func (a *viewActor) onDeviceUp(ctx actor.Context, m *messages.DeviceUp, now time
 		return
 	}
 	a.apply(ctx, a.v.DeviceUp(m.GetDevice(), m.GetHolder(), now))
+	a.tellStatus(ctx) // a new connection learns the status others set
 }
 
 func (a *viewActor) onDeviceDown(ctx actor.Context, m *messages.DeviceDown, now time.Time) {

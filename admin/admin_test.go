@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +95,94 @@ func TestRouteAndPresence(t *testing.T) {
 	}
 	if code, body := f.do(t, "GET", "/api/bounds", ""); code != 200 || !strings.Contains(body, `"half_open_ms":1000`) {
 		t.Fatalf("bounds = %d %s", code, body)
+	}
+}
+
+// GET /api/bounds publishes each heartbeat class's interval, stale and
+// half-open bound as config computes them from the running timings: the
+// battery class's BatteryFactor times longer, the standard one's equal to
+// the top-level half-open bound.
+func TestBoundsClasses(t *testing.T) {
+	f := newFixture(t, "")
+	code, body := f.do(t, "GET", "/api/bounds", "")
+	var b Bounds
+	if err := json.Unmarshal([]byte(body), &b); code != 200 || err != nil {
+		t.Fatalf("bounds = %d %s (%v)", code, body, err)
+	}
+	timing := config.Fast()
+	for _, name := range []string{config.ClassStandard, config.ClassBattery} {
+		c, _ := timing.Class(name)
+		want := Class{HeartbeatMs: c.Heartbeat.Milliseconds(), StaleMs: c.Stale.Milliseconds(), HalfOpenMs: c.HalfOpen.Milliseconds()}
+		if got, ok := b.Classes[name]; !ok || got != want {
+			t.Errorf("class %s = %+v (listed %v), want %+v", name, got, ok, want)
+		}
+	}
+	battery, bounds := b.Classes[config.ClassBattery], timing.Bounds()
+	if battery.HalfOpenMs != bounds.Battery.HalfOpen.Milliseconds() || battery.HeartbeatMs != int64(timing.BatteryFactor)*b.Timing.HeartbeatMs ||
+		battery.StaleMs <= b.Timing.StaleMs {
+		t.Errorf("battery %+v: not the config's battery bounds %+v, factor %d of heartbeat %d ms", battery, bounds.Battery, timing.BatteryFactor, b.Timing.HeartbeatMs)
+	}
+	if std := b.Classes[config.ClassStandard]; std.HalfOpenMs != b.HalfOpenMs {
+		t.Errorf("standard half-open %d ms, top-level %d ms", std.HalfOpenMs, b.HalfOpenMs)
+	}
+}
+
+// openDevice connects a device declaring its platform and activity.
+func (f *fixture) openDevice(t *testing.T, user, device string, p messages.Platform, a messages.Activity) {
+	t.Helper()
+	c, err := f.node.Gateway().Open(context.Background(), actors.OpenRequest{User: user, Device: device, Attempt: 1, ConnID: user + "-" + device, Socket: nopSocket{},
+		Platform: p, Activity: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Closed)
+}
+
+// POST /api/presence/batch answers each user as GET /api/route/{user}
+// does: the devices ordered by deliverability (active, idle, background),
+// with their platform and activity, and the foreground and attended flags.
+func TestBatchRoutesAsTheRoute(t *testing.T) {
+	f := newFixture(t, "")
+	f.openDevice(t, "alice", "phone", messages.Platform_mobile, messages.Activity_background)
+	f.openDevice(t, "alice", "laptop", messages.Platform_desktop, messages.Activity_active)
+	f.openDevice(t, "alice", "tablet", messages.Platform_web, messages.Activity_idle)
+	f.openDevice(t, "bob", "phone", messages.Platform_mobile, messages.Activity_background)
+	f.openDevice(t, "carol", "laptop", messages.Platform_desktop, messages.Activity_idle)
+	want := map[string]struct {
+		order                []string
+		foreground, attended bool
+	}{
+		"alice": {[]string{"laptop:desktop:active", "tablet:web:idle", "phone:mobile:background"}, true, true},
+		"bob":   {[]string{"phone:mobile:background"}, false, false},
+		"carol": {[]string{"laptop:desktop:idle"}, true, false},
+	}
+	routes := map[string]Route{}
+	deadline := time.Now().Add(5 * time.Second)
+	for user, w := range want {
+		for len(routes[user].Devices) != len(w.order) && time.Now().Before(deadline) {
+			var r Route
+			_, body := f.do(t, "GET", "/api/route/"+user, "")
+			_ = json.Unmarshal([]byte(body), &r)
+			routes[user] = r
+		}
+	}
+	code, body := f.do(t, "POST", "/api/presence/batch", `{"users":["alice","bob","carol"]}`)
+	var batch struct{ Users []UserPresence }
+	if err := json.Unmarshal([]byte(body), &batch); code != 200 || err != nil || len(batch.Users) != 3 {
+		t.Fatalf("batch = %d %s (%v)", code, body, err)
+	}
+	for _, p := range batch.Users {
+		w, r := want[p.User], routes[p.User]
+		var order []string
+		for _, d := range p.Devices {
+			order = append(order, d.Device+":"+d.Platform+":"+d.Activity)
+		}
+		if !slices.Equal(order, w.order) || p.Foreground != w.foreground || p.Attended != w.attended {
+			t.Errorf("batch %s: devices %v foreground %v attended %v; want %v, %v, %v", p.User, order, p.Foreground, p.Attended, w.order, w.foreground, w.attended)
+		}
+		if !slices.Equal(p.Devices, r.Devices) || p.Foreground != r.Foreground || p.Attended != r.Attended {
+			t.Errorf("batch %s: %+v, the route answers %+v", p.User, p, r)
+		}
 	}
 }
 

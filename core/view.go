@@ -240,15 +240,20 @@ func (v *View) flip(now time.Time) ViewResult {
 	return res
 }
 
-// SetStatus sets what the user set (set_status). A replay (each device
-// tells its own again after a failover) is taken only if none set later
-// is in place, so the latest of the devices wins; a set as it happens
-// always is, whatever the clocks say. Show auto (or unspecified) clears
-// the user's show: it is derived again. Subscribers see it while the user
-// is online.
+// SetStatus sets what the user set (set_status). Statuses are ordered by
+// their At, in milliseconds: a set as it happens always wins, and is
+// stamped after the status it replaces whatever the clocks say; a replay
+// (each live connection tells the newest it heard again after a failover)
+// is taken only if none later is in place, so the newest wins. Show auto
+// (or unspecified) clears the user's show: it is derived again.
+// Subscribers see it while the user is online.
 func (v *View) SetStatus(u UserStatus, replay bool, now time.Time) ViewResult {
+	u.At = u.At.Truncate(time.Millisecond)
 	if replay && u.At.Before(v.Status.At) {
 		return ViewResult{}
+	}
+	if !replay && !u.At.After(v.Status.At) {
+		u.At = v.Status.At.Add(time.Millisecond)
 	}
 	if u.Show == messages.Show_auto {
 		u.Show = messages.Show_show_unspecified

@@ -139,6 +139,33 @@ func TestViewUserStatus(t *testing.T) {
 	}
 }
 
+// Statuses are ordered by the view: a set as it happens with a clock
+// behind is stamped after the one it replaces, so a later replay of that
+// one (a device that heard it, after a failover) loses to it; a cleared
+// status keeps its stamp, and an older replay does not undo the clear.
+func TestViewStatusOrder(t *testing.T) {
+	v, _, _ := stateView(t)
+	v.SetStatus(core.UserStatus{Show: messages.Show_dnd, Text: "focus", At: at(time.Minute)}, false, at(time.Minute))
+	v.SetStatus(core.UserStatus{Show: messages.Show_away, At: at(30 * time.Second)}, false, at(2*time.Minute))
+	if want := at(time.Minute + time.Millisecond); !v.Status.At.Equal(want) {
+		t.Fatalf("a set with its clock behind stamped %v, want %v", v.Status.At, want)
+	}
+	v.SetStatus(core.UserStatus{Show: messages.Show_dnd, Text: "focus", At: at(time.Minute)}, true, at(3*time.Minute))
+	if v.Status.Show != messages.Show_away {
+		t.Fatalf("the replay of the replaced status won: %v", v.Status)
+	}
+	v.SetStatus(core.UserStatus{Show: messages.Show_auto, At: at(4 * time.Minute)}, false, at(4*time.Minute))
+	v.SetStatus(core.UserStatus{Show: messages.Show_away, At: at(time.Minute + time.Millisecond)}, true, at(5*time.Minute))
+	if v.Status.Show != messages.Show_show_unspecified || !v.Status.At.Equal(at(4*time.Minute)) {
+		t.Fatalf("after a clear and an older replay: %v", v.Status)
+	}
+	// Nanoseconds are dropped: statuses travel in milliseconds.
+	v.SetStatus(core.UserStatus{Show: messages.Show_dnd, At: at(5*time.Minute + 1)}, false, at(5*time.Minute))
+	if !v.Status.At.Equal(at(5 * time.Minute)) {
+		t.Fatalf("stamped %v, want whole milliseconds", v.Status.At)
+	}
+}
+
 // Invisible set with an expiry: others see the user leave at the set and
 // come back at the expiry.
 func TestViewInvisibleExpires(t *testing.T) {

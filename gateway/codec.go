@@ -1,12 +1,16 @@
 package gateway
 
 import (
+	"strings"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/lesismal/nbio/nbhttp/websocket"
 	"github.com/presence-im/presence/messages"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // Subprotocols of the device WebSocket; both carry messages.Frame.
@@ -86,4 +90,54 @@ func DecodeFrame(subprotocol string, b []byte) (*messages.Frame, error) {
 	}
 	f := &messages.Frame{}
 	return f, c.unmarshal(b, f)
+}
+
+// invalidUTF8 names the rule a binary frame broke if it holds a string
+// field that is not UTF-8, as "set_status: text is not valid UTF-8":
+// protobuf's decode error says only "string field contains invalid
+// UTF-8". False for a text frame (its bytes are checked whole: 1007) and
+// for a frame without such a field.
+func invalidUTF8(c codec, b []byte) (string, bool) {
+	if c.kind != websocket.BinaryMessage {
+		return "", false
+	}
+	path := badString(b, (&messages.Frame{}).ProtoReflect().Descriptor())
+	if len(path) == 0 {
+		return "", false
+	}
+	if len(path) == 1 {
+		return path[0] + " is not valid UTF-8", true
+	}
+	return path[0] + ": " + strings.Join(path[1:], ".") + " is not valid UTF-8", true
+}
+
+// badString is the path of field names, from md down, to the first string
+// field of b (wire format of md) that is not UTF-8; nil if none is, or b
+// is not well-formed up to one.
+func badString(b []byte, md protoreflect.MessageDescriptor) []string {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil
+		}
+		b = b[n:]
+		m := protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			return nil
+		}
+		fd := md.Fields().ByNumber(num)
+		if typ == protowire.BytesType && fd != nil {
+			v, _ := protowire.ConsumeBytes(b)
+			switch {
+			case fd.Kind() == protoreflect.StringKind && !utf8.Valid(v):
+				return []string{string(fd.Name())}
+			case fd.Kind() == protoreflect.MessageKind:
+				if sub := badString(v, fd.Message()); sub != nil {
+					return append([]string{string(fd.Name())}, sub...)
+				}
+			}
+		}
+		b = b[m:]
+	}
+	return nil
 }

@@ -51,3 +51,41 @@ func TestPresenceEncodedOncePerEvent(t *testing.T) {
 		t.Fatalf("ack seq 2 encoded as %q", b)
 	}
 }
+
+// withBadUTF8 is f in wire format with its placeholder "XXXX" replaced by
+// four bytes that are not UTF-8 (proto.Marshal refuses to write them).
+func withBadUTF8(t *testing.T, f *messages.Frame) []byte {
+	t.Helper()
+	b, err := proto.Marshal(f)
+	if err != nil || !bytes.Contains(b, []byte("XXXX")) {
+		t.Fatalf("marshal %v: %v", f, err)
+	}
+	return bytes.Replace(b, []byte("XXXX"), []byte("a\xff\xfeb"), 1)
+}
+
+// A binary frame refused for a string that is not UTF-8 is named by its
+// frame and field; a frame that is otherwise broken, or a text frame, is
+// not taken for one.
+func TestInvalidUTF8Named(t *testing.T) {
+	status := withBadUTF8(t, &messages.Frame{Kind: &messages.Frame_SetStatus{SetStatus: &messages.SetStatus{Show: messages.Show_dnd, Text: "XXXX"}}})
+	sub := withBadUTF8(t, &messages.Frame{Kind: &messages.Frame_Subscribe{Subscribe: &messages.Subscribe{RequestId: "r1", Targets: []string{"bob", "XXXX"}}}})
+	for _, tc := range []struct {
+		name string
+		c    codec
+		b    []byte
+		want string
+	}{
+		{"set_status text", binaryCodec, status, "set_status: text is not valid UTF-8"},
+		{"a subscribe's target", binaryCodec, sub, "subscribe: targets is not valid UTF-8"},
+		{"truncated before the string", binaryCodec, status[:len(status)-3], ""},
+		{"garbage", binaryCodec, []byte{0xff, 0xff, 0xff}, ""},
+		{"a text frame", jsonCodec, status, ""},
+	} {
+		if err := tc.c.unmarshal(tc.b, &messages.Frame{}); err == nil {
+			t.Fatalf("%s: decoded", tc.name)
+		}
+		if got, _ := invalidUTF8(tc.c, tc.b); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

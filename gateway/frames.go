@@ -117,17 +117,10 @@ func (s *Server) onMessage(c *websocket.Conn, kind websocket.MessageType, data [
 			return
 		}
 	}
-	f := &messages.Frame{}
-	if err := sock.codec.unmarshal(data, f); err != nil {
-		sock.errs++
-		if sock.errs >= s.opt.MaxErrors {
-			sock.Close(messages.CloseProtocolError, "undecodable frames")
-			return
-		}
-		sock.errorFrame(messages.ErrBadRequest, "", "undecodable frame: "+err.Error())
+	f, ok := s.decode(sock, data)
+	if !ok {
 		return
 	}
-	sock.errs = 0
 	conn := sock.conn.Load()
 	switch k := f.GetKind().(type) {
 	case *messages.Frame_Heartbeat:
@@ -152,6 +145,32 @@ func (s *Server) onMessage(c *websocket.Conn, kind websocket.MessageType, data [
 	default:
 		sock.errorFrame(messages.ErrBadRequest, "", "unexpected frame from a device")
 	}
+}
+
+// decode decodes a frame of the connection's subprotocol. An undecodable
+// one is answered with an error frame (400), and repeated ones close the
+// connection (1002); a binary frame whose only fault is a string that is
+// not UTF-8 (proto3 refuses to decode it) is a rule broken, not an
+// undecodable frame: 400 naming the field and the rule.
+func (s *Server) decode(sock *socket, data []byte) (*messages.Frame, bool) {
+	f := &messages.Frame{}
+	err := sock.codec.unmarshal(data, f)
+	if err == nil {
+		sock.errs = 0
+		return f, true
+	}
+	if rule, bad := invalidUTF8(sock.codec, data); bad {
+		sock.errs = 0
+		sock.errorFrame(messages.ErrBadRequest, "", rule)
+		return nil, false
+	}
+	sock.errs++
+	if sock.errs >= s.opt.MaxErrors {
+		sock.Close(messages.CloseProtocolError, "undecodable frames")
+		return nil, false
+	}
+	sock.errorFrame(messages.ErrBadRequest, "", "undecodable frame: "+err.Error())
+	return nil, false
 }
 
 // onSubscribe checks a subscribe's tier (on JSON) and bucket and hands it

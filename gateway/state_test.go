@@ -71,11 +71,44 @@ func TestHelloOfTheBatteryClass(t *testing.T) {
 	}
 }
 
+// aliceWatched is alice's laptop on sub (the subprotocol), heartbeating,
+// and bob's connection subscribed to her once her view has the laptop,
+// its snapshot read: the next presence bob gets is a change.
+func (nd *node) aliceWatched(t *testing.T, sub string) (alice, bob *client.Conn) {
+	t.Helper()
+	ctx := t.Context()
+	nd.policy("alice", "bob")
+	alice = nd.dial("alice", "laptop", 1, sub)
+	nd.keepAlive(ctx, alice)
+	eventually(t, 2*time.Second, "alice's laptop in her view", func() bool { return len(nd.route("alice")) == 1 })
+	bob = nd.dial("bob", "phone", 1)
+	nd.keepAlive(ctx, bob)
+	if err := bob.Subscribe(ctx, "s1", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	next(t, bob, 2*time.Second, func(f *messages.Frame) bool { return f.GetSnapshot() != nil })
+	return alice, bob
+}
+
+// expectNoEvent has alice set a marker status and fails unless it is the
+// next presence bob gets: whatever alice sent before sent him nothing.
+func expectNoEvent(t *testing.T, alice, bob *client.Conn) {
+	t.Helper()
+	if err := alice.SetStatusText(t.Context(), messages.Show_away, "marker", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	f := next(t, bob, 2*time.Second, func(f *messages.Frame) bool { return f.GetPresence() != nil })
+	if p := f.GetPresence(); p.GetStatusText() != "marker" {
+		t.Fatalf("bob got %v before the marker: a refused frame changed what he sees", p)
+	}
+}
+
 // Bad device-state frames get an error frame naming the rule and change
-// nothing; set_activity beyond its bucket is 429 with retry_after_ms.
+// nothing, neither the state nor what a subscriber is sent; set_activity
+// beyond its bucket is 429 with retry_after_ms.
 func TestBadStateFrames(t *testing.T) {
 	nd := startNode(t, func(o *Options, _ *actors.Deps) { o.ActivityRate, o.ActivityBurst = 0.5, 2 })
-	c := nd.dial("alice", "laptop", 1)
+	c, bob := nd.aliceWatched(t, client.ProtoJSON)
 	ctx := t.Context()
 	long := strings.Repeat("x", 141)
 	past := time.Now().Add(-time.Minute).UnixMilli()
@@ -100,6 +133,7 @@ func TestBadStateFrames(t *testing.T) {
 	if st.GetShow() != messages.Show_available || st.GetStatusText() != "" || st.GetDevices()[0].GetActivity() != messages.Activity_active {
 		t.Fatalf("bad frames changed the state: %v", st)
 	}
+	expectNoEvent(t, c, bob)
 	// The bucket: two at once, the third refused with a wait.
 	for i, a := range []messages.Activity{messages.Activity_idle, messages.Activity_background, messages.Activity_active} {
 		if err := c.SetActivity(ctx, a); err != nil {
@@ -117,6 +151,30 @@ func TestBadStateFrames(t *testing.T) {
 		d := nd.route("alice")
 		return len(d) == 1 && d[0].GetActivity() == messages.Activity_background
 	})
+}
+
+// A binary set_status whose text is not UTF-8 (proto3 refuses to decode
+// it) gets a 400 naming the rule, not a bare "undecodable frame", and
+// changes nothing: not the state, not what a subscriber is sent. (A JSON
+// text frame that is not UTF-8 closes with 1007: TestHostileFrames.)
+func TestInvalidUTF8StatusOverBinary(t *testing.T) {
+	nd := startNode(t)
+	alice, bob := nd.aliceWatched(t, client.ProtoBinary)
+	ctx := t.Context()
+	raw := withBadUTF8(t, &messages.Frame{Kind: &messages.Frame_SetStatus{SetStatus: &messages.SetStatus{Show: messages.Show_dnd, Text: "XXXX"}}})
+	for range 3 { // as many as close a connection for undecodable frames
+		if err := alice.SendRaw(ctx, true, raw); err != nil {
+			t.Fatal(err)
+		}
+		f := next(t, alice, 2*time.Second, func(f *messages.Frame) bool { return f.GetError() != nil })
+		if e := f.GetError(); e.GetCode() != 400 || e.GetMessage() != "set_status: text is not valid UTF-8" {
+			t.Fatalf("error %v, want 400 naming the rule", e)
+		}
+	}
+	if st, _ := nd.n.Query(ctx, "alice"); st.GetShow() != messages.Show_available || st.GetUserShow() != messages.Show_show_unspecified || st.GetStatusText() != "" {
+		t.Fatalf("a refused status changed the state: %v", st)
+	}
+	expectNoEvent(t, alice, bob)
 }
 
 // A drifted connection is asked for its state over the wire; the SDK's

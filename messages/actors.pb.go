@@ -997,9 +997,12 @@ func (x *DeviceAdmitWithdraw) GetDevice() string {
 }
 
 // DeviceShow sets the user's own show and status text (set_status) as the
-// device set it at set_at_ms (its node's clock; the latest of the user's
-// devices wins, also when each sends it again after a failover), until
-// expires_ms (0: until changed). Show auto clears both.
+// device set it at set_at_ms (its node's clock), until expires_ms (0:
+// until changed). Show auto clears both. The view orders what it applies
+// by set_at_ms, a set as it happens after the status it replaces whatever
+// the clocks say (core.View.SetStatus), and tells every live connection
+// of the user (ConnStatus); after a failover each connection sends the
+// newest it heard again and the re-created view takes the newest.
 type DeviceShow struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	User      string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
@@ -1094,6 +1097,72 @@ func (x *DeviceShow) GetReplay() bool {
 	return false
 }
 
+// ConnStatus tells one live connection of a user (through its gateway,
+// by conn id) the user's status as the view applied it: the connection
+// keeps the newest by set_at_ms and replays it after a failover, so the
+// status outlives the device that set it while one of the user's devices
+// is connected. A cleared status is told too (show unspecified), so it is
+// not undone by an older one.
+type ConnStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ConnId        string                 `protobuf:"bytes,1,opt,name=conn_id,json=connId,proto3" json:"conn_id,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Status        *DeviceShow            `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnStatus) Reset() {
+	*x = ConnStatus{}
+	mi := &file_actors_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnStatus) ProtoMessage() {}
+
+func (x *ConnStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnStatus.ProtoReflect.Descriptor instead.
+func (*ConnStatus) Descriptor() ([]byte, []int) {
+	return file_actors_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ConnStatus) GetConnId() string {
+	if x != nil {
+		return x.ConnId
+	}
+	return ""
+}
+
+func (x *ConnStatus) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *ConnStatus) GetStatus() *DeviceShow {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
 // ViewSubscribe registers sink for target's changes as seen by viewer. The
 // view answers with a SnapshotPart sent to sink, then PresenceEvents. With
 // reattach (after the view may have moved to another node) no snapshot is
@@ -1116,7 +1185,7 @@ type ViewSubscribe struct {
 
 func (x *ViewSubscribe) Reset() {
 	*x = ViewSubscribe{}
-	mi := &file_actors_proto_msgTypes[14]
+	mi := &file_actors_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1197,7 @@ func (x *ViewSubscribe) String() string {
 func (*ViewSubscribe) ProtoMessage() {}
 
 func (x *ViewSubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[14]
+	mi := &file_actors_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1210,7 @@ func (x *ViewSubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewSubscribe.ProtoReflect.Descriptor instead.
 func (*ViewSubscribe) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{14}
+	return file_actors_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ViewSubscribe) GetTarget() string {
@@ -1204,7 +1273,7 @@ type ViewUnsubscribe struct {
 
 func (x *ViewUnsubscribe) Reset() {
 	*x = ViewUnsubscribe{}
-	mi := &file_actors_proto_msgTypes[15]
+	mi := &file_actors_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1285,7 @@ func (x *ViewUnsubscribe) String() string {
 func (*ViewUnsubscribe) ProtoMessage() {}
 
 func (x *ViewUnsubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[15]
+	mi := &file_actors_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1298,7 @@ func (x *ViewUnsubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewUnsubscribe.ProtoReflect.Descriptor instead.
 func (*ViewUnsubscribe) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{15}
+	return file_actors_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ViewUnsubscribe) GetTarget() string {
@@ -1258,7 +1327,7 @@ type SnapshotPart struct {
 
 func (x *SnapshotPart) Reset() {
 	*x = SnapshotPart{}
-	mi := &file_actors_proto_msgTypes[16]
+	mi := &file_actors_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1270,7 +1339,7 @@ func (x *SnapshotPart) String() string {
 func (*SnapshotPart) ProtoMessage() {}
 
 func (x *SnapshotPart) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[16]
+	mi := &file_actors_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1283,7 +1352,7 @@ func (x *SnapshotPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotPart.ProtoReflect.Descriptor instead.
 func (*SnapshotPart) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{16}
+	return file_actors_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SnapshotPart) GetRequestId() string {
@@ -1323,7 +1392,7 @@ type PresenceEvent struct {
 
 func (x *PresenceEvent) Reset() {
 	*x = PresenceEvent{}
-	mi := &file_actors_proto_msgTypes[17]
+	mi := &file_actors_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1335,7 +1404,7 @@ func (x *PresenceEvent) String() string {
 func (*PresenceEvent) ProtoMessage() {}
 
 func (x *PresenceEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[17]
+	mi := &file_actors_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1348,7 +1417,7 @@ func (x *PresenceEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceEvent.ProtoReflect.Descriptor instead.
 func (*PresenceEvent) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{17}
+	return file_actors_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PresenceEvent) GetPresence() *Presence {
@@ -1372,7 +1441,7 @@ type PresenceFanout struct {
 
 func (x *PresenceFanout) Reset() {
 	*x = PresenceFanout{}
-	mi := &file_actors_proto_msgTypes[18]
+	mi := &file_actors_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1384,7 +1453,7 @@ func (x *PresenceFanout) String() string {
 func (*PresenceFanout) ProtoMessage() {}
 
 func (x *PresenceFanout) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[18]
+	mi := &file_actors_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1397,7 +1466,7 @@ func (x *PresenceFanout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceFanout.ProtoReflect.Descriptor instead.
 func (*PresenceFanout) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{18}
+	return file_actors_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PresenceFanout) GetPresence() *Presence {
@@ -1424,7 +1493,7 @@ type PolicyChanged struct {
 
 func (x *PolicyChanged) Reset() {
 	*x = PolicyChanged{}
-	mi := &file_actors_proto_msgTypes[19]
+	mi := &file_actors_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1436,7 +1505,7 @@ func (x *PolicyChanged) String() string {
 func (*PolicyChanged) ProtoMessage() {}
 
 func (x *PolicyChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[19]
+	mi := &file_actors_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1449,7 +1518,7 @@ func (x *PolicyChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyChanged.ProtoReflect.Descriptor instead.
 func (*PolicyChanged) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{19}
+	return file_actors_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PolicyChanged) GetUser() string {
@@ -1478,7 +1547,7 @@ type DirectoryDeliver struct {
 
 func (x *DirectoryDeliver) Reset() {
 	*x = DirectoryDeliver{}
-	mi := &file_actors_proto_msgTypes[20]
+	mi := &file_actors_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1490,7 +1559,7 @@ func (x *DirectoryDeliver) String() string {
 func (*DirectoryDeliver) ProtoMessage() {}
 
 func (x *DirectoryDeliver) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[20]
+	mi := &file_actors_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1503,7 +1572,7 @@ func (x *DirectoryDeliver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DirectoryDeliver.ProtoReflect.Descriptor instead.
 func (*DirectoryDeliver) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{20}
+	return file_actors_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DirectoryDeliver) GetKind() string {
@@ -1544,7 +1613,7 @@ type CountsQuery struct {
 
 func (x *CountsQuery) Reset() {
 	*x = CountsQuery{}
-	mi := &file_actors_proto_msgTypes[21]
+	mi := &file_actors_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1556,7 +1625,7 @@ func (x *CountsQuery) String() string {
 func (*CountsQuery) ProtoMessage() {}
 
 func (x *CountsQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[21]
+	mi := &file_actors_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1569,7 +1638,7 @@ func (x *CountsQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountsQuery.ProtoReflect.Descriptor instead.
 func (*CountsQuery) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{21}
+	return file_actors_proto_rawDescGZIP(), []int{22}
 }
 
 type NodeCounts struct {
@@ -1584,7 +1653,7 @@ type NodeCounts struct {
 
 func (x *NodeCounts) Reset() {
 	*x = NodeCounts{}
-	mi := &file_actors_proto_msgTypes[22]
+	mi := &file_actors_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1596,7 +1665,7 @@ func (x *NodeCounts) String() string {
 func (*NodeCounts) ProtoMessage() {}
 
 func (x *NodeCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[22]
+	mi := &file_actors_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1609,7 +1678,7 @@ func (x *NodeCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCounts.ProtoReflect.Descriptor instead.
 func (*NodeCounts) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{22}
+	return file_actors_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *NodeCounts) GetNode() string {
@@ -1650,7 +1719,7 @@ type ViewQuery struct {
 
 func (x *ViewQuery) Reset() {
 	*x = ViewQuery{}
-	mi := &file_actors_proto_msgTypes[23]
+	mi := &file_actors_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1662,7 +1731,7 @@ func (x *ViewQuery) String() string {
 func (*ViewQuery) ProtoMessage() {}
 
 func (x *ViewQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[23]
+	mi := &file_actors_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1675,7 +1744,7 @@ func (x *ViewQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewQuery.ProtoReflect.Descriptor instead.
 func (*ViewQuery) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{23}
+	return file_actors_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ViewQuery) GetUser() string {
@@ -1703,7 +1772,7 @@ type DeviceState struct {
 
 func (x *DeviceState) Reset() {
 	*x = DeviceState{}
-	mi := &file_actors_proto_msgTypes[24]
+	mi := &file_actors_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +1784,7 @@ func (x *DeviceState) String() string {
 func (*DeviceState) ProtoMessage() {}
 
 func (x *DeviceState) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[24]
+	mi := &file_actors_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1728,7 +1797,7 @@ func (x *DeviceState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceState.ProtoReflect.Descriptor instead.
 func (*DeviceState) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{24}
+	return file_actors_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeviceState) GetDevice() string {
@@ -1828,7 +1897,7 @@ type ViewState struct {
 
 func (x *ViewState) Reset() {
 	*x = ViewState{}
-	mi := &file_actors_proto_msgTypes[25]
+	mi := &file_actors_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +1909,7 @@ func (x *ViewState) String() string {
 func (*ViewState) ProtoMessage() {}
 
 func (x *ViewState) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[25]
+	mi := &file_actors_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1853,7 +1922,7 @@ func (x *ViewState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewState.ProtoReflect.Descriptor instead.
 func (*ViewState) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{25}
+	return file_actors_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ViewState) GetUser() string {
@@ -1975,7 +2044,7 @@ type ObsEvent struct {
 
 func (x *ObsEvent) Reset() {
 	*x = ObsEvent{}
-	mi := &file_actors_proto_msgTypes[26]
+	mi := &file_actors_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1987,7 +2056,7 @@ func (x *ObsEvent) String() string {
 func (*ObsEvent) ProtoMessage() {}
 
 func (x *ObsEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[26]
+	mi := &file_actors_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2000,7 +2069,7 @@ func (x *ObsEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObsEvent.ProtoReflect.Descriptor instead.
 func (*ObsEvent) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{26}
+	return file_actors_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ObsEvent) GetKind() string {
@@ -2086,7 +2155,7 @@ type EventsSubscribe struct {
 
 func (x *EventsSubscribe) Reset() {
 	*x = EventsSubscribe{}
-	mi := &file_actors_proto_msgTypes[27]
+	mi := &file_actors_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2098,7 +2167,7 @@ func (x *EventsSubscribe) String() string {
 func (*EventsSubscribe) ProtoMessage() {}
 
 func (x *EventsSubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[27]
+	mi := &file_actors_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2111,7 +2180,7 @@ func (x *EventsSubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsSubscribe.ProtoReflect.Descriptor instead.
 func (*EventsSubscribe) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{27}
+	return file_actors_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *EventsSubscribe) GetSink() *PidRef {
@@ -2129,7 +2198,7 @@ type EventsSubscribed struct {
 
 func (x *EventsSubscribed) Reset() {
 	*x = EventsSubscribed{}
-	mi := &file_actors_proto_msgTypes[28]
+	mi := &file_actors_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2141,7 +2210,7 @@ func (x *EventsSubscribed) String() string {
 func (*EventsSubscribed) ProtoMessage() {}
 
 func (x *EventsSubscribed) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[28]
+	mi := &file_actors_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2154,7 +2223,7 @@ func (x *EventsSubscribed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsSubscribed.ProtoReflect.Descriptor instead.
 func (*EventsSubscribed) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{28}
+	return file_actors_proto_rawDescGZIP(), []int{29}
 }
 
 type EventsUnsubscribe struct {
@@ -2166,7 +2235,7 @@ type EventsUnsubscribe struct {
 
 func (x *EventsUnsubscribe) Reset() {
 	*x = EventsUnsubscribe{}
-	mi := &file_actors_proto_msgTypes[29]
+	mi := &file_actors_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2178,7 +2247,7 @@ func (x *EventsUnsubscribe) String() string {
 func (*EventsUnsubscribe) ProtoMessage() {}
 
 func (x *EventsUnsubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[29]
+	mi := &file_actors_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2191,7 +2260,7 @@ func (x *EventsUnsubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsUnsubscribe.ProtoReflect.Descriptor instead.
 func (*EventsUnsubscribe) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{29}
+	return file_actors_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *EventsUnsubscribe) GetSink() *PidRef {
@@ -2217,7 +2286,7 @@ type ActorsQuery struct {
 
 func (x *ActorsQuery) Reset() {
 	*x = ActorsQuery{}
-	mi := &file_actors_proto_msgTypes[30]
+	mi := &file_actors_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2229,7 +2298,7 @@ func (x *ActorsQuery) String() string {
 func (*ActorsQuery) ProtoMessage() {}
 
 func (x *ActorsQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[30]
+	mi := &file_actors_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2242,7 +2311,7 @@ func (x *ActorsQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorsQuery.ProtoReflect.Descriptor instead.
 func (*ActorsQuery) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{30}
+	return file_actors_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ActorsQuery) GetKind() string {
@@ -2286,7 +2355,7 @@ type ActorsPage struct {
 
 func (x *ActorsPage) Reset() {
 	*x = ActorsPage{}
-	mi := &file_actors_proto_msgTypes[31]
+	mi := &file_actors_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2298,7 +2367,7 @@ func (x *ActorsPage) String() string {
 func (*ActorsPage) ProtoMessage() {}
 
 func (x *ActorsPage) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[31]
+	mi := &file_actors_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2311,7 +2380,7 @@ func (x *ActorsPage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorsPage.ProtoReflect.Descriptor instead.
 func (*ActorsPage) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{31}
+	return file_actors_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ActorsPage) GetNode() string {
@@ -2361,7 +2430,7 @@ type ActorStateQuery struct {
 
 func (x *ActorStateQuery) Reset() {
 	*x = ActorStateQuery{}
-	mi := &file_actors_proto_msgTypes[32]
+	mi := &file_actors_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2373,7 +2442,7 @@ func (x *ActorStateQuery) String() string {
 func (*ActorStateQuery) ProtoMessage() {}
 
 func (x *ActorStateQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[32]
+	mi := &file_actors_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2386,7 +2455,7 @@ func (x *ActorStateQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorStateQuery.ProtoReflect.Descriptor instead.
 func (*ActorStateQuery) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{32}
+	return file_actors_proto_rawDescGZIP(), []int{33}
 }
 
 type ActorState struct {
@@ -2407,7 +2476,7 @@ type ActorState struct {
 
 func (x *ActorState) Reset() {
 	*x = ActorState{}
-	mi := &file_actors_proto_msgTypes[33]
+	mi := &file_actors_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2419,7 +2488,7 @@ func (x *ActorState) String() string {
 func (*ActorState) ProtoMessage() {}
 
 func (x *ActorState) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[33]
+	mi := &file_actors_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2432,7 +2501,7 @@ func (x *ActorState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActorState.ProtoReflect.Descriptor instead.
 func (*ActorState) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{33}
+	return file_actors_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ActorState) GetKey() string {
@@ -2540,7 +2609,7 @@ type LeaseInfo struct {
 
 func (x *LeaseInfo) Reset() {
 	*x = LeaseInfo{}
-	mi := &file_actors_proto_msgTypes[34]
+	mi := &file_actors_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2552,7 +2621,7 @@ func (x *LeaseInfo) String() string {
 func (*LeaseInfo) ProtoMessage() {}
 
 func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[34]
+	mi := &file_actors_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2565,7 +2634,7 @@ func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseInfo.ProtoReflect.Descriptor instead.
 func (*LeaseInfo) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{34}
+	return file_actors_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *LeaseInfo) GetHolder() *Holder {
@@ -2622,7 +2691,7 @@ type ViewInfo struct {
 
 func (x *ViewInfo) Reset() {
 	*x = ViewInfo{}
-	mi := &file_actors_proto_msgTypes[35]
+	mi := &file_actors_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2634,7 +2703,7 @@ func (x *ViewInfo) String() string {
 func (*ViewInfo) ProtoMessage() {}
 
 func (x *ViewInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[35]
+	mi := &file_actors_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2647,7 +2716,7 @@ func (x *ViewInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewInfo.ProtoReflect.Descriptor instead.
 func (*ViewInfo) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{35}
+	return file_actors_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ViewInfo) GetStatus() string {
@@ -2730,7 +2799,7 @@ type ConnInfo struct {
 
 func (x *ConnInfo) Reset() {
 	*x = ConnInfo{}
-	mi := &file_actors_proto_msgTypes[36]
+	mi := &file_actors_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2742,7 +2811,7 @@ func (x *ConnInfo) String() string {
 func (*ConnInfo) ProtoMessage() {}
 
 func (x *ConnInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[36]
+	mi := &file_actors_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2755,7 +2824,7 @@ func (x *ConnInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnInfo.ProtoReflect.Descriptor instead.
 func (*ConnInfo) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{36}
+	return file_actors_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ConnInfo) GetUser() string {
@@ -2831,7 +2900,7 @@ type GatewayInfo struct {
 
 func (x *GatewayInfo) Reset() {
 	*x = GatewayInfo{}
-	mi := &file_actors_proto_msgTypes[37]
+	mi := &file_actors_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2843,7 +2912,7 @@ func (x *GatewayInfo) String() string {
 func (*GatewayInfo) ProtoMessage() {}
 
 func (x *GatewayInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_actors_proto_msgTypes[37]
+	mi := &file_actors_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2856,7 +2925,7 @@ func (x *GatewayInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayInfo.ProtoReflect.Descriptor instead.
 func (*GatewayInfo) Descriptor() ([]byte, []int) {
-	return file_actors_proto_rawDescGZIP(), []int{37}
+	return file_actors_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GatewayInfo) GetConnections() uint32 {
@@ -2954,7 +3023,12 @@ const file_actors_proto_rawDesc = "" +
 	"\n" +
 	"expires_ms\x18\x05 \x01(\x03R\texpiresMs\x12\x1a\n" +
 	"\tset_at_ms\x18\x06 \x01(\x03R\asetAtMs\x12\x16\n" +
-	"\x06replay\x18\a \x01(\bR\x06replay\"\xe4\x01\n" +
+	"\x06replay\x18\a \x01(\bR\x06replay\"l\n" +
+	"\n" +
+	"ConnStatus\x12\x17\n" +
+	"\aconn_id\x18\x01 \x01(\tR\x06connId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12/\n" +
+	"\x06status\x18\x03 \x01(\v2\x17.presence.v1.DeviceShowR\x06status\"\xe4\x01\n" +
 	"\rViewSubscribe\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x12\x16\n" +
 	"\x06viewer\x18\x02 \x01(\tR\x06viewer\x12'\n" +
@@ -3130,7 +3204,7 @@ func file_actors_proto_rawDescGZIP() []byte {
 }
 
 var file_actors_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_actors_proto_goTypes = []any{
 	(EndReason)(0),              // 0: presence.v1.EndReason
 	(*PidRef)(nil),              // 1: presence.v1.PidRef
@@ -3147,78 +3221,80 @@ var file_actors_proto_goTypes = []any{
 	(*DeviceAdmitted)(nil),      // 12: presence.v1.DeviceAdmitted
 	(*DeviceAdmitWithdraw)(nil), // 13: presence.v1.DeviceAdmitWithdraw
 	(*DeviceShow)(nil),          // 14: presence.v1.DeviceShow
-	(*ViewSubscribe)(nil),       // 15: presence.v1.ViewSubscribe
-	(*ViewUnsubscribe)(nil),     // 16: presence.v1.ViewUnsubscribe
-	(*SnapshotPart)(nil),        // 17: presence.v1.SnapshotPart
-	(*PresenceEvent)(nil),       // 18: presence.v1.PresenceEvent
-	(*PresenceFanout)(nil),      // 19: presence.v1.PresenceFanout
-	(*PolicyChanged)(nil),       // 20: presence.v1.PolicyChanged
-	(*DirectoryDeliver)(nil),    // 21: presence.v1.DirectoryDeliver
-	(*CountsQuery)(nil),         // 22: presence.v1.CountsQuery
-	(*NodeCounts)(nil),          // 23: presence.v1.NodeCounts
-	(*ViewQuery)(nil),           // 24: presence.v1.ViewQuery
-	(*DeviceState)(nil),         // 25: presence.v1.DeviceState
-	(*ViewState)(nil),           // 26: presence.v1.ViewState
-	(*ObsEvent)(nil),            // 27: presence.v1.ObsEvent
-	(*EventsSubscribe)(nil),     // 28: presence.v1.EventsSubscribe
-	(*EventsSubscribed)(nil),    // 29: presence.v1.EventsSubscribed
-	(*EventsUnsubscribe)(nil),   // 30: presence.v1.EventsUnsubscribe
-	(*ActorsQuery)(nil),         // 31: presence.v1.ActorsQuery
-	(*ActorsPage)(nil),          // 32: presence.v1.ActorsPage
-	(*ActorStateQuery)(nil),     // 33: presence.v1.ActorStateQuery
-	(*ActorState)(nil),          // 34: presence.v1.ActorState
-	(*LeaseInfo)(nil),           // 35: presence.v1.LeaseInfo
-	(*ViewInfo)(nil),            // 36: presence.v1.ViewInfo
-	(*ConnInfo)(nil),            // 37: presence.v1.ConnInfo
-	(*GatewayInfo)(nil),         // 38: presence.v1.GatewayInfo
-	nil,                         // 39: presence.v1.NodeCounts.CountsEntry
-	nil,                         // 40: presence.v1.ViewInfo.SubscribersEntry
-	(Platform)(0),               // 41: presence.v1.Platform
-	(Activity)(0),               // 42: presence.v1.Activity
-	(Show)(0),                   // 43: presence.v1.Show
-	(*Presence)(nil),            // 44: presence.v1.Presence
-	(*anypb.Any)(nil),           // 45: google.protobuf.Any
+	(*ConnStatus)(nil),          // 15: presence.v1.ConnStatus
+	(*ViewSubscribe)(nil),       // 16: presence.v1.ViewSubscribe
+	(*ViewUnsubscribe)(nil),     // 17: presence.v1.ViewUnsubscribe
+	(*SnapshotPart)(nil),        // 18: presence.v1.SnapshotPart
+	(*PresenceEvent)(nil),       // 19: presence.v1.PresenceEvent
+	(*PresenceFanout)(nil),      // 20: presence.v1.PresenceFanout
+	(*PolicyChanged)(nil),       // 21: presence.v1.PolicyChanged
+	(*DirectoryDeliver)(nil),    // 22: presence.v1.DirectoryDeliver
+	(*CountsQuery)(nil),         // 23: presence.v1.CountsQuery
+	(*NodeCounts)(nil),          // 24: presence.v1.NodeCounts
+	(*ViewQuery)(nil),           // 25: presence.v1.ViewQuery
+	(*DeviceState)(nil),         // 26: presence.v1.DeviceState
+	(*ViewState)(nil),           // 27: presence.v1.ViewState
+	(*ObsEvent)(nil),            // 28: presence.v1.ObsEvent
+	(*EventsSubscribe)(nil),     // 29: presence.v1.EventsSubscribe
+	(*EventsSubscribed)(nil),    // 30: presence.v1.EventsSubscribed
+	(*EventsUnsubscribe)(nil),   // 31: presence.v1.EventsUnsubscribe
+	(*ActorsQuery)(nil),         // 32: presence.v1.ActorsQuery
+	(*ActorsPage)(nil),          // 33: presence.v1.ActorsPage
+	(*ActorStateQuery)(nil),     // 34: presence.v1.ActorStateQuery
+	(*ActorState)(nil),          // 35: presence.v1.ActorState
+	(*LeaseInfo)(nil),           // 36: presence.v1.LeaseInfo
+	(*ViewInfo)(nil),            // 37: presence.v1.ViewInfo
+	(*ConnInfo)(nil),            // 38: presence.v1.ConnInfo
+	(*GatewayInfo)(nil),         // 39: presence.v1.GatewayInfo
+	nil,                         // 40: presence.v1.NodeCounts.CountsEntry
+	nil,                         // 41: presence.v1.ViewInfo.SubscribersEntry
+	(Platform)(0),               // 42: presence.v1.Platform
+	(Activity)(0),               // 43: presence.v1.Activity
+	(Show)(0),                   // 44: presence.v1.Show
+	(*Presence)(nil),            // 45: presence.v1.Presence
+	(*anypb.Any)(nil),           // 46: google.protobuf.Any
 }
 var file_actors_proto_depIdxs = []int32{
 	1,  // 0: presence.v1.Holder.gateway:type_name -> presence.v1.PidRef
-	41, // 1: presence.v1.Holder.platform:type_name -> presence.v1.Platform
-	42, // 2: presence.v1.Holder.activity:type_name -> presence.v1.Activity
+	42, // 1: presence.v1.Holder.platform:type_name -> presence.v1.Platform
+	43, // 2: presence.v1.Holder.activity:type_name -> presence.v1.Activity
 	2,  // 3: presence.v1.LeaseAcquire.holder:type_name -> presence.v1.Holder
 	2,  // 4: presence.v1.LeaseRenew.holder:type_name -> presence.v1.Holder
 	0,  // 5: presence.v1.LeaseRelease.reason:type_name -> presence.v1.EndReason
 	0,  // 6: presence.v1.ConnLost.reason:type_name -> presence.v1.EndReason
 	2,  // 7: presence.v1.DeviceUp.holder:type_name -> presence.v1.Holder
 	0,  // 8: presence.v1.DeviceDown.reason:type_name -> presence.v1.EndReason
-	43, // 9: presence.v1.DeviceShow.show:type_name -> presence.v1.Show
-	1,  // 10: presence.v1.ViewSubscribe.sink:type_name -> presence.v1.PidRef
-	44, // 11: presence.v1.ViewSubscribe.last:type_name -> presence.v1.Presence
-	1,  // 12: presence.v1.ViewUnsubscribe.sink:type_name -> presence.v1.PidRef
-	44, // 13: presence.v1.SnapshotPart.presence:type_name -> presence.v1.Presence
-	44, // 14: presence.v1.PresenceEvent.presence:type_name -> presence.v1.Presence
-	44, // 15: presence.v1.PresenceFanout.presence:type_name -> presence.v1.Presence
-	45, // 16: presence.v1.DirectoryDeliver.message:type_name -> google.protobuf.Any
-	39, // 17: presence.v1.NodeCounts.counts:type_name -> presence.v1.NodeCounts.CountsEntry
-	41, // 18: presence.v1.DeviceState.platform:type_name -> presence.v1.Platform
-	42, // 19: presence.v1.DeviceState.activity:type_name -> presence.v1.Activity
-	25, // 20: presence.v1.ViewState.devices:type_name -> presence.v1.DeviceState
-	43, // 21: presence.v1.ViewState.show:type_name -> presence.v1.Show
-	43, // 22: presence.v1.ViewState.user_show:type_name -> presence.v1.Show
-	1,  // 23: presence.v1.EventsSubscribe.sink:type_name -> presence.v1.PidRef
-	1,  // 24: presence.v1.EventsUnsubscribe.sink:type_name -> presence.v1.PidRef
-	34, // 25: presence.v1.ActorsPage.actors:type_name -> presence.v1.ActorState
-	35, // 26: presence.v1.ActorState.lease:type_name -> presence.v1.LeaseInfo
-	36, // 27: presence.v1.ActorState.view:type_name -> presence.v1.ViewInfo
-	37, // 28: presence.v1.ActorState.connection:type_name -> presence.v1.ConnInfo
-	38, // 29: presence.v1.ActorState.gateway:type_name -> presence.v1.GatewayInfo
-	2,  // 30: presence.v1.LeaseInfo.holder:type_name -> presence.v1.Holder
-	0,  // 31: presence.v1.LeaseInfo.ended:type_name -> presence.v1.EndReason
-	43, // 32: presence.v1.ViewInfo.show:type_name -> presence.v1.Show
-	40, // 33: presence.v1.ViewInfo.subscribers:type_name -> presence.v1.ViewInfo.SubscribersEntry
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	44, // 9: presence.v1.DeviceShow.show:type_name -> presence.v1.Show
+	14, // 10: presence.v1.ConnStatus.status:type_name -> presence.v1.DeviceShow
+	1,  // 11: presence.v1.ViewSubscribe.sink:type_name -> presence.v1.PidRef
+	45, // 12: presence.v1.ViewSubscribe.last:type_name -> presence.v1.Presence
+	1,  // 13: presence.v1.ViewUnsubscribe.sink:type_name -> presence.v1.PidRef
+	45, // 14: presence.v1.SnapshotPart.presence:type_name -> presence.v1.Presence
+	45, // 15: presence.v1.PresenceEvent.presence:type_name -> presence.v1.Presence
+	45, // 16: presence.v1.PresenceFanout.presence:type_name -> presence.v1.Presence
+	46, // 17: presence.v1.DirectoryDeliver.message:type_name -> google.protobuf.Any
+	40, // 18: presence.v1.NodeCounts.counts:type_name -> presence.v1.NodeCounts.CountsEntry
+	42, // 19: presence.v1.DeviceState.platform:type_name -> presence.v1.Platform
+	43, // 20: presence.v1.DeviceState.activity:type_name -> presence.v1.Activity
+	26, // 21: presence.v1.ViewState.devices:type_name -> presence.v1.DeviceState
+	44, // 22: presence.v1.ViewState.show:type_name -> presence.v1.Show
+	44, // 23: presence.v1.ViewState.user_show:type_name -> presence.v1.Show
+	1,  // 24: presence.v1.EventsSubscribe.sink:type_name -> presence.v1.PidRef
+	1,  // 25: presence.v1.EventsUnsubscribe.sink:type_name -> presence.v1.PidRef
+	35, // 26: presence.v1.ActorsPage.actors:type_name -> presence.v1.ActorState
+	36, // 27: presence.v1.ActorState.lease:type_name -> presence.v1.LeaseInfo
+	37, // 28: presence.v1.ActorState.view:type_name -> presence.v1.ViewInfo
+	38, // 29: presence.v1.ActorState.connection:type_name -> presence.v1.ConnInfo
+	39, // 30: presence.v1.ActorState.gateway:type_name -> presence.v1.GatewayInfo
+	2,  // 31: presence.v1.LeaseInfo.holder:type_name -> presence.v1.Holder
+	0,  // 32: presence.v1.LeaseInfo.ended:type_name -> presence.v1.EndReason
+	44, // 33: presence.v1.ViewInfo.show:type_name -> presence.v1.Show
+	41, // 34: presence.v1.ViewInfo.subscribers:type_name -> presence.v1.ViewInfo.SubscribersEntry
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_actors_proto_init() }
@@ -3227,7 +3303,7 @@ func file_actors_proto_init() {
 		return
 	}
 	file_frames_proto_init()
-	file_actors_proto_msgTypes[33].OneofWrappers = []any{
+	file_actors_proto_msgTypes[34].OneofWrappers = []any{
 		(*ActorState_Lease)(nil),
 		(*ActorState_View)(nil),
 		(*ActorState_Connection)(nil),
@@ -3239,7 +3315,7 @@ func file_actors_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_actors_proto_rawDesc), len(file_actors_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   40,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

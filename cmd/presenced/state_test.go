@@ -27,29 +27,41 @@ func (p *proc) dialState(ctx context.Context, user, device string, pl messages.P
 }
 
 // watch subscribes c to target and passes on its snapshot's presence and
-// every change, checking that versions only grow.
+// every change, checking that versions only grow. Its reader and checker
+// end before the test does (a cleanup stops and waits for them), so no
+// check reports into a finished test.
 func watch(ctx context.Context, t *testing.T, c *client.Conn, target string) <-chan *messages.Presence {
 	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
 	snap := subscribe(ctx, t, c, target)
 	out := make(chan *messages.Presence, 100)
 	if ps := snap.GetPresences(); len(ps) == 1 {
 		out <- ps[0]
 	}
 	events := make(chan *messages.Presence, 100)
+	done := make(chan struct{})
 	go readPresences(ctx, c, events)
 	go func() {
+		defer close(done)
 		last := uint64(0)
 		if len(snap.GetPresences()) == 1 {
 			last = snap.GetPresences()[0].GetVersion()
 		}
-		for p := range events {
+		for p := range events { // closed when the reader ends
 			if p.GetVersion() <= last {
 				t.Errorf("%s: version %d after %d: went back", target, p.GetVersion(), last)
 			}
 			last = p.GetVersion()
-			out <- p
+			select {
+			case out <- p:
+			case <-ctx.Done():
+			}
 		}
 	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
 	return out
 }
 
@@ -84,10 +96,11 @@ func platforms(p *messages.Presence) string {
 // phone's lease live on n3; bob (exact) and carol (coarse) watch from n1.
 // Bob sees her available on both platforms and carol online and nothing
 // more; the route puts the laptop first; the laptop stops declaring and
-// after idle-after bob sees away with the idle minute and the route has
-// no attended device; n3 is killed and, after the failover, the phone's
-// background and the status text are still what bob sees, versions never
-// going back.
+// after idle-after bob sees away idle since the minute it was last active
+// and the route has no attended device; n3 is killed with the laptop,
+// which set the status text, and after the failover the phone's
+// background and that text (the phone heard it from the view and tells it
+// again) are still what bob sees, versions never going back.
 func TestClusterDeviceState(t *testing.T) {
 	const idleAfter = 2 * time.Second
 	nodes, _ := startCluster(t, 3, "--idle-after", idleAfter.String())
@@ -98,12 +111,13 @@ func TestClusterDeviceState(t *testing.T) {
 	defer cancel()
 
 	tok, _ := gateway.Tokens{Key: []byte("e2e")}.Mint(user, "phone", time.Hour)
-	phone := client.Start(ctx, client.Config{URLs: []string{"ws://" + n2.listen + "/ws", "ws://" + n1.listen + "/ws"}, Token: tok,
+	client.Start(ctx, client.Config{URLs: []string{"ws://" + n2.listen + "/ws", "ws://" + n1.listen + "/ws"}, Token: tok,
 		Platform: messages.Platform_mobile, Activity: messages.Activity_background})
-	n3.dialState(ctx, user, "laptop", messages.Platform_desktop, messages.Activity_active)
+	lastActive := time.Now() // the laptop declares active at its handshake, and never again
+	laptop := n3.dialState(ctx, user, "laptop", messages.Platform_desktop, messages.Activity_active)
 	n1.waitOnline(user)
 	waitFor(t, 10*time.Second, "both devices in the route", func() bool { return len(n1.routeState(user).Devices) == 2 })
-	if err := phone.SetStatusText(client.Status{Show: messages.Show_auto, Text: "on the train"}); err != nil {
+	if err := laptop.SetStatusText(ctx, messages.Show_auto, "on the train", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -122,19 +136,24 @@ func TestClusterDeviceState(t *testing.T) {
 		t.Fatalf("route %+v, want the laptop first, attended", r)
 	}
 
-	// The laptop declared active at its handshake and never again.
 	p = until(t, bob, idleAfter+5*time.Second, "bob sees away with the idle minute", func(p *messages.Presence) bool {
 		return p.GetShow() == messages.Show_away && p.GetIdleSinceMinute() != 0
 	})
 	if platforms(p) != "mobile:background desktop:idle " || p.GetStatus() != messages.Status_online {
 		t.Fatalf("bob sees %v (%s)", p, platforms(p))
 	}
+	// Idle since the laptop was last active: its handshake, a few seconds
+	// ago, so this minute or the one before.
+	if m, want := int64(p.GetIdleSinceMinute()), lastActive.Unix()/60; m < want || m > time.Now().Unix()/60 {
+		t.Fatalf("bob sees idle since minute %d, want %d (the laptop's handshake), within a minute", m, want)
+	}
 	if r := n1.routeState(user); r.Attended || !r.Foreground || r.Devices[0].Activity != "idle" {
 		t.Fatalf("route %+v, want no attended device, the idle laptop first (it is in the foreground)", r)
 	}
 	until(t, carol, 5*time.Second, "carol sees away", func(p *messages.Presence) bool { return p.GetShow() == messages.Show_away })
 
-	// The laptop's node dies with the user's view and the phone's lease.
+	// The laptop's node dies with the laptop, which set the text, the
+	// user's view and the phone's lease.
 	n3.kill()
 	until(t, bob, time.Duration(n1.bounds().OwnerCrashMs)*time.Millisecond+5*time.Second, "bob sees the phone alone, in the background, with the text", func(p *messages.Presence) bool {
 		return p.GetStatus() == messages.Status_online && platforms(p) == "mobile:background " && p.GetStatusText() == "on the train" && p.GetShow() == messages.Show_away

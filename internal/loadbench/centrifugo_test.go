@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -102,7 +103,8 @@ func TestParseCFLine(t *testing.T) {
 	}{
 		{in: "{}", want: cfLine{ping: true}},
 		{in: `{"id":3,"subscribe":{}}`, want: cfLine{id: 3}},
-		{in: `{"push":{"channel":"cf:a","join":{"info":{"user":"b","client":"x"}}}}`},
+		{in: `{"push":{"channel":"cf:a","join":{"info":{"user":"b","client":"x"}}}}`, want: cfLine{join: true}},
+		{in: `{"push":{"channel":"cf:a","pub":{"data":{}}}}`},
 		{in: `{"push":{"channel":"cf:a","leave":{"info":{"user":"a","client":"x"}}}}`, want: cfLine{channel: "cf:a", user: "a"}},
 		{in: `{"id":1,"connect":`, err: true},
 	} {
@@ -118,14 +120,15 @@ func TestParseCFLine(t *testing.T) {
 }
 
 // fakeCentrifugo answers connect and subscribe (refusing connect when
-// refuse), and lets the test push a line to every connection and count the
-// pongs.
+// refuse), pushes each subscribe's join to the channel's subscribers, and
+// lets the test push a line to every connection and count the pongs.
 type fakeCentrifugo struct {
-	refuse bool
-	mu     sync.Mutex
-	conns  []*websocket.Conn
-	pongs  int
-	subs   map[string]int // channel -> subscribers
+	refuse  bool
+	mu      sync.Mutex
+	conns   []*websocket.Conn
+	pongs   int
+	subs    map[string]int // channel -> subscribers
+	members map[string][]*websocket.Conn
 }
 
 func (f *fakeCentrifugo) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -171,10 +174,17 @@ func (f *fakeCentrifugo) answer(c *websocket.Conn, l []byte) bool {
 	case cmd.Connect != nil:
 		reply = fmt.Sprintf(`{"id":%d,"connect":{"client":"c","ping":1,"pong":true}}`, cmd.ID)
 	case cmd.Subscribe != nil:
+		ch := cmd.Subscribe.Channel
 		f.mu.Lock()
-		f.subs[cmd.Subscribe.Channel]++
+		f.subs[ch]++
+		f.members[ch] = append(f.members[ch], c)
+		members := slices.Clone(f.members[ch])
 		f.mu.Unlock()
-		reply = fmt.Sprintf(`{"id":%d,"subscribe":{}}`, cmd.ID)
+		_ = c.Write(context.Background(), websocket.MessageText, fmt.Appendf(nil, `{"id":%d,"subscribe":{}}`, cmd.ID))
+		for _, m := range members { // as join_leave with force_push_join_leave
+			_ = m.Write(context.Background(), websocket.MessageText, fmt.Appendf(nil, `{"push":{"channel":%q,"join":{"info":{"user":"u"}}}}`, ch))
+		}
+		return true
 	}
 	_ = c.Write(context.Background(), websocket.MessageText, []byte(reply))
 	return true
@@ -237,7 +247,7 @@ func cfWorkerUnderTest(t *testing.T, f *fakeCentrifugo, n int) (ask func(string)
 // the target's channel and records the target's leaves, not the joins or
 // another user's leave in the same message.
 func TestCentrifugoWorker(t *testing.T) {
-	f := &fakeCentrifugo{subs: map[string]int{}}
+	f := &fakeCentrifugo{subs: map[string]int{}, members: map[string][]*websocket.Conn{}}
 	ask, connected := cfWorkerUnderTest(t, f, 3)
 	if !strings.HasPrefix(connected, "connected 3 0 ") {
 		t.Fatalf("%q, want 3 connected and no error", connected)
@@ -276,7 +286,7 @@ func TestCentrifugoWorker(t *testing.T) {
 // A refused connect (an error reply) is a failed dial with the server's
 // error among the first errors, and no device is counted.
 func TestCentrifugoWorkerRefused(t *testing.T) {
-	f := &fakeCentrifugo{refuse: true, subs: map[string]int{}}
+	f := &fakeCentrifugo{refuse: true, subs: map[string]int{}, members: map[string][]*websocket.Conn{}}
 	ask, connected := cfWorkerUnderTest(t, f, 2)
 	if !strings.HasPrefix(connected, "connected 0 2 ") {
 		t.Fatalf("%q, want 0 connected and 2 errors", connected)
@@ -286,5 +296,21 @@ func TestCentrifugoWorkerRefused(t *testing.T) {
 	}
 	if f.subs["cf:bench000000"] != 0 {
 		t.Errorf("subscriptions %v after a refused connect", f.subs)
+	}
+}
+
+// The table compares presence with each peer in a column of its own.
+func TestReportRatioPerPeer(t *testing.T) {
+	o := Options{N: 10, Runs: 1, Systems: []string{"presence", "redis-ttl", "centrifugo"}}
+	results := []RunResult{{System: "presence", ConnectRate: 100}, {System: "redis-ttl", ConnectRate: 50}, {System: "centrifugo", ConnectRate: 400}}
+	var b bytes.Buffer
+	Report(&b, o, "test", results)
+	for _, want := range []string{
+		"| per device | presence | redis-ttl | centrifugo | presence vs redis-ttl | presence vs centrifugo | target (presence) |\n|---|---|---|---|---|---|---|\n",
+		" /s | 2.00x better | **4.00x worse** | >= 5000: **missed**",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the table has no %q:\n%s", want, b.String())
+		}
 	}
 }

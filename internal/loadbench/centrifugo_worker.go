@@ -31,6 +31,7 @@ type cfConn struct {
 	user    string
 	closing atomic.Bool
 	nextID  atomic.Uint32
+	joins   atomic.Int64 // join pushes read
 
 	mu      sync.Mutex
 	waiting map[uint32]chan error // replies awaited, by command id
@@ -39,6 +40,7 @@ type cfConn struct {
 // cfLine is what one line from the server is to the bench.
 type cfLine struct {
 	ping    bool
+	join    bool
 	id      uint32 // a reply to command id (0: none)
 	err     error  // the reply's error
 	channel string // a leave's channel ("": not a leave)
@@ -54,7 +56,7 @@ func parseCFLine(l []byte) (cfLine, error) {
 	}
 	isReply := bytes.HasPrefix(l, []byte(`{"id":`))
 	if !isReply && !bytes.Contains(l, []byte(`"leave":{`)) {
-		return cfLine{}, nil
+		return cfLine{join: bytes.Contains(l, []byte(`"join":{`))}, nil
 	}
 	var m struct {
 		ID    uint32 `json:"id"`
@@ -153,6 +155,17 @@ func (c *cfConn) answered(id uint32, err error) {
 	}
 }
 
+// fail answers every command still waiting with err: the connection ended.
+func (c *cfConn) fail(err error) {
+	c.mu.Lock()
+	waiting := c.waiting
+	c.waiting = map[uint32]chan error{}
+	c.mu.Unlock()
+	for _, done := range waiting {
+		done <- err
+	}
+}
+
 // cfWorker is a load process's side on Centrifugo: the same commands and
 // answers as the worker on presence (runCommand), its counters and the
 // target's receive times kept in the embedded worker. A heartbeat is a
@@ -243,6 +256,7 @@ func (w *cfWorker) readCF(ctx context.Context, c *cfConn) {
 			err = w.handleCF(ctx, c, b, at)
 		}
 		if err != nil {
+			c.fail(err)
 			if !c.closing.Load() && ctx.Err() == nil {
 				w.unexpected.Add(1)
 				w.mu.Lock()
@@ -269,6 +283,8 @@ func (w *cfWorker) handleCF(ctx context.Context, c *cfConn, b []byte, at time.Ti
 				return err
 			}
 			w.sent.Add(1)
+		case p.join:
+			c.joins.Add(1)
 		case p.id != 0:
 			c.answered(p.id, p.err)
 		case p.channel != "":
@@ -328,10 +344,16 @@ func (w *cfWorker) setTarget(user string) {
 	w.mu.Unlock()
 }
 
-// cfSubscribeWithin bounds the wait for the subscribers' replies: every
-// join is pushed to every subscriber already there, so setting up
-// thousands takes minutes.
-const cfSubscribeWithin = 4 * time.Minute
+// cfSubscribeWithin bounds the wait for the subscribers: every join is
+// pushed to every subscriber already there, so setting up thousands takes
+// minutes.
+const cfSubscribeWithin = 6 * time.Minute
+
+// cfSubscribeBatch is how many devices subscribe at once. All at once, the
+// joins queue up ahead of the server's pings and it cuts devices for a
+// late pong; so a batch waits until the first subscriber has read its
+// joins (the others get the same ones at the same pace).
+const cfSubscribeBatch = 25
 
 // subscribeAll subscribes the first k devices to target's channel and
 // counts the subscriptions the server confirmed.
@@ -340,25 +362,53 @@ func (w *cfWorker) subscribeAll(ctx context.Context, target string, k int) int {
 	subs := slices.Clone(w.cfConns[:min(k, len(w.cfConns))])
 	w.mu.Unlock()
 	subs = slices.DeleteFunc(subs, func(c *cfConn) bool { return c == nil })
-	replies := make([]<-chan error, len(subs))
-	for i, c := range subs {
-		replies[i] = c.subscribe(ctx, centrifugoChannel(target))
-	}
+	deadline := time.Now().Add(cfSubscribeWithin)
 	n := 0
-	deadline := time.After(cfSubscribeWithin)
-	for i, r := range replies {
-		select {
-		case err := <-r:
-			if err != nil {
-				w.noteErr("subscribe " + subs[i].user + ": " + err.Error())
-				continue
-			}
-			n++
-		case <-deadline:
-			return n
+	if len(subs) == 0 {
+		return 0
+	}
+	for from := 0; from < len(subs); from += cfSubscribeBatch {
+		batch := subs[from:min(from+cfSubscribeBatch, len(subs))]
+		joins0 := subs[0].joins.Load()
+		replies := make([]<-chan error, len(batch))
+		for i, c := range batch {
+			replies[i] = c.subscribe(ctx, centrifugoChannel(target))
 		}
+		for i, r := range replies {
+			select {
+			case err := <-r:
+				if err != nil {
+					w.noteErr("subscribe " + batch[i].user + ": " + err.Error())
+					continue
+				}
+				n++
+			case <-time.After(time.Until(deadline)):
+				return n
+			}
+		}
+		// subs[0] hears the joins of the batch but its own
+		want := joins0 + int64(len(batch))
+		if from == 0 {
+			want--
+		}
+		until := time.Now().Add(cfJoinsWithin)
+		if until.After(deadline) {
+			until = deadline
+		}
+		w.awaitJoins(subs[0], want, until)
 	}
 	return n
+}
+
+// cfJoinsWithin bounds the wait for one batch's joins: past it the next
+// batch goes.
+const cfJoinsWithin = 30 * time.Second
+
+// awaitJoins waits until c has read want joins, or until.
+func (w *cfWorker) awaitJoins(c *cfConn, want int64, until time.Time) {
+	for c.joins.Load() < want && !c.closing.Load() && time.Now().Before(until) {
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func (w *cfWorker) cfStatsLine() string {

@@ -87,9 +87,12 @@ func Report(w io.Writer, o Options, machine string, results []RunResult) {
 	}
 	fmt.Fprintf(w, "workload: %d devices per system, heartbeats every %v, %d runs each (min / median / max), lookups at %d/s, %d offline rounds, %s\n\n",
 		o.N, o.Interval, o.Runs, o.LookupRate, o.Rounds, map[bool]string{true: "presence.v1.proto", false: "presence.v1.json"}[o.Binary])
-	peers := ratioPeers(o.Systems)
+	peers, heads := ratioPeers(o.Systems), []string{"ratio"}
+	if peers[0] != "" {
+		heads = prefixed("presence vs ", peers, "")
+	}
 	fmt.Fprintf(w, "| per device | %s | %s | target (presence) |\n|---|%s%s---|\n", strings.Join(o.Systems, " | "),
-		strings.Join(prefixed("presence vs ", peers, ""), " | "), strings.Repeat("---|", len(o.Systems)), strings.Repeat("---|", len(peers)))
+		strings.Join(heads, " | "), strings.Repeat("---|", len(o.Systems)), strings.Repeat("---|", len(peers)))
 	for _, r := range rows(o) {
 		meds := map[string]float64{}
 		cells := []string{}

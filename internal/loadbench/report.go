@@ -118,6 +118,9 @@ func Report(w io.Writer, o Options, machine string, results []RunResult) {
 		fmt.Fprintf(w, "%s: %d heartbeats in the idle window, %d lookups (%d failed), %d of %d fan-out events, held %v, unexpected ends %d (codes %s), server closes %s\n",
 			res.System, res.Beats, res.Lookups, res.LookupErrors, len(res.Fanout), res.FanoutExpected, res.Held.Round(time.Second),
 			res.Unexpected, orNone(res.Codes), res.ServerCloses)
+		if res.System == "centrifugo" {
+			fmt.Fprintln(w, "  (centrifugo: a heartbeat is a server ping answered, a lookup POST /api/presence, the offline a leave push; BENCHMARKS.md)")
+		}
 		if res.FanoutWrites != "" {
 			fmt.Fprintf(w, "  %s\n", res.FanoutWrites)
 		}

@@ -32,6 +32,7 @@ type cfConn struct {
 	closing atomic.Bool
 	nextID  atomic.Uint32
 	joins   atomic.Int64 // join pushes read
+	ended   atomic.Bool  // its reader returned
 
 	mu      sync.Mutex
 	waiting map[uint32]chan error // replies awaited, by command id
@@ -256,6 +257,7 @@ func (w *cfWorker) readCF(ctx context.Context, c *cfConn) {
 			err = w.handleCF(ctx, c, b, at)
 		}
 		if err != nil {
+			c.ended.Store(true)
 			c.fail(err)
 			if !c.closing.Load() && ctx.Err() == nil {
 				w.unexpected.Add(1)
@@ -351,8 +353,9 @@ const cfSubscribeWithin = 6 * time.Minute
 
 // cfSubscribeBatch is how many devices subscribe at once. All at once, the
 // joins queue up ahead of the server's pings and it cuts devices for a
-// late pong; so a batch waits until the first subscriber has read its
-// joins (the others get the same ones at the same pace).
+// late pong; so the first subscribes alone, and each batch after it waits
+// until that one has read the batch's joins (the others get the same ones
+// at the same pace).
 const cfSubscribeBatch = 25
 
 // subscribeAll subscribes the first k devices to target's channel and
@@ -367,9 +370,14 @@ func (w *cfWorker) subscribeAll(ctx context.Context, target string, k int) int {
 	if len(subs) == 0 {
 		return 0
 	}
-	for from := 0; from < len(subs); from += cfSubscribeBatch {
-		batch := subs[from:min(from+cfSubscribeBatch, len(subs))]
-		joins0 := subs[0].joins.Load()
+	pacer := subs[0]
+	for from := 0; from < len(subs); {
+		to := min(from+cfSubscribeBatch, len(subs))
+		if from == 0 {
+			to = 1 // the pacer alone: then it hears every later join
+		}
+		batch := subs[from:to]
+		joins0 := pacer.joins.Load()
 		replies := make([]<-chan error, len(batch))
 		for i, c := range batch {
 			replies[i] = c.subscribe(ctx, centrifugoChannel(target))
@@ -386,16 +394,14 @@ func (w *cfWorker) subscribeAll(ctx context.Context, target string, k int) int {
 				return n
 			}
 		}
-		// subs[0] hears the joins of the batch but its own
-		want := joins0 + int64(len(batch))
-		if from == 0 {
-			want--
+		if from > 0 {
+			until := time.Now().Add(cfJoinsWithin)
+			if until.After(deadline) {
+				until = deadline
+			}
+			w.awaitJoins(pacer, joins0+int64(len(batch)), until)
 		}
-		until := time.Now().Add(cfJoinsWithin)
-		if until.After(deadline) {
-			until = deadline
-		}
-		w.awaitJoins(subs[0], want, until)
+		from = to
 	}
 	return n
 }
@@ -406,7 +412,7 @@ const cfJoinsWithin = 30 * time.Second
 
 // awaitJoins waits until c has read want joins, or until.
 func (w *cfWorker) awaitJoins(c *cfConn, want int64, until time.Time) {
-	for c.joins.Load() < want && !c.closing.Load() && time.Now().Before(until) {
+	for c.joins.Load() < want && !c.ended.Load() && time.Now().Before(until) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }

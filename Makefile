@@ -18,9 +18,12 @@ run: build
 	TIMING=$(TIMING) DEMO=$(DEMO) bash scripts/run-cluster.sh
 
 ## tools: what the tests need that Go does not bring (protoc, the
-## PostgreSQL server binaries), idempotently
+## PostgreSQL server binaries), idempotently; and Centrifugo, the peer of
+## make bench and TestBenchSmoke, into bin/ (scripts/centrifugo.sh: a go
+## install of a pinned version through the Go module proxy, minutes once)
 tools:
 	@sh scripts/tools.sh
+	@BIN=$(BIN) sh scripts/centrifugo.sh || echo "centrifugo not installed: make bench runs without it, TestBenchSmoke fails" >&2
 
 ## test: vet, every test with -race (actor tests in virtual time, goroutine
 ## leak checks), a short fuzz run, and the E01 report
@@ -77,12 +80,15 @@ sim:
 	$(GO) run ./cmd/presencectl sim e01 --json
 
 ## bench: one presenced node side by side with the Redis-TTL design
-## (redis-server + cmd/bench's peer) on N devices from load processes on
-## 127.0.0.2.., RUNS runs each, presence's first run held HOLD; prints the
-## table of BENCHMARKS.md with each target met or missed
+## (redis-server + cmd/bench's peer) and with Centrifugo (bin/centrifugo,
+## installed by tools; one node, memory engine) on N devices from load
+## processes on 127.0.0.2.., RUNS runs each, presence's first run held
+## HOLD; prints the table of BENCHMARKS.md, presence against each peer,
+## with each target met or missed
 ## (make bench N=5000 RUNS=1 HOLD=0 for a quick one)
 ## (make bench BENCHFLAGS=--webhook: presence posts its webhooks to one
-## endpoint, a receiver in the bench; BENCHFLAGS passes any bench run flag)
+## endpoint, a receiver in the bench; BENCHFLAGS passes any bench run flag,
+## e.g. --systems presence,centrifugo)
 N    ?= 19000
 RUNS ?= 3
 HOLD ?= 5m

@@ -1,7 +1,7 @@
-// Command bench compares one presenced node with the Redis-TTL design
-// (BENCHMARKS.md) on the same workload, side by side in one run:
+// Command bench compares one presenced node with the Redis-TTL design and
+// with Centrifugo (BENCHMARKS.md) on the same workload, side by side in one run:
 //
-//	bench run [--n 19000] [--runs 3] ...   starts both systems and the load processes, prints the table
+//	bench run [--n 19000] [--runs 3] ...   starts each system and the load processes, prints the table
 //	bench peer ...                          the Redis-TTL peer server (started by run)
 //	bench worker ...                        one load process (started by run)
 //
@@ -25,11 +25,11 @@ import (
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
 const usage = `usage:
-  bench run [--n 19000] [--nodes 1] [--runs 3] [--idle 60s] [--hold 0] [--bin bin] [--systems presence,redis-ttl] [--binary]
+  bench run [--n 19000] [--nodes 1] [--runs 3] [--idle 60s] [--hold 0] [--bin bin] [--systems presence,redis-ttl,centrifugo] [--binary]
   bench storm [--n 19000] [--runs 3] [--realtime 2] [--batched 20] [--leave 0.5] [--away 3s]
   bench store [--n 19000] [--runs 3] [--stores sqlite,postgres] [--steady 20s]
   bench peer --listen ADDR --http ADDR --redis ADDR --secret S [--heartbeat 5s] [--ttl 15s]
-  bench worker --url WS --src IP --first I --count N [--concurrency C] [--interval 5s] [--binary]
+  bench worker --url WS --src IP --first I --count N [--concurrency C] [--interval 5s] [--binary] [--centrifugo]
 `
 
 func run(args []string, in io.Reader, out, errOut io.Writer) int {
@@ -77,13 +77,16 @@ func runCmd(ctx context.Context, args []string, out, errOut io.Writer) int {
 	fs.BoolVar(&o.Binary, "binary", false, "devices speak presence.v1.proto (default presence.v1.json)")
 	fs.BoolVar(&o.Webhook, "webhook", false, "presenced posts its webhooks (docs/webhooks.md) to one endpoint, a receiver in the bench answering 200")
 	fs.StringVar(&o.Profile, "profile", "", "directory for presence's CPU profiles of each connect phase, idle window and the fan-out rounds, its heap profile after the idle window (go tool pprof -top), 5 s execution traces of the node and of the bench in the idle window (go tool trace) and each lookup's start and latency")
-	systems := fs.String("systems", "presence,redis-ttl", "systems to run, comma-separated")
+	systems := fs.String("systems", "", "systems to run, comma-separated: presence, redis-ttl, centrifugo (default: all three, centrifugo where its binary is installed and on one node)")
 	fs.StringVar(&o.Bin, "bin", "bin", "directory holding presenced")
+	fs.StringVar(&o.Centrifugo, "centrifugo", "", "centrifugo binary (default: centrifugo in --bin; sh scripts/centrifugo.sh installs it)")
 	fs.StringVar(&o.RedisServer, "redis-server", "redis-server", "redis-server binary (Debian's redis-server)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	o.Systems = strings.Split(*systems, ",")
+	if *systems != "" {
+		o.Systems = strings.Split(*systems, ",")
+	}
 	self, err := os.Executable()
 	if err != nil {
 		fmt.Fprintln(errOut, "bench:", err)
@@ -185,6 +188,7 @@ func workerCmd(ctx context.Context, args []string, in io.Reader, out, errOut io.
 	fs.IntVar(&o.Concurrency, "concurrency", 20, "dials in flight")
 	fs.DurationVar(&o.Interval, "interval", 5*time.Second, "heartbeat period")
 	fs.BoolVar(&o.Binary, "binary", false, "presence.v1.proto")
+	fs.BoolVar(&o.Centrifugo, "centrifugo", false, "the URL is Centrifugo's /connection/websocket: its JSON protocol")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "file for this process's CPU profile of its connect phase")
 	if err := fs.Parse(args); err != nil {
 		return 2

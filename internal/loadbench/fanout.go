@@ -19,7 +19,7 @@ func fanout(o Options, sys system, ws []*workerProc, res *RunResult) error {
 		if k == 0 {
 			return nil
 		}
-		f, err := w.ask(fmt.Sprintf("sub %s %d", target, k), "subscribed", 2*time.Minute)
+		f, err := w.ask(fmt.Sprintf("sub %s %d", target, k), "subscribed", cfSubscribeWithin+time.Minute)
 		if err == nil && f[0] != strconv.Itoa(k) {
 			err = fmt.Errorf("loadbench: %s of %d subscribers got a snapshot", f[0], k)
 		}

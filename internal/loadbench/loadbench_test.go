@@ -3,6 +3,7 @@ package loadbench
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -25,15 +26,34 @@ func buildBinaries(t *testing.T, dir string) {
 	}
 }
 
-// TestBenchSmoke is `make bench` in small: both systems, 4,200 devices
+// centrifugoBinary is the repository's bin/centrifugo, installed by
+// scripts/centrifugo.sh where it is missing (a go install of minutes, once).
+func centrifugoBinary(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", filepath.Join(root, "scripts", "centrifugo.sh"))
+	cmd.Env = append(os.Environ(), "BIN="+filepath.Join(root, "bin"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("scripts/centrifugo.sh: %v\n%s", err, out)
+	}
+	return filepath.Join(root, "bin", "centrifugo")
+}
+
+// TestBenchSmoke is `make bench` in small: the three systems, 4,200 devices
 // from three load processes (fewer rarely met nbio's stray deadline), seconds per phase. Every row must
 // have a figure, every subscriber (in two of the processes) its offline
-// event, and no connection may end without the load asking.
+// event (Centrifugo: the leave), and no connection may end without the load asking.
 func TestBenchSmoke(t *testing.T) {
 	redis, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Fatal("no redis-server: `make tools` installs Debian's redis-server")
 	}
+	centrifugo := centrifugoBinary(t)
 	dir := t.TempDir()
 	buildBinaries(t, dir)
 	o := Options{
@@ -43,15 +63,15 @@ func TestBenchSmoke(t *testing.T) {
 		N: 4200, PerWorker: 1500, Runs: 1, Idle: 4 * time.Second, Hold: 12 * time.Second, Interval: 2 * time.Second,
 		Debounce: 300 * time.Millisecond, Concurrency: 50, Subs: 1600, Rounds: 2, LookupRate: 20,
 		Bin: dir, Self: filepath.Join(dir, "bench"), RedisServer: redis, Dir: dir,
-		Webhook: true,
+		Webhook: true, Systems: []string{"presence", "redis-ttl", "centrifugo"}, Centrifugo: centrifugo,
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	results, err := Run(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(results) != 2 {
+	if len(results) != 3 {
 		t.Fatalf("%d results, want one per system", len(results))
 	}
 	for _, r := range results {
@@ -70,6 +90,9 @@ func TestBenchSmoke(t *testing.T) {
 		if !strings.Contains(b.String(), "| "+r.name+" |") {
 			t.Errorf("the table has no row %q", r.name)
 		}
+	}
+	if !strings.Contains(b.String(), "| presence vs redis-ttl | presence vs centrifugo |") {
+		t.Error("the table has no ratio column against each peer")
 	}
 }
 

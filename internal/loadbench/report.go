@@ -39,7 +39,7 @@ func rows(o Options) []row {
 	return []row{
 		{"RSS per device after connect", "KiB", true, kib(func(r RunResult) float64 { return r.RSSConnect }), 0, ""},
 		{fmt.Sprintf("RSS per device after %v idle", o.Idle), "KiB", true, kib(func(r RunResult) float64 { return r.RSSIdle }), 8, "<="},
-		{"heap per device (peer: Go heap + Redis used_memory)", "KiB", true, kib(func(r RunResult) float64 { return r.Heap }), 6, "<="},
+		{"heap per device (redis-ttl: Go heap + Redis used_memory)", "KiB", true, kib(func(r RunResult) float64 { return r.Heap }), 6, "<="},
 		{"server CPU per heartbeat (user + kernel)", "µs", true, func(r RunResult) float64 { return float64(r.CPUPerBeat) / 1e3 }, 20, "<="},
 		{"lookup p99 while heartbeats flow", "ms", true, ms(func(r RunResult) time.Duration { return r.LookupP99 }), 5, "<="},
 		{"lookup max while heartbeats flow", "ms", true, ms(func(r RunResult) time.Duration { return r.LookupMax }), 0, ""},
@@ -87,8 +87,12 @@ func Report(w io.Writer, o Options, machine string, results []RunResult) {
 	}
 	fmt.Fprintf(w, "workload: %d devices per system, heartbeats every %v, %d runs each (min / median / max), lookups at %d/s, %d offline rounds, %s\n\n",
 		o.N, o.Interval, o.Runs, o.LookupRate, o.Rounds, map[bool]string{true: "presence.v1.proto", false: "presence.v1.json"}[o.Binary])
-	fmt.Fprintf(w, "| per device | %s | ratio | target (presence) |\n|---|%s---|---|\n",
-		strings.Join(o.Systems, " | "), strings.Repeat("---|", len(o.Systems)))
+	peers, heads := ratioPeers(o.Systems), []string{"ratio"}
+	if peers[0] != "" {
+		heads = prefixed("presence vs ", peers, "")
+	}
+	fmt.Fprintf(w, "| per device | %s | %s | target (presence) |\n|---|%s%s---|\n", strings.Join(o.Systems, " | "),
+		strings.Join(heads, " | "), strings.Repeat("---|", len(o.Systems)), strings.Repeat("---|", len(peers)))
 	for _, r := range rows(o) {
 		meds := map[string]float64{}
 		cells := []string{}
@@ -103,13 +107,20 @@ func Report(w io.Writer, o Options, machine string, results []RunResult) {
 			meds[s] = med
 			cells = append(cells, fmt.Sprintf("%s / %s / %s %s", num(lo), num(med), num(hi), r.unit))
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", r.name, strings.Join(cells, " | "), ratio(r, meds), verdict(r, results))
+		ratios := make([]string, len(peers))
+		for i, p := range peers {
+			ratios[i] = ratio(r, meds, p)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", r.name, strings.Join(cells, " | "), strings.Join(ratios, " | "), verdict(r, results))
 	}
 	fmt.Fprintln(w)
 	for _, res := range results {
 		fmt.Fprintf(w, "%s: %d heartbeats in the idle window, %d lookups (%d failed), %d of %d fan-out events, held %v, unexpected ends %d (codes %s), server closes %s\n",
 			res.System, res.Beats, res.Lookups, res.LookupErrors, len(res.Fanout), res.FanoutExpected, res.Held.Round(time.Second),
 			res.Unexpected, orNone(res.Codes), res.ServerCloses)
+		if res.System == "centrifugo" {
+			fmt.Fprintln(w, "  (centrifugo: a heartbeat is a server ping answered, a lookup POST /api/presence, the offline a leave push; BENCHMARKS.md)")
+		}
 		if res.FanoutWrites != "" {
 			fmt.Fprintf(w, "  %s\n", res.FanoutWrites)
 		}
@@ -132,9 +143,19 @@ func orNone(s string) string {
 	return s
 }
 
-// ratio says how many times better presence's median is than the peer's.
-func ratio(r row, meds map[string]float64) string {
-	p, q := meds["presence"], meds["redis-ttl"]
+// ratioPeers are the systems presence is compared with: a ratio column
+// each (one empty column when presence runs alone or not at all).
+func ratioPeers(systems []string) []string {
+	peers := slices.DeleteFunc(slices.Clone(systems), func(s string) bool { return s == "presence" })
+	if len(peers) == 0 || len(peers) == len(systems) {
+		return []string{""}
+	}
+	return peers
+}
+
+// ratio says how many times better presence's median is than peer's.
+func ratio(r row, meds map[string]float64, peer string) string {
+	p, q := meds["presence"], meds[peer]
 	if p == 0 || q == 0 {
 		return ""
 	}

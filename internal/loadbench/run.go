@@ -35,8 +35,10 @@ type Options struct {
 	Binary      bool          // devices speak presence.v1.proto
 	Webhook     bool          // presenced posts its webhooks to one endpoint, a receiver in this process
 	NodeArgs    []string      // more presenced flags (the storm smoke test's short batch window)
-	Systems     []string      // "presence", "redis-ttl"
+	Systems     []string      // "presence", "redis-ttl", "centrifugo"; empty: defaultSystems
 	Bin         string        // directory holding presenced
+	Centrifugo  string        // the centrifugo binary; "": Bin/centrifugo (scripts/centrifugo.sh)
+	CFProtocol  bool          // the load processes speak Centrifugo's protocol (connect sets it for Centrifugo)
 	Self        string        // this binary (cmd/bench): its peer and worker commands
 	RedisServer string        // redis-server binary
 	Dir         string        // logs and stores of the runs
@@ -70,7 +72,7 @@ func (o *Options) Defaults() {
 	o.Devices = min(max(o.Devices, 1), len(deviceNames))
 	o.Subs = min(o.Subs, o.N/o.Devices)
 	if len(o.Systems) == 0 {
-		o.Systems = []string{"presence", "redis-ttl"}
+		o.Systems = o.defaultSystems()
 	}
 }
 
@@ -137,6 +139,8 @@ func start(o Options, name, dir string) (system, error) {
 		return startPresence(o, dir)
 	case "redis-ttl":
 		return startPeer(o, dir)
+	case "centrifugo":
+		return startCentrifugo(o, dir)
 	}
 	return nil, fmt.Errorf("loadbench: unknown system %q", name)
 }
@@ -242,6 +246,7 @@ func codesString(m map[string]int64) string {
 // time from the first dial to the last answer.
 func connect(o Options, sys system, dir string, res *RunResult) ([]*workerProc, error) {
 	cpu0, _ := cpuTime(sys.Pids()...)
+	_, o.CFProtocol = sys.(*centrifugoSys)
 	ws, err := spawnWorkers(o, sys.URLs(), dir)
 	if err != nil {
 		return nil, err

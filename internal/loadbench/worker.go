@@ -37,6 +37,7 @@ type WorkerOptions struct {
 	Interval    time.Duration // heartbeat period of every connection
 	Binary      bool          // presence.v1.proto instead of presence.v1.json
 	CPUProfile  string        // file for the CPU profile of the connect phase; "": none
+	Centrifugo  bool          // URL is Centrifugo's /connection/websocket: its JSON protocol (centrifugo_worker.go)
 }
 
 // worker holds its connections and answers the orchestrator's commands, one
@@ -92,6 +93,9 @@ func RunWorker(ctx context.Context, o WorkerOptions, in io.Reader, out io.Writer
 	w := newWorker(o, out)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if o.Centrifugo {
+		return runCentrifugoWorker(ctx, w, in)
+	}
 	if err := w.profiled(func() { w.connectAll(ctx) }); err != nil {
 		return err
 	}

@@ -6,7 +6,7 @@ TIMING  ?= fast
 FUZZTIME ?=
 BIN     := bin
 
-.PHONY: all build run test fuzz sim bench bench-cluster bench-store bench-storm bench-micro bench-churn chaos proto tools lint verify docker docker-postgres compose-up compose-down clean
+.PHONY: all build run test centrifugo fuzz sim bench bench-cluster bench-store bench-storm bench-micro bench-churn chaos proto tools lint verify docker docker-postgres compose-up compose-down clean
 
 all: build
 
@@ -18,12 +18,15 @@ run: build
 	TIMING=$(TIMING) DEMO=$(DEMO) bash scripts/run-cluster.sh
 
 ## tools: what the tests need that Go does not bring (protoc, the
-## PostgreSQL server binaries), idempotently; and Centrifugo, the peer of
-## make bench and TestBenchSmoke, into bin/ (scripts/centrifugo.sh: a go
-## install of a pinned version through the Go module proxy, minutes once)
+## PostgreSQL server binaries), idempotently
 tools:
 	@sh scripts/tools.sh
-	@BIN=$(BIN) sh scripts/centrifugo.sh || echo "centrifugo not installed: make bench runs without it, TestBenchSmoke fails" >&2
+
+## centrifugo: the peer of make bench into bin/ (scripts/centrifugo.sh: a
+## go install of a pinned version through the Go module proxy, minutes
+## once; TestBenchSmoke runs it too where it is installed)
+centrifugo:
+	@BIN=$(BIN) sh scripts/centrifugo.sh || echo "centrifugo not installed: make bench runs without it" >&2
 
 ## test: vet, every test with -race (actor tests in virtual time, goroutine
 ## leak checks), a short fuzz run, and the E01 report
@@ -81,7 +84,7 @@ sim:
 
 ## bench: one presenced node side by side with the Redis-TTL design
 ## (redis-server + cmd/bench's peer) and with Centrifugo (bin/centrifugo,
-## installed by tools; one node, memory engine) on N devices from load
+## installed by make centrifugo; one node, memory engine) on N devices from load
 ## processes on 127.0.0.2.., RUNS runs each, presence's first run held
 ## HOLD; prints the table of BENCHMARKS.md, presence against each peer,
 ## with each target met or missed
@@ -93,7 +96,7 @@ N    ?= 19000
 RUNS ?= 3
 HOLD ?= 5m
 BENCHFLAGS ?=
-bench: tools
+bench: tools centrifugo
 	$(GO) build -o $(BIN)/ ./cmd/presenced ./cmd/bench
 	$(BIN)/bench run --n $(N) --runs $(RUNS) --hold $(HOLD) --bin $(BIN) $(BENCHFLAGS) | tee bench.out
 

@@ -26,25 +26,22 @@ func buildBinaries(t *testing.T, dir string) {
 	}
 }
 
-// centrifugoBinary is the repository's bin/centrifugo, installed by
-// scripts/centrifugo.sh where it is missing (a go install of minutes, once).
+// centrifugoBinary is the repository's bin/centrifugo or one on PATH, as
+// `make centrifugo` installs it (a go install of minutes, too long for
+// make test to pay on a fresh machine); "" where there is none.
 func centrifugoBinary(t *testing.T) string {
 	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
+	if p, err := filepath.Abs("../../bin/centrifugo"); err == nil {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", filepath.Join(root, "scripts", "centrifugo.sh"))
-	cmd.Env = append(os.Environ(), "BIN="+filepath.Join(root, "bin"))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("scripts/centrifugo.sh: %v\n%s", err, out)
-	}
-	return filepath.Join(root, "bin", "centrifugo")
+	p, _ := exec.LookPath("centrifugo")
+	return p
 }
 
-// TestBenchSmoke is `make bench` in small: the three systems, 4,200 devices
+// TestBenchSmoke is `make bench` in small: the three systems (Centrifugo
+// where `make centrifugo` installed it), 4,200 devices
 // from three load processes (fewer rarely met nbio's stray deadline), seconds per phase. Every row must
 // have a figure, every subscriber (in two of the processes) its offline
 // event (Centrifugo: the leave), and no connection may end without the load asking.
@@ -63,7 +60,12 @@ func TestBenchSmoke(t *testing.T) {
 		N: 4200, PerWorker: 1500, Runs: 1, Idle: 4 * time.Second, Hold: 12 * time.Second, Interval: 2 * time.Second,
 		Debounce: 300 * time.Millisecond, Concurrency: 50, Subs: 1600, Rounds: 2, LookupRate: 20,
 		Bin: dir, Self: filepath.Join(dir, "bench"), RedisServer: redis, Dir: dir,
-		Webhook: true, Systems: []string{"presence", "redis-ttl", "centrifugo"}, Centrifugo: centrifugo,
+		Webhook: true, Systems: []string{"presence", "redis-ttl"},
+	}
+	if centrifugo != "" {
+		o.Systems, o.Centrifugo = append(o.Systems, "centrifugo"), centrifugo
+	} else {
+		t.Log("no Centrifugo installed (make centrifugo): presence against the Redis-TTL peer only")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -71,7 +73,7 @@ func TestBenchSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(results) != 3 {
+	if len(results) != len(o.Systems) {
 		t.Fatalf("%d results, want one per system", len(results))
 	}
 	for _, r := range results {
@@ -91,7 +93,7 @@ func TestBenchSmoke(t *testing.T) {
 			t.Errorf("the table has no row %q", r.name)
 		}
 	}
-	if !strings.Contains(b.String(), "| presence vs redis-ttl | presence vs centrifugo |") {
+	if centrifugo != "" && !strings.Contains(b.String(), "| presence vs redis-ttl | presence vs centrifugo |") {
 		t.Error("the table has no ratio column against each peer")
 	}
 }

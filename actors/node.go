@@ -579,10 +579,18 @@ func (g *Gateway) Stop() { _ = g.n.root.StopFuture(g.pid).Wait() }
 
 // Query returns a user's raw view state (devices, online, last seen).
 func (n *Node) Query(ctx context.Context, user string) (*messages.ViewState, error) {
+	return n.QueryAbove(ctx, user, 0)
+}
+
+// QueryAbove is Query with the view's version raised to at least floor
+// first, so that its next change is above floor: the webhooks check a
+// dead node's row this way (webhook.Config.Query), and what they tell of
+// the view's state at that version is never mistaken for a later change.
+func (n *Node) QueryAbove(ctx context.Context, user string, floor uint64) (*messages.ViewState, error) {
 	if err := core.ValidID("user", user); err != nil {
 		return nil, err
 	}
-	st, err := n.queryView(ctx, user)
+	st, err := n.queryView(ctx, user, floor)
 	if err != nil {
 		return nil, err
 	}
@@ -597,14 +605,14 @@ func (n *Node) Query(ctx context.Context, user string) (*messages.ViewState, err
 // sent to it still queued), else asks the view with a ViewQuery: a
 // lookup of an online user then waits for no mailbox (BENCHMARKS.md,
 // lookup p99).
-func (n *Node) queryView(ctx context.Context, user string) (*messages.ViewState, error) {
+func (n *Node) queryView(ctx context.Context, user string, floor uint64) (*messages.ViewState, error) {
 	if r, ok := n.dir.(viewReader); ok {
-		if st, ok := r.readView(user); ok {
+		if st, ok := r.readView(user); ok && st.GetVersion() >= floor {
 			n.metrics.ViewReads.Inc()
 			return st, nil
 		}
 	}
-	res, err := n.dir.Request(ctx, KindView, user, &messages.ViewQuery{User: user})
+	res, err := n.dir.Request(ctx, KindView, user, &messages.ViewQuery{User: user, Floor: floor})
 	if err != nil {
 		return nil, err
 	}

@@ -201,11 +201,11 @@ func TestWebhookReceiverDownIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "the last changes written", func() bool {
-		n, _ := h.CountHooks(ctx, webhook.Endpoint{URL: url}.Key())
+		n, _ := h.CountHooks(ctx, webhook.Endpoint{URL: url}.Key(), "")
 		return n == users
 	})
 	time.Sleep(time.Second)
-	if n, _ := h.CountHooks(ctx, webhook.Endpoint{URL: url}.Key()); n != users {
+	if n, _ := h.CountHooks(ctx, webhook.Endpoint{URL: url}.Key(), ""); n != users {
 		t.Fatalf("%d rows for %d users after 5 rounds of 40 changes each: want one per user", n, users)
 	}
 	if v := metricValue(t, n1, "presence_webhook_pending"); v != 0 {

@@ -39,8 +39,11 @@ func (a *viewActor) hookEvent(now time.Time) webhook.Event {
 	if a.v.Online {
 		p := a.v.Presence(now)
 		ev.Status, ev.Show, ev.StatusText = "online", p.Show.String(), p.Text
-	} else if !a.v.LastSeen.IsZero() {
-		ev.Reason, ev.LatencyMs = a.mode, now.Sub(a.v.LastSeen).Milliseconds()
+	} else {
+		ev.Reason = a.mode
+		if a.mode != ModeOwnerCrash && !a.v.LastSeen.IsZero() { // an owner crash took the departure with it
+			ev.LatencyMs = now.Sub(a.v.LastSeen).Milliseconds()
+		}
 	}
 	for dev, d := range a.v.Devices.Sorted() {
 		ev.Devices = append(ev.Devices, webhook.Device{Device: dev, Platform: core.PlatformOf(d.Holder).String(), Activity: core.ActivityOf(d.Holder).String(), Node: d.GetNode()})

@@ -582,10 +582,12 @@ func (n *Node) Query(ctx context.Context, user string) (*messages.ViewState, err
 	return n.QueryAbove(ctx, user, 0)
 }
 
-// QueryAbove is Query with the view's version raised to at least floor
-// first, so that its next change is above floor: the webhooks check a
-// dead node's row this way (webhook.Config.Query), and what they tell of
-// the view's state at that version is never mistaken for a later change.
+// QueryAbove is Query with the view's version raised first (floor > 0) to
+// at least floor and the wall time in ms: above what the view or an
+// earlier incarnation of it published, and below its next change. The
+// webhooks check a dead node's row this way (webhook.Config.Query): what
+// they tell of the state at that version is newer than what the receiver
+// has, and older than the view's next change.
 func (n *Node) QueryAbove(ctx context.Context, user string, floor uint64) (*messages.ViewState, error) {
 	if err := core.ValidID("user", user); err != nil {
 		return nil, err
@@ -607,7 +609,7 @@ func (n *Node) QueryAbove(ctx context.Context, user string, floor uint64) (*mess
 // lookup p99).
 func (n *Node) queryView(ctx context.Context, user string, floor uint64) (*messages.ViewState, error) {
 	if r, ok := n.dir.(viewReader); ok {
-		if st, ok := r.readView(user); ok && st.GetVersion() >= floor {
+		if st, ok := r.readView(user); ok && floor == 0 {
 			n.metrics.ViewReads.Inc()
 			return st, nil
 		}

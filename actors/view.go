@@ -205,7 +205,9 @@ func (a *viewActor) onQuery(ctx actor.Context, floor uint64, now time.Time) {
 	a.queries++
 	a.loaded()
 	a.recheck(ctx, now)
-	a.v.Raise(floor)
+	if floor > 0 { // and above what an earlier incarnation published: versions are at least the wall time
+		a.v.Raise(max(floor, uint64(now.UnixMilli())))
+	}
 	ctx.Respond(a.state())
 	if a.queries == a.received && a.v.Idle() && !a.v.Unsettled {
 		a.n.passivate(ctx, KindView, a.user, a.received)

@@ -1641,9 +1641,9 @@ func (x *NodeCounts) GetDegradedSinceMs() int64 {
 }
 
 // ViewQuery asks a view for its user's raw state; answered with ViewState.
-// floor: the view first raises its version to at least it, so that its
-// next change is above (a version the webhooks' receiver was told for the
-// user by a node gone); 0: none.
+// floor: the view first raises its version to at least it and the wall
+// time in ms, so that its next change is above (floor: a version the
+// webhooks' receiver was told for the user by a node gone); 0: none.
 type ViewQuery struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`

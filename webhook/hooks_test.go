@@ -128,8 +128,8 @@ func fastLimits() Limits {
 }
 
 // truth is what the views say of users (Config.Query); a user it does
-// not name is offline with no device at version 0. A query raises the
-// version to its floor, as a view does.
+// not name is offline with no device at version 0. A query with a floor
+// raises the version to it and the wall time in ms, as a view does.
 type truth struct {
 	mu sync.Mutex
 	m  map[string]*messages.ViewState
@@ -146,7 +146,9 @@ func (tr *truth) query(_ context.Context, user string, floor uint64) (*messages.
 		st = &messages.ViewState{User: user}
 		tr.m[user] = st
 	}
-	st.Version = max(st.Version, floor)
+	if floor > 0 {
+		st.Version = max(st.Version, floor, uint64(time.Now().UnixMilli()))
+	}
 	return st, nil
 }
 

@@ -135,9 +135,10 @@ func (h *Hooks) toCheck(ep *endpoint, rows []store.HookRow) {
 }
 
 // check asks each queued user's view for its state, its version raised
-// above the row's first, and where the state differs from the row's (what
-// the receiver has or will have) tells the receiver the view's, at the
-// view's version: above the row's, and below any the view publishes next.
+// first above the row's and the wall time, and where the state differs
+// from the row's (what the receiver has or will have) tells the receiver
+// the view's, at the view's version: above the row's and anything an
+// earlier incarnation of the view published, below its next change.
 // A view still settling after the membership change is asked again at
 // the next sweep.
 func (h *Hooks) check(ep *endpoint) {

@@ -37,6 +37,7 @@ var secret = []byte("a-secret-of-32-bytes-for-tests!!")
 type receiver struct {
 	mu     sync.Mutex
 	events []Event
+	bodies [][]byte    // of every request taken
 	ids    []string    // of every request
 	times  []time.Time // of every request
 	bad    int
@@ -85,6 +86,7 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 	var b struct{ Events []Event }
 	_ = json.Unmarshal(body, &b)
 	rc.events = append(rc.events, b.Events...)
+	rc.bodies = append(rc.bodies, body)
 }
 
 func (rc *receiver) got() []Event {
@@ -523,6 +525,31 @@ func TestStoreDownCoalescesOverBound(t *testing.T) {
 		inOrder(t, rc.versions())
 		if len(vs) == 0 || vs[len(vs)-1] != 1000 {
 			t.Fatalf("alice's versions received end at %v, want 1000", vs[max(len(vs)-3, 0):])
+		}
+	})
+}
+
+// The body is the contract's: {"events":[...]} with each event's fields
+// named as docs/webhooks.md and CONTRACT say, the full state of the user.
+func TestPayloadFields(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{}
+		n := start(t, rc, store.NewMemoryHooks())
+		at := time.Now().UnixMilli()
+		n.Changed(Event{User: "bob", Status: "online", Version: 3, Show: "away", StatusText: "on the train", AtMs: at,
+			Devices: []Device{{Device: "phone", Platform: "mobile", Activity: "background", Node: "n2"}}})
+		n.Changed(Event{User: "bob", Status: "offline", Version: 4, Reason: "half_open", LatencyMs: 812, AtMs: at + 1, Devices: []Device{}})
+		settle(time.Second)
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
+		if len(rc.bodies) != 1 {
+			t.Fatalf("%d requests, want one batch", len(rc.bodies))
+		}
+		want := fmt.Sprintf(`{"events":[`+
+			`{"user":"bob","status":"online","version":3,"show":"away","status_text":"on the train","devices":[{"device":"phone","platform":"mobile","activity":"background","node":"n2"}],"at_ms":%d},`+
+			`{"user":"bob","status":"offline","version":4,"devices":[],"reason":"half_open","latency_ms":812,"at_ms":%d}]}`, at, at+1)
+		if got := string(rc.bodies[0]); got != want {
+			t.Fatalf("body\n %s\nwant\n %s", got, want)
 		}
 	})
 }

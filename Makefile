@@ -3,6 +3,7 @@ GO      ?= go
 NODES   ?= 1
 DEMO    ?= 20
 TIMING  ?= fast
+WEBHOOK ?= 0
 FUZZTIME ?=
 BIN     := bin
 
@@ -13,9 +14,10 @@ all: build
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-## run: a local 3-node cluster with demo devices (scripts/run-cluster.sh)
+## run: a local 3-node cluster with demo devices (scripts/run-cluster.sh);
+## WEBHOOK=1 adds a webhook receiver the nodes post every change to
 run: build
-	TIMING=$(TIMING) DEMO=$(DEMO) bash scripts/run-cluster.sh
+	TIMING=$(TIMING) DEMO=$(DEMO) WEBHOOK=$(WEBHOOK) bash scripts/run-cluster.sh
 
 ## tools: what the tests need that Go does not bring (protoc, the
 ## PostgreSQL server binaries), idempotently

@@ -13,15 +13,24 @@ import (
 // has nothing to tell; an unsettled one waits for its devices to
 // re-register (it tells what is true at its settle, a duplicate of what
 // the old view told the backend at worst: same state, a higher version).
+// Each change it tells has a version of its own: one that changed nothing
+// subscribers see (a device's node) raises the view's version first, so a
+// receiver keeping the highest version per user keeps the latest state.
 func (a *viewActor) hook(now time.Time) {
 	if a.n.deps.Changes == nil || a.v.Unsettled || a.v.Version == 0 {
 		return
 	}
 	ev := a.hookEvent(now)
-	if sig := ev.Sig(); sig != a.hooked {
-		a.hooked = sig
-		a.n.deps.Changes.Changed(ev)
+	sig := ev.Sig()
+	if sig == a.hooked {
+		return
 	}
+	if a.v.Version <= a.hookedAt {
+		a.v.Raise(max(a.hookedAt+1, uint64(now.UnixMilli())))
+		ev.Version = a.v.Version
+	}
+	a.hooked, a.hookedAt = sig, ev.Version
+	a.n.deps.Changes.Changed(ev)
 }
 
 // hookEvent is the user's untrimmed state as the backend receives it.
@@ -30,8 +39,11 @@ func (a *viewActor) hookEvent(now time.Time) webhook.Event {
 	if a.v.Online {
 		p := a.v.Presence(now)
 		ev.Status, ev.Show, ev.StatusText = "online", p.Show.String(), p.Text
-	} else if !a.v.LastSeen.IsZero() {
-		ev.Reason, ev.LatencyMs = a.mode, now.Sub(a.v.LastSeen).Milliseconds()
+	} else {
+		ev.Reason = a.mode
+		if a.mode != ModeOwnerCrash && !a.v.LastSeen.IsZero() { // an owner crash took the departure with it
+			ev.LatencyMs = now.Sub(a.v.LastSeen).Milliseconds()
+		}
 	}
 	for dev, d := range a.v.Devices.Sorted() {
 		ev.Devices = append(ev.Devices, webhook.Device{Device: dev, Platform: core.PlatformOf(d.Holder).String(), Activity: core.ActivityOf(d.Holder).String(), Node: d.GetNode()})

@@ -579,10 +579,20 @@ func (g *Gateway) Stop() { _ = g.n.root.StopFuture(g.pid).Wait() }
 
 // Query returns a user's raw view state (devices, online, last seen).
 func (n *Node) Query(ctx context.Context, user string) (*messages.ViewState, error) {
+	return n.QueryAbove(ctx, user, 0)
+}
+
+// QueryAbove is Query with the view's version raised first (floor > 0) to
+// at least floor and the wall time in ms: above what the view or an
+// earlier incarnation of it published, and below its next change. The
+// webhooks check a dead node's row this way (webhook.Config.Query): what
+// they tell of the state at that version is newer than what the receiver
+// has, and older than the view's next change.
+func (n *Node) QueryAbove(ctx context.Context, user string, floor uint64) (*messages.ViewState, error) {
 	if err := core.ValidID("user", user); err != nil {
 		return nil, err
 	}
-	st, err := n.queryView(ctx, user)
+	st, err := n.queryView(ctx, user, floor)
 	if err != nil {
 		return nil, err
 	}
@@ -597,14 +607,14 @@ func (n *Node) Query(ctx context.Context, user string) (*messages.ViewState, err
 // sent to it still queued), else asks the view with a ViewQuery: a
 // lookup of an online user then waits for no mailbox (BENCHMARKS.md,
 // lookup p99).
-func (n *Node) queryView(ctx context.Context, user string) (*messages.ViewState, error) {
+func (n *Node) queryView(ctx context.Context, user string, floor uint64) (*messages.ViewState, error) {
 	if r, ok := n.dir.(viewReader); ok {
-		if st, ok := r.readView(user); ok {
+		if st, ok := r.readView(user); ok && floor == 0 {
 			n.metrics.ViewReads.Inc()
 			return st, nil
 		}
 	}
-	res, err := n.dir.Request(ctx, KindView, user, &messages.ViewQuery{User: user})
+	res, err := n.dir.Request(ctx, KindView, user, &messages.ViewQuery{User: user, Floor: floor})
 	if err != nil {
 		return nil, err
 	}

@@ -35,6 +35,7 @@ type viewActor struct {
 	started                             time.Time // activation
 	mode                                string    // leave mode of the last departure (presence_offline_detection_seconds)
 	hooked                              string    // what the webhooks were last told (hook.go)
+	hookedAt                            uint64    // at which version
 }
 
 func (a *viewActor) Receive(ctx actor.Context) {
@@ -73,7 +74,7 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.onPolicyChanged(ctx, now)
 	case *messages.ViewQuery:
 		a.n.handled(KindView, &a.received)
-		a.onQuery(ctx, now)
+		a.onQuery(ctx, m.GetFloor(), now)
 	case *messages.ActorStateQuery: // from the inspector, not the directory
 		a.loaded()
 		ctx.Respond(a.info(now))
@@ -245,10 +246,13 @@ func (a *viewActor) onUnsubscribe(ctx actor.Context, m *messages.ViewUnsubscribe
 // after Timing.Idle: an admin lookup of a user nobody has seen leaves no
 // actor behind (docs/operations.md "Limits"). An unsettled one stays: its
 // devices may be re-registering.
-func (a *viewActor) onQuery(ctx actor.Context, now time.Time) {
+func (a *viewActor) onQuery(ctx actor.Context, floor uint64, now time.Time) {
 	a.queries++
 	a.loaded()
 	a.recheck(ctx, now)
+	if floor > 0 { // and above what an earlier incarnation published: versions are at least the wall time
+		a.v.Raise(max(floor, uint64(now.UnixMilli())))
+	}
 	ctx.Respond(a.state())
 	if a.queries == a.received && a.v.Idle() && !a.v.Unsettled {
 		a.n.passivate(ctx, KindView, a.user, a.received)

@@ -150,7 +150,13 @@ type Config struct {
 	// WebhookRetryMax caps the back-off of a failing receiver (each wait
 	// drawn from [0, back-off), which doubles from 100 ms). Default 1 min.
 	WebhookRetryMax time.Duration
-	files           struct{ secret, adminToken, clusterKey string } // *-file parameters, read by Load
+	// WebhookBacklog is the users' changes a node holds in memory per
+	// endpoint, waiting for the store or the receiver: under it every
+	// change is delivered, over it a user's changes are coalesced into her
+	// latest (docs/webhooks.md, "The guarantee"). Default 10,000; rule:
+	// >= 0 (0: the default).
+	WebhookBacklog int
+	files          struct{ secret, adminToken, clusterKey, webhookSecret string } // *-file parameters, read by Load
 }
 
 // Gateway is what an operator tunes of the device WebSocket endpoint;
@@ -379,6 +385,9 @@ func (c Config) validateWebhooks() error {
 	}
 	if c.WebhookRetryMax < 0 {
 		errs = append(errs, fmt.Errorf("%w: webhook-retry-max = %v: must be >= 0 (0: the default)", ErrInvalid, c.WebhookRetryMax))
+	}
+	if c.WebhookBacklog < 0 {
+		errs = append(errs, fmt.Errorf("%w: webhook-backlog = %d: must be >= 0 (0: the default)", ErrInvalid, c.WebhookBacklog))
 	}
 	return errors.Join(errs...)
 }

@@ -463,12 +463,13 @@ memory-return: 30s
 webhook-url: [https://a.example/hook, http://127.0.0.1:9/h]
 webhook-secret: 0123456789abcdef
 webhook-retry-max: 10s
+webhook-backlog: 500
 `)
 	want := config.Config{
 		NodeID: "n-file", Listen: "0.0.0.0:1", Admin: "0.0.0.0:2", AdminToken: "tok", Gossip: "0.0.0.0:3",
 		Join: []string{"a:1", "b:2"}, Advertise: "presence-1", RemotePort: 7947, JoinRetry: time.Minute, Preset: "seed", Secret: "s3cret", ClusterKey: "0123456789abcdef", Seed: 42, Demo: 3, PolicyDSN: "postgres://db/presence", SplitBrain: "lease",
 		MemoryReturn: 30 * time.Second,
-		WebhookURLs:  []string{"https://a.example/hook", "http://127.0.0.1:9/h"}, WebhookSecret: "0123456789abcdef", WebhookRetryMax: 10 * time.Second,
+		WebhookURLs:  []string{"https://a.example/hook", "http://127.0.0.1:9/h"}, WebhookSecret: "0123456789abcdef", WebhookRetryMax: 10 * time.Second, WebhookBacklog: 500,
 		Gateway: config.Gateway{Outbox: 8, WriteTimeout: 3 * time.Second, AdmitRate: 9.5, AdmitBurst: 10, DrainSpread: 4 * time.Second, SendBuffer: 4096,
 			SubscribeRate: 2.5, SubscribeBurst: 3, ActivityRate: 0.5, ActivityBurst: 2, QueryRate: 1.5, QueryBurst: 4},
 		Limits:  config.Limits{Subscriptions: 40, Devices: 4, Batch: 50},
@@ -498,7 +499,7 @@ webhook-retry-max: 10s
 		"memory-return": "30s", "activity-rate": "0.5", "activity-burst": "2", "idle-after": "2m", "state-sync-timeout": "30s", "battery-factor": "3",
 		"batch-window": "2s", "query-rate": "1.5", "query-burst": "4",
 		"degrade-at": "2s", "degrade-below": "500ms", "restore-after": "20s", "degraded-pull": "30s",
-		"webhook-url": "https://a.example/hook,http://127.0.0.1:9/h", "webhook-secret": "0123456789abcdef", "webhook-retry-max": "10s",
+		"webhook-url": "https://a.example/hook,http://127.0.0.1:9/h", "webhook-secret": "0123456789abcdef", "webhook-retry-max": "10s", "webhook-backlog": "500",
 	} {
 		kv = append(kv, config.EnvName(k), v)
 		args = append(args, "--"+k+"="+v)
@@ -799,10 +800,30 @@ func TestWebhookConfig(t *testing.T) {
 		{[]string{"--webhook-url", "https://a.example/h"}, "webhook-secret is required with webhook-url"},
 		{[]string{"--webhook-url", "https://a.example/h", "--webhook-secret", "short"}, "webhook-secret has 5 bytes: must be at least 16"},
 		{[]string{"--webhook-retry-max", "-1s"}, "webhook-retry-max = -1s"},
+		{[]string{"--webhook-backlog", "-1"}, "webhook-backlog = -1"},
+		{[]string{"--webhook-url", "https://a.example/h", "--webhook-secret-file", secretFile(t, "short\n")}, "webhook-secret has 5 bytes"},
+		{[]string{"--webhook-secret", "0123456789abcdef", "--webhook-secret-file", secretFile(t, "0123456789abcdef\n")}, "webhook-secret and webhook-secret-file are both set"},
+		{[]string{"--webhook-secret-file", filepath.Join(t.TempDir(), "missing")}, "webhook-secret-file"},
 	} {
 		_, err := config.Load(tc.args, env(), io.Discard)
 		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), tc.rule) {
 			t.Errorf("%v: %v, want ErrInvalid naming %q", tc.args, err, tc.rule)
 		}
 	}
+	// The secret from a file, as the other secrets (not in a process
+	// listing or the environment).
+	c, err = config.Load([]string{"--webhook-url", "https://a.example/h"}, env("PRESENCE_WEBHOOK_SECRET_FILE", secretFile(t, "from-a-file-0123456789\n")), io.Discard)
+	if err != nil || c.WebhookSecret != "from-a-file-0123456789" {
+		t.Fatalf("webhook-secret-file: %q %v", c.WebhookSecret, err)
+	}
+}
+
+// secretFile is a file of the test's holding body.
+func secretFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

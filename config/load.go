@@ -102,7 +102,9 @@ var fields = []field{
 		return nil
 	}},
 	{"webhook-secret", "HMAC key the webhook deliveries are signed with (X-Presence-Signature), at least 16 bytes; required with webhook-url", str(func(c *Config) *string { return &c.WebhookSecret })},
+	{"webhook-secret-file", "file holding the webhook secret", str(func(c *Config) *string { return &c.files.webhookSecret })},
 	{"webhook-retry-max", "the longest back-off of a failing webhook receiver (default 1m)", dur(func(c *Config) *time.Duration { return &c.WebhookRetryMax })},
+	{"webhook-backlog", "users' changes held in memory per webhook endpoint: under it every change is delivered, over it a user's are coalesced into her latest (default 10000)", intField(func(c *Config) *int { return &c.WebhookBacklog })},
 	{"policy-dsn", "store of policies, attempt floors and last seen: sqlite:PATH, postgres://... or memory", str(func(c *Config) *string { return &c.PolicyDSN })},
 	{"split-brain", "split-brain strategy: majority (keep-majority, ties to the oldest member) or lease (a lease in the policy-dsn store decides once members are unreachable)", str(func(c *Config) *string { return &c.SplitBrain })},
 	{"seed", "seed of the node's random source (0: random)", func(c *Config, v string) error {
@@ -293,7 +295,7 @@ func (c *Config) readFiles() error {
 		into       *string
 		isDefault  bool
 	}{{"secret", c.files.secret, &c.Secret, c.Secret == DevSecret}, {"admin-token", c.files.adminToken, &c.AdminToken, c.AdminToken == ""},
-		{"cluster-key", c.files.clusterKey, &c.ClusterKey, c.ClusterKey == ""}} {
+		{"cluster-key", c.files.clusterKey, &c.ClusterKey, c.ClusterKey == ""}, {"webhook-secret", c.files.webhookSecret, &c.WebhookSecret, c.WebhookSecret == ""}} {
 		if f.path == "" {
 			continue
 		}

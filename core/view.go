@@ -365,6 +365,11 @@ func (v *View) Reattach(sink, viewer string, last *messages.Presence, now time.T
 	return v.publishGone(now) // only sinks whose last presence differs get one
 }
 
+// Raise makes the view's next version above floor: a version told
+// elsewhere for the user (the webhooks' receiver, by a node gone) that a
+// view re-created with a lower one must not publish below.
+func (v *View) Raise(floor uint64) { v.Version = max(v.Version, floor) }
+
 // Settle publishes the current state to every sink that is owed one. A view
 // re-created on another node calls it once every live device has had the
 // time to re-register (see actors), so a device that did not is reported

@@ -1710,9 +1710,13 @@ func (x *NodeCounts) GetDegradedSinceMs() int64 {
 }
 
 // ViewQuery asks a view for its user's raw state; answered with ViewState.
+// floor: the view first raises its version to at least it and the wall
+// time in ms, so that its next change is above (floor: a version the
+// webhooks' receiver was told for the user by a node gone); 0: none.
 type ViewQuery struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Floor         uint64                 `protobuf:"varint,2,opt,name=floor,proto3" json:"floor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1752,6 +1756,13 @@ func (x *ViewQuery) GetUser() string {
 		return x.User
 	}
 	return ""
+}
+
+func (x *ViewQuery) GetFloor() uint64 {
+	if x != nil {
+		return x.Floor
+	}
+	return 0
 }
 
 type DeviceState struct {
@@ -3068,9 +3079,10 @@ const file_actors_proto_rawDesc = "" +
 	"\x11degraded_since_ms\x18\x04 \x01(\x03R\x0fdegradedSinceMs\x1a9\n" +
 	"\vCountsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x1f\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"5\n" +
 	"\tViewQuery\x12\x12\n" +
-	"\x04user\x18\x01 \x01(\tR\x04user\"\xcb\x02\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x14\n" +
+	"\x05floor\x18\x02 \x01(\x04R\x05floor\"\xcb\x02\n" +
 	"\vDeviceState\x12\x16\n" +
 	"\x06device\x18\x01 \x01(\tR\x06device\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x17\n" +

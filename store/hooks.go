@@ -58,8 +58,9 @@ type HookStore interface {
 	// ClaimHooks makes to the owner of users' rows of endpoint that from
 	// still owns.
 	ClaimHooks(ctx context.Context, endpoint, from, to string, users []string) error
-	// CountHooks counts the rows of endpoint not yet delivered.
-	CountHooks(ctx context.Context, endpoint string) (int, error)
+	// CountHooks counts the rows of endpoint not yet delivered that owner
+	// delivers ("": every owner's).
+	CountHooks(ctx context.Context, endpoint, owner string) (int, error)
 }
 
 // MemoryHooks is a HookStore in a map, for one node and tests.
@@ -185,7 +186,7 @@ func (s *MemoryHooks) ClaimHooks(_ context.Context, endpoint, from, to string, u
 	return nil
 }
 
-func (s *MemoryHooks) CountHooks(_ context.Context, endpoint string) (int, error) {
+func (s *MemoryHooks) CountHooks(_ context.Context, endpoint, owner string) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fail != nil {
@@ -193,7 +194,7 @@ func (s *MemoryHooks) CountHooks(_ context.Context, endpoint string) (int, error
 	}
 	n := 0
 	for k, r := range s.rows {
-		if k[0] == endpoint && !r.Delivered {
+		if k[0] == endpoint && !r.Delivered && (owner == "" || r.Owner == owner) {
 			n++
 		}
 	}

@@ -90,8 +90,16 @@ func TestHookStoreContract(t *testing.T) {
 			if !slices.Equal(users(rows), []string{"alice"}) || rows[0].Version != 6 {
 				t.Fatalf("after done: %+v", rows)
 			}
-			if n, _ := h.CountHooks(ctx, "e1"); n != 2 {
+			if n, _ := h.CountHooks(ctx, "e1", ""); n != 2 {
 				t.Fatalf("count e1 %d, want 2 (alice, carol)", n)
+			}
+			// Each owner counts its own: a sum over the nodes counts each
+			// row once.
+			if n1, _ := h.CountHooks(ctx, "e1", "n1"); n1 != 1 {
+				t.Fatalf("count e1 of n1 %d, want 1 (alice)", n1)
+			}
+			if n2, _ := h.CountHooks(ctx, "e1", "n2"); n2 != 1 {
+				t.Fatalf("count e1 of n2 %d, want 1 (carol)", n2)
 			}
 			// n2 died: its rows are orphans; n1 claims carol.
 			orphans, err := h.OrphanHooks(ctx, "e1", []string{"n1", "n3"}, 10)
@@ -115,7 +123,7 @@ func TestHookStoreContract(t *testing.T) {
 			if rows, _ := h.PendingHooks(ctx, "e1", "n1", []int{0, 1}, 10); !slices.Equal(users(rows), []string{"alice"}) {
 				t.Fatalf("pending after keep: %v", users(rows))
 			}
-			if n, _ := h.CountHooks(ctx, "e1"); n != 1 {
+			if n, _ := h.CountHooks(ctx, "e1", ""); n != 1 {
 				t.Fatalf("count after keep %d, want 1 (alice)", n)
 			}
 			owned, err := h.OwnedHooks(ctx, "e1", "n1", "", 10)

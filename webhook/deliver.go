@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,23 +19,35 @@ import (
 )
 
 // endpoint is one receiver's delivery on this node: Workers goroutines,
-// worker w taking the shards s with s % Workers == w.
+// worker w taking the shards s with s % Workers == w, each with its
+// backlog in memory.
 type endpoint struct {
 	h      *Hooks
 	e      Endpoint
 	key    string
 	label  string
 	wake   []chan struct{} // one per worker
-	oldest []atomic.Int64  // per worker: at_ms of its oldest row seen pending (0: none)
-	state  atomic.Value    // string: ok, retrying, failing
-	last   atomic.Value    // string: the last error
-	fails  burst
+	oldest []atomic.Int64  // per worker: at_ms of the oldest change it is sending (0: none)
+	// fromStore, per worker: rows may wait in the store that its backlog
+	// does not hold (left there over the bound, claimed, from before a
+	// restart, or a delivery not marked): read them once the backlog is
+	// empty.
+	fromStore []atomic.Bool
+	state     atomic.Value // string: ok, retrying, failing
+	last      atomic.Value // string: the last error
+	fails     burst
+
+	mu     sync.Mutex
+	queues []*backlog // per worker
 }
 
 func newEndpoint(h *Hooks, e Endpoint) *endpoint {
-	ep := &endpoint{h: h, e: e, key: e.Key(), label: e.Label(), oldest: make([]atomic.Int64, h.cfg.Limits.Workers)}
-	for range h.cfg.Limits.Workers {
+	n := h.cfg.Limits.Workers
+	ep := &endpoint{h: h, e: e, key: e.Key(), label: e.Label(), oldest: make([]atomic.Int64, n), fromStore: make([]atomic.Bool, n)}
+	for w := range n {
 		ep.wake = append(ep.wake, make(chan struct{}, 1))
+		ep.queues = append(ep.queues, newBacklog())
+		ep.fromStore[w].Store(true) // this node's rows from before it started
 	}
 	ep.state.Store("ok")
 	ep.last.Store("")
@@ -51,6 +64,15 @@ func (ep *endpoint) notify() {
 	}
 }
 
+// storeHas marks every worker's rows in the store as worth a read, and
+// wakes them.
+func (ep *endpoint) storeHas() {
+	for w := range ep.fromStore {
+		ep.fromStore[w].Store(true)
+	}
+	ep.notify()
+}
+
 func (ep *endpoint) shards(w int) []int {
 	var s []int
 	for i := range Shards {
@@ -61,32 +83,101 @@ func (ep *endpoint) shards(w int) []int {
 	return s
 }
 
-// work delivers this node's rows of its shards, oldest first, one batch at
-// a time: a user's changes go out in version order.
+func (ep *endpoint) workerOf(user string) int { return shardOf(user) % len(ep.queues) }
+
+// enqueue adds written changes to the workers' backlogs. Over MaxBacklog
+// a user's waiting changes are replaced by her newest, or, for a user with
+// none waiting, the changes of the user waiting longest in the fullest
+// backlog are left to her row in the store (written before: it holds her
+// latest). Either is counted as coalesced.
+func (ep *endpoint) enqueue(chains map[string][]item) {
+	limit := ep.h.cfg.Limits.MaxBacklog
+	ep.mu.Lock()
+	held, added, merged := ep.held(), 0, 0
+	for u, c := range chains {
+		q := ep.queues[ep.workerOf(u)]
+		for _, it := range c {
+			added++
+			switch {
+			case held < limit:
+				q.add(it)
+				held++
+			case q.has(u):
+				n := q.replace(it)
+				merged += n
+				held += 1 - n
+			default:
+				held -= ep.spill() // counted there
+				q.add(it)
+				held++
+			}
+		}
+	}
+	ep.mu.Unlock()
+	ep.h.m.queued.WithLabelValues(ep.label).Add(float64(added))
+	ep.h.m.coalesced.WithLabelValues(ep.label).Add(float64(merged))
+	ep.notify()
+}
+
+// held is the changes in the backlogs; the caller holds mu.
+func (ep *endpoint) held() int {
+	n := 0
+	for _, q := range ep.queues {
+		n += q.n
+	}
+	return n
+}
+
+// spill leaves the changes of the user waiting longest in the fullest
+// backlog to the store; the caller holds mu.
+func (ep *endpoint) spill() int {
+	w := 0
+	for i, q := range ep.queues {
+		if q.n > ep.queues[w].n {
+			w = i
+		}
+	}
+	n := ep.queues[w].spill()
+	if n > 0 {
+		ep.fromStore[w].Store(true)
+		ep.h.m.coalesced.WithLabelValues(ep.label).Add(float64(n))
+	}
+	return n
+}
+
+// backlogLen is the changes this endpoint holds in memory, not yet sent.
+func (ep *endpoint) backlogLen() int {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	return ep.held()
+}
+
+// work sends worker w's changes, a batch at a time: the one in flight
+// again until the receiver takes or refuses it, then the next from its
+// backlog, then, with the backlog empty, its rows waiting in the store. A
+// user's changes go out in version order.
 func (ep *endpoint) work(w int) {
-	l, shards := ep.h.cfg.Limits, ep.shards(w)
+	l := ep.h.cfg.Limits
 	backoff := l.BackoffMin
+	var b []item
+	lastRead := time.Time{}
 	for {
-		ctx, cancel := context.WithTimeout(ep.h.ctx, l.Timeout)
-		rows, err := ep.h.cfg.Store.PendingHooks(ctx, ep.key, ep.h.cfg.Node, shards, l.MaxBatch)
-		cancel()
+		if b == nil {
+			b = ep.next(w, &lastRead)
+		}
 		wait, wake := l.Poll, ep.wake[w]
-		switch {
-		case err != nil:
-			ep.h.m.storeErrors.Inc()
-		case len(rows) == 0:
-			ep.oldest[w].Store(0)
-		default:
-			ep.oldest[w].Store(rows[0].AtMs)
-			var again time.Duration
-			if again, err = ep.send(rows); err == nil {
-				backoff = l.BackoffMin
+		if b != nil {
+			ep.oldest[w].Store(b[0].AtMs)
+			again, err := ep.send(b)
+			if err == nil {
+				b, backoff = nil, l.BackoffMin
 				continue
 			}
 			// A failing receiver waits out its back-off: new changes do
 			// not wake the worker before it.
-			wait, wake = max(time.Duration(rand.Int64N(int64(backoff))), min(again, maxRetryAfter)), nil
-			backoff = min(2*backoff, l.BackoffMax)
+			wait, backoff, wake = ep.h.retry(backoff, again), min(2*backoff, l.BackoffMax), nil
+		} else {
+			ep.oldest[w].Store(0)
 		}
 		select {
 		case <-ep.h.ctx.Done():
@@ -95,6 +186,53 @@ func (ep *endpoint) work(w int) {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// next is worker w's next batch (nil: none): from its backlog, else its
+// rows in the store when some may wait there or Poll has passed since the
+// last read. Both under the read lock of writing: a row read with the
+// backlog empty has none of its changes in memory, so none is sent after
+// a later one.
+func (ep *endpoint) next(w int, lastRead *time.Time) []item {
+	l := ep.h.cfg.Limits
+	ep.h.writing.RLock()
+	defer ep.h.writing.RUnlock()
+	ep.mu.Lock()
+	b := ep.queues[w].take(l.MaxBatch)
+	ep.mu.Unlock()
+	if len(b) > 0 {
+		return b
+	}
+	if !ep.fromStore[w].Swap(false) && time.Since(*lastRead) < l.Poll {
+		return nil
+	}
+	*lastRead = time.Now()
+	ctx, cancel := context.WithTimeout(ep.h.ctx, l.Timeout)
+	defer cancel()
+	rows, err := ep.h.cfg.Store.PendingHooks(ctx, ep.key, ep.h.cfg.Node, ep.shards(w), l.MaxBatch)
+	if err != nil || len(rows) == l.MaxBatch { // more may wait
+		ep.fromStore[w].Store(true)
+	}
+	if err != nil {
+		ep.h.m.storeErrors.Inc()
+	}
+	for _, r := range rows {
+		b = append(b, item{User: r.User, Version: r.Version, AtMs: r.AtMs, Online: online(r.Body), Body: r.Body})
+	}
+	return b
+}
+
+// retry is the wait before a failed batch is sent again: drawn from
+// [0, backoff) (full jitter), or the receiver's Retry-After when that is
+// longer (at most maxRetryAfter).
+func (h *Hooks) retry(backoff, after time.Duration) time.Duration {
+	h.rndMu.Lock()
+	defer h.rndMu.Unlock()
+	return retryWait(h.cfg.Rand, backoff, after)
+}
+
+func retryWait(r *rand.Rand, backoff, after time.Duration) time.Duration {
+	return max(time.Duration(r.Int64N(int64(backoff))), min(after, maxRetryAfter))
 }
 
 // maxRetryAfter caps a receiver's Retry-After: a worker waits no longer.
@@ -108,40 +246,55 @@ type errRetry struct {
 
 func (e errRetry) Error() string { return e.err.Error() }
 
-// send POSTs rows as one batch and, once the receiver took it (2xx) or
-// refused it for good (a 4xx but 429), deletes them; the wait the
-// receiver asked for comes back with an error to retry.
-func (ep *endpoint) send(rows []store.HookRow) (time.Duration, error) {
-	body, id := batchOf(ep.key, rows)
+// send POSTs a batch and, once the receiver took it (2xx) or refused it
+// for good (a 4xx but 429), marks its users' rows delivered up to the
+// versions sent; the wait the receiver asked for comes back with an error
+// to retry.
+func (ep *endpoint) send(b []item) (time.Duration, error) {
+	body, id := batchOf(ep.key, b)
 	err := ep.post(body, id)
 	m := ep.h.m
 	if re, ok := err.(errRetry); ok {
-		m.retried.WithLabelValues(ep.label).Add(float64(len(rows)))
+		m.retried.WithLabelValues(ep.label).Add(float64(len(b)))
 		ep.state.Store("retrying")
 		ep.last.Store(re.Error())
 		return re.after, err
 	}
 	if err != nil {
-		m.failed.WithLabelValues(ep.label).Add(float64(len(rows)))
+		m.failed.WithLabelValues(ep.label).Add(float64(len(b)))
 		ep.state.Store("failing")
 		ep.last.Store(err.Error())
 		ep.fails.note(ep.h.cfg.Log, "webhook: the receiver refused a batch: dropped, not retried", "endpoint", ep.label, "err", err)
 	} else {
-		m.delivered.WithLabelValues(ep.label).Add(float64(len(rows)))
-		m.batch.Observe(float64(len(rows)))
+		m.delivered.WithLabelValues(ep.label).Add(float64(len(b)))
+		m.batch.Observe(float64(len(b)))
 		ep.state.Store("ok")
 	}
-	done := make([]store.HookKey, len(rows))
-	for i, r := range rows {
-		// An online user's row stays, as what the receiver knows of it.
-		done[i] = store.HookKey{User: r.User, Version: r.Version, Keep: err == nil && online(r.Body)}
+	ep.done(b, err == nil)
+	return 0, nil
+}
+
+// done marks the rows of a batch's users delivered up to the highest
+// version sent of each: an online user's row stays, as what the receiver
+// knows of her; an offline user's goes, as does every row refused.
+func (ep *endpoint) done(b []item, taken bool) {
+	keys := make([]store.HookKey, 0, len(b))
+	at := map[string]int{}
+	for _, it := range b {
+		k := store.HookKey{User: it.User, Version: it.Version, Keep: taken && it.Online}
+		if i, ok := at[it.User]; ok {
+			keys[i] = k // a later change of the same user: a higher version
+			continue
+		}
+		at[it.User] = len(keys)
+		keys = append(keys, k)
 	}
 	ctx, cancel := context.WithTimeout(ep.h.ctx, ep.h.cfg.Limits.Timeout)
 	defer cancel()
-	if derr := ep.h.cfg.Store.DoneHooks(ctx, ep.key, done); derr != nil {
-		m.storeErrors.Inc() // delivered again later: a duplicate, harmless
+	if err := ep.h.cfg.Store.DoneHooks(ctx, ep.key, keys); err != nil {
+		ep.h.m.storeErrors.Inc()
+		ep.storeHas() // delivered again from the store later: a duplicate, harmless
 	}
-	return 0, nil
 }
 
 // online reports whether an event's body says its user is online.
@@ -150,17 +303,17 @@ func online(body []byte) bool {
 	return json.Unmarshal(body, &ev) == nil && ev.Status == "online"
 }
 
-// batchOf is the body of rows and its delivery id: a hash of the rows'
-// users and versions, so a batch sent again has the same id.
-func batchOf(key string, rows []store.HookRow) ([]byte, string) {
-	b := Batch{Events: make([]json.RawMessage, len(rows))}
+// batchOf is the body of a batch and its delivery id: a hash of its users
+// and versions, so a batch sent again has the same id.
+func batchOf(key string, b []item) ([]byte, string) {
+	bt := Batch{Events: make([]json.RawMessage, len(b))}
 	h := sha256.New()
 	h.Write([]byte(key))
-	for i, r := range rows {
-		b.Events[i] = r.Body
-		fmt.Fprintf(h, "\n%s/%d", r.User, r.Version)
+	for i, it := range b {
+		bt.Events[i] = it.Body
+		fmt.Fprintf(h, "\n%s/%d", it.User, it.Version)
 	}
-	body, _ := json.Marshal(b)
+	body, _ := json.Marshal(bt)
 	return body, hex.EncodeToString(h.Sum(nil)[:16])
 }
 
@@ -203,7 +356,8 @@ func retryAfter(v string) time.Duration {
 	return 0
 }
 
-// oldestAge is how long this node's oldest undelivered row has waited.
+// oldestAge is how long the oldest change this node is sending has
+// waited.
 func (ep *endpoint) oldestAge() time.Duration {
 	var oldest int64
 	for i := range ep.oldest {

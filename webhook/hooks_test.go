@@ -1,20 +1,24 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/presence-im/presence/client"
-	"github.com/presence-im/presence/internal/poll"
 	"github.com/presence-im/presence/messages"
 	"github.com/presence-im/presence/store"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -25,32 +29,55 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var secret = []byte("a-secret-of-32-bytes-for-tests!!")
 
-// receiver is a test endpoint: it checks every signature and records
-// every event; answer decides the status of each request (nil: 200).
+// receiver is a test endpoint, called in process (its RoundTrip): it
+// checks every signature and records every request and the events of
+// those it takes; answer decides each request's status and headers (nil:
+// 200); a request waits for hold to close first (nil: none) or gives up
+// with its context.
 type receiver struct {
-	mu      sync.Mutex
-	events  []Event
-	ids     []string
-	bad     int
-	answer  func(n int) int
-	retryIn string // Retry-After on a 429 or 5xx
-	n       int
+	mu     sync.Mutex
+	events []Event
+	bodies [][]byte    // of every request taken
+	ids    []string    // of every request
+	times  []time.Time // of every request
+	bad    int
+	answer func(n int) (int, http.Header)
+	hold   chan struct{}
+	n      int
 }
 
-func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (rc *receiver) RoundTrip(r *http.Request) (*http.Response, error) {
 	body, _ := io.ReadAll(r.Body)
+	rc.mu.Lock()
+	hold := rc.hold
+	rc.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+			return nil, r.Context().Err()
+		}
+	}
+	rec := httptest.NewRecorder()
+	rc.serve(rec, r, body)
+	return rec.Result(), nil
+}
+
+func (rc *receiver) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	rc.n++
+	rc.ids = append(rc.ids, r.Header.Get(DeliveryHeader))
+	rc.times = append(rc.times, time.Now())
 	if err := client.VerifyWebhook(secret, r.Header.Get(SignatureHeader), body, time.Now(), time.Minute); err != nil {
 		rc.bad++
 		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return
 	}
 	if rc.answer != nil {
-		if code := rc.answer(rc.n); code != 200 {
-			if rc.retryIn != "" {
-				w.Header().Set("Retry-After", rc.retryIn)
+		if code, hdr := rc.answer(rc.n); code != 200 {
+			for k, v := range hdr {
+				w.Header()[k] = v
 			}
 			w.WriteHeader(code)
 			return
@@ -59,7 +86,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var b struct{ Events []Event }
 	_ = json.Unmarshal(body, &b)
 	rc.events = append(rc.events, b.Events...)
-	rc.ids = append(rc.ids, r.Header.Get(DeliveryHeader))
+	rc.bodies = append(rc.bodies, body)
 }
 
 func (rc *receiver) got() []Event {
@@ -77,251 +104,452 @@ func (rc *receiver) latest() map[string]uint64 {
 	return out
 }
 
+// versions are each user's versions in the order received.
+func (rc *receiver) versions() map[string][]uint64 {
+	out := map[string][]uint64{}
+	for _, ev := range rc.got() {
+		out[ev.User] = append(out[ev.User], ev.Version)
+	}
+	return out
+}
+
+func (rc *receiver) set(answer func(n int) (int, http.Header)) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.answer = answer
+}
+
+// status answers code to every request (0: 200).
+func status(code int) func(int) (int, http.Header) {
+	return func(int) (int, http.Header) { return max(code, 200), nil }
+}
+
 func fastLimits() Limits {
 	return Limits{FlushEvery: 5 * time.Millisecond, MaxBatch: 10, Workers: 2, Timeout: time.Second, BackoffMin: 5 * time.Millisecond,
-		BackoffMax: 40 * time.Millisecond, Poll: 20 * time.Millisecond, Sweep: 20 * time.Millisecond, MaxPending: 50}
+		BackoffMax: 40 * time.Millisecond, Poll: 20 * time.Millisecond, Sweep: 20 * time.Millisecond, MaxPending: 50, MaxBacklog: 100}
 }
 
 // truth is what the views say of users (Config.Query); a user it does
-// not name is offline with no device.
+// not name is offline with no device at version 0. A query with a floor
+// raises the version to it and the wall time in ms, as a view does.
 type truth struct {
 	mu sync.Mutex
 	m  map[string]*messages.ViewState
 }
 
-func (tr *truth) query(_ context.Context, user string) (*messages.ViewState, error) {
+func (tr *truth) query(_ context.Context, user string, floor uint64) (*messages.ViewState, error) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	if st, ok := tr.m[user]; ok {
-		return st, nil
+	if tr.m == nil {
+		tr.m = map[string]*messages.ViewState{}
 	}
-	return &messages.ViewState{User: user}, nil
+	st, ok := tr.m[user]
+	if !ok {
+		st = &messages.ViewState{User: user}
+		tr.m[user] = st
+	}
+	if floor > 0 {
+		st.Version = max(st.Version, floor, uint64(time.Now().UnixMilli()))
+	}
+	return st, nil
 }
 
-func start(t *testing.T, rc http.Handler, st store.HookStore, owns func(string) bool, alive []string) *Hooks {
-	t.Helper()
-	return startWith(t, rc, st, owns, alive, &truth{})
+// set makes st the user's view's state.
+func (tr *truth) set(st *messages.ViewState) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.m == nil {
+		tr.m = map[string]*messages.ViewState{}
+	}
+	tr.m[st.GetUser()] = st
 }
 
-func startWith(t *testing.T, rc http.Handler, st store.HookStore, owns func(string) bool, alive []string, tr *truth) *Hooks {
+// publish is the user's view publishing a change now, as core.View does:
+// at a version above its last and at least the wall time in ms.
+func (tr *truth) publish(user string, online bool) Event {
+	st, _ := tr.query(context.Background(), user, 0)
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	st.Version = max(st.Version+1, uint64(time.Now().UnixMilli()))
+	st.Online = online
+	ev := Event{User: user, Status: "offline", Version: st.Version, AtMs: time.Now().UnixMilli(), Devices: []Device{}}
+	if online {
+		ev.Status = "online"
+	}
+	return ev
+}
+
+// node is the webhooks of node n1 under test, with its receiver, store,
+// views and log.
+type node struct {
+	*Hooks
+	rc  *receiver
+	st  *store.MemoryHooks
+	tr  *truth
+	log *bytes.Buffer
+}
+
+// options change a test node's configuration before it starts.
+type option func(*Config)
+
+func withLimits(f func(*Limits)) option { return func(c *Config) { f(&c.Limits) } }
+func owning(owns func(string) bool) option {
+	return func(c *Config) { c.Owns = owns }
+}
+func aliveAre(ids ...string) option {
+	return func(c *Config) { c.Alive = func() []string { return ids } }
+}
+
+// start starts n1's webhooks on one endpoint, inside the test's bubble;
+// they stop at its end.
+func start(t *testing.T, rc *receiver, st *store.MemoryHooks, opts ...option) *node {
 	t.Helper()
-	srv := httptest.NewServer(rc)
-	t.Cleanup(srv.Close)
-	h, err := Start(Config{Endpoints: []Endpoint{{URL: srv.URL + "/hook?token=x", Secret: secret}}, Node: "n1", Store: st,
-		Owns: owns, Alive: func() []string { return alive }, Query: tr.query, Limits: fastLimits()})
+	n := &node{rc: rc, st: st, tr: &truth{}, log: &bytes.Buffer{}}
+	cfg := Config{Endpoints: []Endpoint{{URL: "http://hooks.example/hook?token=x", Secret: secret}}, Node: "n1", Store: st,
+		Owns: all, Alive: func() []string { return []string{"n1"} }, Query: n.tr.query, Limits: fastLimits(),
+		Client: &http.Client{Transport: rc}, Rand: rand.New(rand.NewPCG(1, 2)), Log: slog.New(slog.NewTextHandler(&lockedBuffer{b: n.log}, nil))}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	h, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.Stop)
-	return h
+	n.Hooks = h
+	return n
+}
+
+// lockedBuffer is a log destination written by several goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (n *node) logged() string {
+	synctest.Wait()
+	return n.log.String()
+}
+
+func (n *node) label() string { return n.eps[0].label }
+func (n *node) key() string   { return n.eps[0].key }
+
+func (n *node) rows(t *testing.T) int {
+	t.Helper()
+	c, err := n.st.CountHooks(context.Background(), n.key(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func all(string) bool { return true }
 
-// Changes reach the receiver signed, the latest per user: two versions of
-// one user before a flush are one event; the rows are gone once delivered.
+// settle lets the webhooks run for d of fake time, then until every
+// goroutine waits.
+func settle(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
+}
+
+func ev(user string, v uint64, status string) Event {
+	return Event{User: user, Status: status, Version: v, AtMs: time.Now().UnixMilli(), Devices: []Device{}}
+}
+
+// inOrder fails unless every user's versions arrived in order (a
+// duplicate of the same version may follow it).
+func inOrder(t *testing.T, vs map[string][]uint64) {
+	t.Helper()
+	for u, v := range vs {
+		if !slices.IsSorted(v) {
+			t.Errorf("%s's versions arrived out of order: %v", u, v)
+		}
+	}
+}
+
+// Changes reach the receiver signed, every version in order, even two of
+// a user before a flush; an offline user's row is gone once delivered, an
+// online user's stays as what the receiver knows.
 func TestDelivered(t *testing.T) {
-	rc := &receiver{}
-	st := store.NewMemoryHooks()
-	h := start(t, rc, st, all, []string{"n1"})
-	h.Changed(Event{User: "alice", Status: "online", Version: 1, AtMs: nowMs()})
-	h.Changed(Event{User: "alice", Status: "offline", Version: 2, AtMs: nowMs()})
-	h.Changed(Event{User: "alice", Status: "online", Version: 1, AtMs: nowMs()}) // older: ignored
-	h.Changed(Event{User: "bob", Status: "online", Version: 7, AtMs: nowMs()})
-	poll.Until(t, 5*time.Second, 5*time.Millisecond, "both delivered", func() bool {
-		l := rc.latest()
-		return l["alice"] == 2 && l["bob"] == 7
-	})
-	for _, ev := range rc.got() {
-		if ev.User == "alice" && ev.Version != 2 {
-			t.Fatalf("alice's version %d delivered: an older one than the latest pending", ev.Version)
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{}
+		n := start(t, rc, store.NewMemoryHooks())
+		n.Changed(ev("alice", 1, "online"))
+		n.Changed(ev("alice", 2, "offline"))
+		n.Changed(ev("alice", 1, "online")) // older: told already
+		n.Changed(ev("bob", 7, "online"))
+		settle(time.Second)
+		if vs := rc.versions(); !slices.Equal(vs["alice"], []uint64{1, 2}) || !slices.Equal(vs["bob"], []uint64{7}) {
+			t.Fatalf("received %v, want alice 1 then 2, bob 7", vs)
 		}
-	}
-	poll.Until(t, 2*time.Second, 5*time.Millisecond, "rows delivered", func() bool {
-		n, _ := st.CountHooks(t.Context(), h.eps[0].key)
-		return n == 0
-	})
-	// alice's offline row went; bob's online one stays as what the
-	// receiver knows of him.
-	if rows, _ := st.OwnedHooks(t.Context(), h.eps[0].key, "n1", "", 10); len(rows) != 1 || rows[0].User != "bob" || !rows[0].Delivered {
-		t.Fatalf("rows kept %+v, want bob's online, delivered", rows)
-	}
-	if rc.bad != 0 || rc.ids[0] == "" {
-		t.Fatalf("bad signatures %d, delivery ids %v", rc.bad, rc.ids)
-	}
-	if n := testutil.ToFloat64(h.m.delivered.WithLabelValues(h.eps[0].label)); n != 2 {
-		t.Fatalf("delivered %v, want 2", n)
-	}
-	if l := h.eps[0].label; !strings.HasPrefix(l, "127.0.0.1:") || !strings.HasSuffix(l, "/hook") {
-		t.Fatalf("label %q: want host and path without the query", h.eps[0].label)
-	}
-}
-
-// A receiver that answers 500 (then 429 with Retry-After) gets the batch
-// again until it takes it; every version arrives in order per user.
-func TestRetriedUntilTaken(t *testing.T) {
-	rc := &receiver{answer: func(n int) int {
-		switch {
-		case n <= 3:
-			return 500
-		case n == 4:
-			return 429
+		if n.rows(t) != 0 {
+			t.Fatalf("%d rows waiting after delivery", n.rows(t))
 		}
-		return 200
-	}, retryIn: "0"}
-	h := start(t, rc, store.NewMemoryHooks(), all, []string{"n1"})
-	for v := uint64(1); v <= 5; v++ {
-		h.Changed(Event{User: "alice", Status: "online", Version: v, AtMs: nowMs()})
-		time.Sleep(20 * time.Millisecond) // apart: each its own flush
-	}
-	poll.Until(t, 5*time.Second, 5*time.Millisecond, "the last version delivered", func() bool { return rc.latest()["alice"] == 5 })
-	var vs []uint64
-	for _, ev := range rc.got() {
-		vs = append(vs, ev.Version)
-	}
-	if !slices.IsSorted(vs) {
-		t.Fatalf("versions %v: out of order", vs)
-	}
-	if n := testutil.ToFloat64(h.m.retried.WithLabelValues(h.eps[0].label)); n < 4 {
-		t.Fatalf("retried %v, want at least the 4 refused", n)
-	}
-}
-
-// A 4xx other than 429 is not retried: counted failed, the rows dropped.
-func TestRefusedIsNotRetried(t *testing.T) {
-	rc := &receiver{answer: func(int) int { return 400 }}
-	st := store.NewMemoryHooks()
-	h := start(t, rc, st, all, []string{"n1"})
-	h.Changed(Event{User: "alice", Status: "online", Version: 1, AtMs: nowMs()})
-	poll.Until(t, 5*time.Second, 5*time.Millisecond, "failed counted", func() bool {
-		return testutil.ToFloat64(h.m.failed.WithLabelValues(h.eps[0].label)) == 1
+		if rows, _ := n.st.OwnedHooks(t.Context(), n.key(), "n1", "", 10); len(rows) != 1 || rows[0].User != "bob" || !rows[0].Delivered {
+			t.Fatalf("rows kept %+v, want bob's online, delivered", rows)
+		}
+		if rc.bad != 0 || rc.ids[0] == "" {
+			t.Fatalf("bad signatures %d, delivery ids %v", rc.bad, rc.ids)
+		}
+		if d, q := testutil.ToFloat64(n.m.delivered.WithLabelValues(n.label())), testutil.ToFloat64(n.m.queued.WithLabelValues(n.label())); d != 3 || q != 3 {
+			t.Fatalf("delivered %v, queued %v: want 3 each", d, q)
+		}
+		if l := n.label(); l != "hooks.example/hook" {
+			t.Fatalf("label %q: want host and path without the query", l)
+		}
 	})
-	time.Sleep(100 * time.Millisecond)
-	rc.mu.Lock()
-	n := rc.n
-	rc.mu.Unlock()
-	if c, _ := st.CountHooks(t.Context(), h.eps[0].key); c != 0 || n != 1 {
-		t.Fatalf("rows %d, requests %d: want the row dropped after one try", c, n)
-	}
-	if s := h.States(t.Context()); s[0].State != "failing" || s[0].LastError == "" {
-		t.Fatalf("state %+v", s)
-	}
 }
 
-// The store down: changes wait in memory (the latest per user, at most
-// MaxPending users: one more is dropped and counted) and are delivered
-// once it is back.
-func TestStoreDownKeepsChanges(t *testing.T) {
-	rc := &receiver{}
-	st := store.NewMemoryHooks()
-	st.Fail(errors.New("disk full"))
-	h := start(t, rc, st, all, []string{"n1"})
-	for i := range 60 {
-		h.Changed(Event{User: "u" + string(rune('A'+i)), Status: "online", Version: 1, AtMs: nowMs()})
-	}
-	poll.Until(t, 2*time.Second, 5*time.Millisecond, "store errors counted", func() bool { return testutil.ToFloat64(h.m.storeErrors) > 0 })
-	// Between flushes (each takes them and puts them back) 50 wait.
-	poll.Until(t, 2*time.Second, time.Millisecond, "50 pending", func() bool { return h.pendingLen() == 50 })
-	if d := testutil.ToFloat64(h.m.dropped); d != 10 {
-		t.Fatalf("dropped %v, want 10 over MaxPending 50", d)
-	}
-	st.Fail(nil)
-	poll.Until(t, 5*time.Second, 5*time.Millisecond, "the 50 delivered", func() bool { return len(rc.latest()) == 50 })
-	if h.pendingLen() != 0 {
-		t.Fatalf("%d still pending", h.pendingLen())
-	}
+// A healthy receiver, with a 500 now and then, gets every version of
+// every user at least once and in order per user; nothing is coalesced,
+// and memory is empty at the end.
+func TestEveryVersionDelivered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{answer: func(n int) (int, http.Header) {
+			if n%7 == 3 {
+				return 500, nil
+			}
+			return 200, nil
+		}}
+		n := start(t, rc, store.NewMemoryHooks())
+		rnd := rand.New(rand.NewPCG(3, 4))
+		sent := map[string][]uint64{}
+		for i := range 400 {
+			u := fmt.Sprintf("u%d", rnd.IntN(12))
+			v := uint64(i + 1)
+			n.Changed(ev(u, v, []string{"online", "offline"}[rnd.IntN(2)]))
+			sent[u] = append(sent[u], v)
+			if rnd.IntN(4) == 0 {
+				time.Sleep(time.Duration(rnd.IntN(3)) * time.Millisecond)
+			}
+		}
+		settle(5 * time.Second)
+		got := rc.versions()
+		inOrder(t, got)
+		for u, vs := range sent {
+			for _, v := range vs {
+				if !slices.Contains(got[u], v) {
+					t.Fatalf("%s's version %d never arrived (got %v)", u, v, got[u])
+				}
+			}
+		}
+		if c := testutil.ToFloat64(n.m.coalesced.WithLabelValues(n.label())); c != 0 {
+			t.Fatalf("coalesced %v under the bound", c)
+		}
+		if b := n.eps[0].backlogLen(); b != 0 || n.pendingLen() != 0 || n.rows(t) != 0 {
+			t.Fatalf("backlog %d, pending %d, rows %d at the end", b, n.pendingLen(), n.rows(t))
+		}
+	})
 }
 
-// Rows a dead node left are claimed by the node that owns the users' views
-// now, and delivered; rows of users it does not own, or of a live node,
-// stay.
-func TestOrphansClaimed(t *testing.T) {
-	rc := &receiver{}
-	st := store.NewMemoryHooks()
-	h := start(t, rc, st, func(u string) bool { return u != "carol" }, []string{"n1", "n3"})
-	k := h.eps[0].key
-	body := func(u string) []byte { b, _ := json.Marshal(Event{User: u, Status: "offline", Version: 9}); return b }
-	if err := st.PutHooks(t.Context(), []store.HookRow{
-		{Endpoint: k, User: "alice", Version: 9, Owner: "n2", Shard: shardOf("alice"), Body: body("alice")},
-		{Endpoint: k, User: "carol", Version: 9, Owner: "n2", Shard: shardOf("carol"), Body: body("carol")},
-		{Endpoint: k, User: "dave", Version: 9, Owner: "n3", Shard: shardOf("dave"), Body: body("dave")},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	poll.Until(t, 5*time.Second, 5*time.Millisecond, "alice delivered by n1", func() bool { return rc.latest()["alice"] == 9 })
-	time.Sleep(100 * time.Millisecond)
-	if l := rc.latest(); len(l) != 1 {
-		t.Fatalf("delivered %v: carol is not n1's, dave's node lives", l)
-	}
-	if n := testutil.ToFloat64(h.m.claimed.WithLabelValues(h.eps[0].label)); n != 1 {
-		t.Fatalf("claimed %v", n)
-	}
+// A receiver down while changes keep coming: the backlog never holds more
+// than MaxBacklog, a user's waiting changes are coalesced (counted), the
+// store holds a row per user; once the receiver is back every user's
+// latest version arrives, each user's versions in order.
+func TestBacklogOverBoundCoalesces(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{answer: status(503)}
+		n := start(t, rc, store.NewMemoryHooks(), withLimits(func(l *Limits) { l.MaxPending = 1000 }))
+		const users = 150 // more than MaxBacklog: some are left to their rows alone
+		last := map[string]uint64{}
+		v := uint64(0)
+		most := 0
+		for round := range 20 {
+			for i := range users {
+				if (i+round)%3 == 0 {
+					continue
+				}
+				u := fmt.Sprintf("u%03d", i)
+				v++
+				n.Changed(ev(u, v, "online"))
+				last[u] = v
+			}
+			settle(10 * time.Millisecond)
+			most = max(most, n.eps[0].backlogLen())
+		}
+		settle(time.Second)
+		if most > n.cfg.Limits.MaxBacklog {
+			t.Fatalf("the backlog held %d changes, over MaxBacklog %d", most, n.cfg.Limits.MaxBacklog)
+		}
+		if r := n.rows(t); r != len(last) {
+			t.Fatalf("%d rows in the store for %d users", r, len(last))
+		}
+		c := testutil.ToFloat64(n.m.coalesced.WithLabelValues(n.label()))
+		if c == 0 || testutil.ToFloat64(n.m.dropped) != 0 {
+			t.Fatalf("coalesced %v, dropped %v: want some coalesced over the bound, none dropped", c, testutil.ToFloat64(n.m.dropped))
+		}
+		rc.set(nil)
+		settle(10 * time.Second)
+		got := rc.latest()
+		for u, want := range last {
+			if got[u] != want {
+				t.Fatalf("%s: latest received %d, want %d", u, got[u], want)
+			}
+		}
+		inOrder(t, rc.versions())
+		if n.eps[0].backlogLen() != 0 || n.rows(t) != 0 {
+			t.Fatalf("backlog %d, rows %d at the end", n.eps[0].backlogLen(), n.rows(t))
+		}
+		t.Logf("%d changes, %v coalesced, %d events received", v, c, len(rc.got()))
+	})
 }
 
-// A receiver that never answers in time holds up no caller: Changed
-// returns at once while every POST hangs, and memory stays at a row per
-// user in the store.
+// A receiver that never answers holds up no caller: Changed returns while
+// every POST hangs (a block would deadlock the bubble), memory stays
+// within MaxBacklog and the store at a row per user.
 func TestSlowReceiverBlocksNobody(t *testing.T) {
-	hang := make(chan struct{})
-	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.ReadAll(r.Body) // so that the server sees the client go
-		select {
-		case <-hang:
-		case <-r.Context().Done():
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{hold: make(chan struct{})}
+		n := start(t, rc, store.NewMemoryHooks())
+		defer close(rc.hold)
+		v := uint64(0)
+		for range 20 {
+			for u := range 30 {
+				v++
+				n.Changed(ev(fmt.Sprintf("u%02d", u), v, "online"))
+			}
+			settle(10 * time.Millisecond)
+			if b := n.eps[0].backlogLen(); b > n.cfg.Limits.MaxBacklog {
+				t.Fatalf("backlog %d over %d", b, n.cfg.Limits.MaxBacklog)
+			}
+		}
+		if n.pendingLen() != 0 {
+			t.Fatalf("%d changes not written", n.pendingLen())
+		}
+		if r := n.rows(t); r != 30 {
+			t.Fatalf("rows %d, want one per user (30)", r)
 		}
 	})
-	st := store.NewMemoryHooks()
-	h := start(t, slow, st, all, []string{"n1"})
-	t.Cleanup(func() { close(hang) }) // first: the server's Close waits for its handlers
-	began := time.Now()
-	for round := range 20 {
-		for u := range 30 {
-			h.Changed(Event{User: "u" + string(rune('A'+u)), Status: "online", Version: uint64(round + 1), AtMs: nowMs()})
-		}
-	}
-	if d := time.Since(began); d > 200*time.Millisecond {
-		t.Fatalf("600 changes took %v while the receiver hung", d)
-	}
-	poll.Until(t, 2*time.Second, 5*time.Millisecond, "written", func() bool { return h.pendingLen() == 0 })
-	if n, _ := st.CountHooks(t.Context(), h.eps[0].key); n != 30 {
-		t.Fatalf("rows %d, want one per user (30)", n)
-	}
 }
 
-// A dead node's delivered row says alice is online, but her view (on this
-// node now) says offline: the change the dead node published and never
-// wrote. The new owner tells the receiver, at a higher version.
-func TestClaimedRowsChecked(t *testing.T) {
-	rc := &receiver{}
-	st := store.NewMemoryHooks()
-	tr := &truth{m: map[string]*messages.ViewState{
-		"bob": {User: "bob", Online: true, Show: messages.Show_available, Version: 3,
-			Devices: []*messages.DeviceState{{Device: "phone", Node: "n1", Platform: messages.Platform_mobile, Activity: messages.Activity_active}}},
-	}}
-	h := startWith(t, rc, st, all, []string{"n1"}, tr)
-	k := h.eps[0].key
-	put := func(ev Event) {
-		b, _ := json.Marshal(ev)
-		if err := st.PutHooks(t.Context(), []store.HookRow{{Endpoint: k, User: ev.User, Version: ev.Version, Owner: "n2", Shard: shardOf(ev.User), Body: b}}); err != nil {
-			t.Fatal(err)
+// The store down: changes wait in memory (at most MaxPending users: a
+// change of one more is dropped and counted) and are all delivered once
+// it is back.
+func TestStoreDownKeepsChanges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{}
+		st := store.NewMemoryHooks()
+		st.Fail(errors.New("disk full"))
+		n := start(t, rc, st)
+		for i := range 60 {
+			n.Changed(ev(fmt.Sprintf("u%02d", i), 1, "online"))
+			n.Changed(ev(fmt.Sprintf("u%02d", i), 2, "offline"))
 		}
-		if err := st.DoneHooks(t.Context(), k, []store.HookKey{{User: ev.User, Version: ev.Version, Keep: true}}); err != nil {
-			t.Fatal(err)
+		settle(100 * time.Millisecond)
+		if testutil.ToFloat64(n.m.storeErrors) == 0 {
+			t.Fatal("no store error counted")
 		}
-	}
-	put(Event{User: "alice", Status: "online", Version: 100, Show: "available", Devices: []Device{{Device: "phone", Platform: "mobile", Activity: "active", Node: "n2"}}})
-	put(Event{User: "bob", Status: "online", Version: 3, Show: "available", Devices: []Device{{Device: "phone", Platform: "mobile", Activity: "active", Node: "n1"}}})
-	poll.Until(t, 5*time.Second, 5*time.Millisecond, "alice's offline told", func() bool { return rc.latest()["alice"] > 100 })
-	time.Sleep(100 * time.Millisecond)
-	got := rc.got()
-	if len(got) != 1 || got[0].Status != "offline" || got[0].Reason != "owner_crash" {
-		t.Fatalf("received %+v, want alice's offline alone (bob's row says what his view says)", got)
-	}
-	if n := testutil.ToFloat64(h.m.rechecked.WithLabelValues(h.eps[0].label)); n != 1 {
-		t.Fatalf("rechecked %v, want 1", n)
-	}
+		if p, d := n.pendingLen(), testutil.ToFloat64(n.m.dropped); p != 100 || d != 20 {
+			t.Fatalf("pending %d, dropped %v: want 100 (50 users) and 20 (10 users over MaxPending)", p, d)
+		}
+		if len(rc.got()) != 0 {
+			t.Fatal("delivered before the store had it")
+		}
+		st.Fail(nil)
+		settle(2 * time.Second)
+		vs := rc.versions()
+		if len(vs) != 50 {
+			t.Fatalf("%d users delivered, want 50", len(vs))
+		}
+		for u, v := range vs {
+			if !slices.Equal(v, []uint64{1, 2}) {
+				t.Fatalf("%s: received %v, want 1 then 2", u, v)
+			}
+		}
+	})
 }
 
-// nowMs is an event's publication time: after the hooks started, so their
-// first sweep takes it for this incarnation's.
-func nowMs() int64 { return time.Now().UnixMilli() }
+// A 4xx other than 429 is not retried: counted failed, the rows dropped,
+// logged once per burst with the count since.
+func TestRefusedIsNotRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{answer: status(400)}
+		n := start(t, rc, store.NewMemoryHooks())
+		for i := range 5 {
+			n.Changed(ev("alice", uint64(i+1), "online"))
+			settle(time.Second) // each its own batch
+		}
+		if f := testutil.ToFloat64(n.m.failed.WithLabelValues(n.label())); f != 5 || rc.n != 5 {
+			t.Fatalf("failed %v, requests %d: want 5 each, one try a batch", f, rc.n)
+		}
+		if n.rows(t) != 0 {
+			t.Fatalf("%d rows left", n.rows(t))
+		}
+		if s := n.States(t.Context()); s[0].State != "failing" || s[0].LastError == "" {
+			t.Fatalf("state %+v", s)
+		}
+		if got := strings.Count(n.logged(), "refused a batch"); got != 1 {
+			t.Fatalf("logged %d times in a burst of 5 within a minute, want once:\n%s", got, n.logged())
+		}
+		time.Sleep(time.Minute)
+		n.Changed(ev("alice", 9, "online"))
+		settle(time.Second)
+		if lines := strings.Split(strings.TrimSpace(n.logged()), "\n"); len(lines) != 2 || !strings.Contains(lines[1], "times=5") {
+			t.Fatalf("after a minute: want a second line counting the 5 since the first:\n%s", n.logged())
+		}
+	})
+}
+
+// The store down while one user's changes keep coming: at most MaxBacklog
+// wait in memory, the rest coalesced into her latest (counted); once the
+// store is back her latest reaches the receiver, her versions in order.
+func TestStoreDownCoalescesOverBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{}
+		st := store.NewMemoryHooks()
+		st.Fail(errors.New("disk full"))
+		n := start(t, rc, st)
+		most := 0
+		for v := range uint64(1000) {
+			n.Changed(ev("alice", v+1, "online"))
+			most = max(most, n.pendingLen())
+			if v%50 == 0 {
+				settle(10 * time.Millisecond)
+			}
+		}
+		if most > n.cfg.Limits.MaxBacklog {
+			t.Fatalf("%d changes waited for the store, over MaxBacklog %d", most, n.cfg.Limits.MaxBacklog)
+		}
+		if c := testutil.ToFloat64(n.m.coalesced.WithLabelValues(n.label())); c == 0 {
+			t.Fatal("nothing counted coalesced")
+		}
+		st.Fail(nil)
+		settle(2 * time.Second)
+		vs := rc.versions()["alice"]
+		inOrder(t, rc.versions())
+		if len(vs) == 0 || vs[len(vs)-1] != 1000 {
+			t.Fatalf("alice's versions received end at %v, want 1000", vs[max(len(vs)-3, 0):])
+		}
+	})
+}
+
+// The body is the contract's: {"events":[...]} with each event's fields
+// named as docs/webhooks.md and CONTRACT say, the full state of the user.
+func TestPayloadFields(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{}
+		n := start(t, rc, store.NewMemoryHooks())
+		at := time.Now().UnixMilli()
+		n.Changed(Event{User: "bob", Status: "online", Version: 3, Show: "away", StatusText: "on the train", AtMs: at,
+			Devices: []Device{{Device: "phone", Platform: "mobile", Activity: "background", Node: "n2"}}})
+		n.Changed(Event{User: "bob", Status: "offline", Version: 4, Reason: "half_open", LatencyMs: 812, AtMs: at + 1, Devices: []Device{}})
+		settle(time.Second)
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
+		if len(rc.bodies) != 1 {
+			t.Fatalf("%d requests, want one batch", len(rc.bodies))
+		}
+		want := fmt.Sprintf(`{"events":[`+
+			`{"user":"bob","status":"online","version":3,"show":"away","status_text":"on the train","devices":[{"device":"phone","platform":"mobile","activity":"background","node":"n2"}],"at_ms":%d},`+
+			`{"user":"bob","status":"offline","version":4,"devices":[],"reason":"half_open","latency_ms":812,"at_ms":%d}]}`, at, at+1)
+		if got := string(rc.bodies[0]); got != want {
+			t.Fatalf("body\n %s\nwant\n %s", got, want)
+		}
+	})
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/presence-im/presence/actors"
 	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/config"
+	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
 	"github.com/presence-im/presence/store"
 	"github.com/presence-im/presence/store/postgres"
@@ -73,14 +74,15 @@ func startWebhooks(cfg config.Config, reg prometheus.Registerer, log *slog.Logge
 			return n != nil && n.OwnsView(user)
 		},
 		Alive: func() []string { return alive(w.ref.Load(), cfg.NodeID) },
-		Query: func(ctx context.Context, user string) (*messages.ViewState, error) {
+		Query: func(ctx context.Context, user string, floor uint64) (*messages.ViewState, error) {
 			n := w.ref.Load()
 			if n == nil {
 				return nil, errNotStarted
 			}
-			return n.Query(ctx, user)
+			return n.QueryAbove(ctx, user, floor)
 		},
-		Limits: webhook.Limits{BackoffMax: cfg.WebhookRetryMax},
+		Limits: webhook.Limits{BackoffMax: cfg.WebhookRetryMax, MaxBacklog: cfg.WebhookBacklog},
+		Rand:   core.Rand(cfg.Seed, "webhooks"),
 	})
 	if err != nil {
 		closeStore()

@@ -268,7 +268,8 @@ document.querySelector("#lookup").addEventListener("submit", async (e) => {
 });
 
 // refreshWebhooks shows each endpoint's delivery (GET /api/webhooks): its
-// state, the rows waiting in the store, this node's oldest undelivered.
+// state, the rows waiting in the store, this node's backlog in memory and
+// its oldest undelivered.
 async function refreshWebhooks() {
   const { status, body } = await getJSON("/api/webhooks").catch(() => ({ status: 0, body: [] }));
   const tbody = document.querySelector("#webhooks tbody");
@@ -281,7 +282,7 @@ async function refreshWebhooks() {
   }
   for (const e of body) {
     const tr = el("tr");
-    tr.append(el("td", e.endpoint), el("td", e.state, e.state === "ok" ? "alive" : "dead"), el("td", String(e.waiting), "n"),
+    tr.append(el("td", e.endpoint), el("td", e.state, e.state === "ok" ? "alive" : "dead"), el("td", String(e.waiting), "n"), el("td", String(e.backlog), "n"),
       el("td", e.oldest_s.toFixed(1) + " s", "n"), el("td", e.last_error || ""));
     tbody.append(tr);
   }

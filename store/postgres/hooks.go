@@ -102,8 +102,8 @@ func (h pgHooks) ClaimHooks(ctx context.Context, endpoint, from, to string, user
 	return err
 }
 
-func (h pgHooks) CountHooks(ctx context.Context, endpoint string) (int, error) {
+func (h pgHooks) CountHooks(ctx context.Context, endpoint, owner string) (int, error) {
 	var n int
-	err := h.s.pool.QueryRow(ctx, `SELECT count(*) FROM presence_webhook_rows WHERE endpoint = $1 AND NOT delivered`, endpoint).Scan(&n)
+	err := h.s.pool.QueryRow(ctx, `SELECT count(*) FROM presence_webhook_rows WHERE endpoint = $1 AND NOT delivered AND ($2 = '' OR owner = $2)`, endpoint, owner).Scan(&n)
 	return n, err
 }

@@ -151,9 +151,9 @@ func (h sqliteHooks) ClaimHooks(ctx context.Context, endpoint, from, to string, 
 	return tx.Commit()
 }
 
-func (h sqliteHooks) CountHooks(ctx context.Context, endpoint string) (int, error) {
+func (h sqliteHooks) CountHooks(ctx context.Context, endpoint, owner string) (int, error) {
 	var n int
-	err := h.s.db.QueryRowContext(ctx, `SELECT count(*) FROM webhook_rows WHERE endpoint = ? AND delivered = 0`, endpoint).Scan(&n)
+	err := h.s.db.QueryRowContext(ctx, `SELECT count(*) FROM webhook_rows WHERE endpoint = ? AND delivered = 0 AND (? = '' OR owner = ?)`, endpoint, owner, owner).Scan(&n)
 	return n, err
 }
 

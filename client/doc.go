@@ -59,8 +59,10 @@
 //	members, err := s.Query(ctx, group...)              // one answer, nothing subscribed
 //
 // A presence_batch is delivered as one Event per presence it holds, with the
-// same version rule. Subscriptions go again after every reconnect, a
-// request per tier and per 1000 targets. Query returns the presences this
+// same version rule. Subscriptions go, and go again after every reconnect,
+// a request per tier and per 1000 targets or 64 KiB (messages.MaxMessage:
+// 1000 ids of 128 characters take two); Conn.Send refuses a larger frame
+// with ErrTooLarge (a Query of them), nothing sent. Query returns the presences this
 // user may see (a hidden target is absent), leaves State alone, fails with
 // ErrNotConnected between connections and ErrConnectionLost when its
 // connection ends before the answer, and returns the node's refusal as a

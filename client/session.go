@@ -212,16 +212,17 @@ func (s *Session) Subscribe(targets ...string) { s.SubscribeTier(messages.Tier_r
 // SubscribeTier adds targets in tier: batched targets' changes come
 // merged, at most once per the node's batch window (docs/protocol.md,
 // "Tiers"), each still an Event. A target subscribed already moves to
-// tier.
+// tier. They go in requests of at most 1000 targets that fit in a message
+// (messages.MaxMessage bytes), each with its snapshot.
 func (s *Session) SubscribeTier(tier messages.Tier, targets ...string) {
 	s.mu.Lock()
 	for _, t := range targets {
 		s.targets[t] = tier
 	}
-	c, id := s.conn, s.request(targets)
+	c := s.conn
 	s.mu.Unlock()
 	if c != nil {
-		_ = c.SubscribeTier(context.Background(), id, tier, targets...)
+		s.subscribe(context.Background(), c, tier, targets)
 	}
 }
 

@@ -5,8 +5,12 @@ export const MAX_ID_LEN: 128;
 export const MAX_TARGETS: 1000;
 export const MAX_STATUS_TEXT: 140;
 export const MAX_ATTEMPT: number;
+/** The largest message a node reads, in bytes (messages.MaxMessage): a larger one is closed with 1009. */
+export const MAX_MESSAGE: 65536;
+/** Close codes (messages.CloseCode); ABNORMAL (1006) is the browser's own, a cut without a close frame. */
 export const Close: Readonly<{
-  GOING_AWAY: 1001; ABNORMAL: 1006; SUPERSEDED: 4001; OVERFLOW: 4008; TOKEN_EXPIRED: 4401; STATE_SYNC: 4409;
+  GOING_AWAY: 1001; PROTOCOL_ERROR: 1002; WRONG_TYPE: 1003; ABNORMAL: 1006; INVALID_DATA: 1007; TOO_BIG: 1009;
+  SUPERSEDED: 4001; OVERFLOW: 4008; TOKEN_EXPIRED: 4401; STATE_SYNC: 4409;
 }>;
 
 export type Show = 'available' | 'away' | 'dnd' | 'invisible' | 'auto';

@@ -27,10 +27,20 @@ export const MAX_TARGETS = 1000;
 export const MAX_STATUS_TEXT = 140;
 /** The largest ?attempt= a node takes: 2^53 - 1. */
 export const MAX_ATTEMPT = Number.MAX_SAFE_INTEGER;
+/**
+ * The largest message a node reads, in bytes: it closes a larger one with
+ * 1009. The Go constant is messages.MaxMessage; a test keeps them equal.
+ */
+export const MAX_MESSAGE = 65536;
 
-/** Close codes (docs/protocol.md, "Close codes"). */
+/**
+ * Close codes (docs/protocol.md, "Close codes"; messages.CloseCode in Go,
+ * a test keeps them equal). ABNORMAL is the browser's own: a connection
+ * cut without a close frame.
+ */
 export const Close = Object.freeze({
-  GOING_AWAY: 1001, ABNORMAL: 1006, SUPERSEDED: 4001, OVERFLOW: 4008, TOKEN_EXPIRED: 4401, STATE_SYNC: 4409,
+  GOING_AWAY: 1001, PROTOCOL_ERROR: 1002, WRONG_TYPE: 1003, ABNORMAL: 1006, INVALID_DATA: 1007, TOO_BIG: 1009,
+  SUPERSEDED: 4001, OVERFLOW: 4008, TOKEN_EXPIRED: 4401, STATE_SYNC: 4409,
 });
 
 export const SHOWS = Object.freeze(['available', 'away', 'dnd', 'invisible', 'auto']);

@@ -224,17 +224,20 @@ func TestHiddenTab(t *testing.T) {
 	eval[bool](t, ctx, `(pages.stopBeating(), true)`)
 }
 
-// screenshot writes a PNG of the page to $SCREENSHOT_DIR, or to the
-// test's temporary directory.
+// screenshot writes a PNG of the page to $PRESENCE_SCREENSHOTS (make test
+// sets bin/screenshots), as the dashboard's tests do, or to the test's
+// temporary directory.
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := os.Getenv("SCREENSHOT_DIR")
+	dir := os.Getenv("PRESENCE_SCREENSHOTS")
 	if dir == "" {
 		dir = t.TempDir()
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
 	}
 	path := filepath.Join(dir, name)
 	if err := os.WriteFile(path, png, 0o644); err != nil {

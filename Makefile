@@ -31,10 +31,11 @@ centrifugo:
 	@BIN=$(BIN) sh scripts/centrifugo.sh || echo "centrifugo not installed: make bench runs without it" >&2
 
 ## test: vet, every test with -race (actor tests in virtual time, goroutine
-## leak checks), a short fuzz run, and the E01 report
+## leak checks), a short fuzz run, and the E01 report; the browser tests'
+## screenshots (the dashboard, the demo page) are kept in bin/screenshots
 test: tools
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 10m ./...
+	PRESENCE_SCREENSHOTS=$(CURDIR)/$(BIN)/screenshots $(GO) test -race -count=1 -timeout 10m ./...
 	# two proto.actor members in one process race on grpc's global logger
 	# (upstream), so these tests run without -race
 	$(GO) test -count=1 -run 'TestProviderGrainsMoveOnCrash|TestProviderPlacesAFencedIncarnationOnceItServes' ./cluster/

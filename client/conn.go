@@ -21,6 +21,10 @@ const (
 	ProtoBinary = "presence.v1.proto"
 )
 
+// ErrTooLarge refuses a frame over messages.MaxMessage bytes before it is
+// sent: the node would close the connection with 1009.
+var ErrTooLarge = errors.New("client: frame too large")
+
 // HandshakeError is a refused handshake: the HTTP status and, for 429 and
 // 503, the server's Retry-After.
 type HandshakeError struct {
@@ -92,7 +96,7 @@ func Dial(ctx context.Context, rawURL string, o DialOptions) (*Conn, error) {
 		}
 		return nil, err
 	}
-	ws.SetReadLimit(64 << 10)
+	ws.SetReadLimit(messages.MaxMessage)
 	c := &Conn{ws: ws, subprotocol: o.Subprotocol}
 	f, err := c.Next(ctx)
 	if err != nil {
@@ -136,20 +140,27 @@ func (c *Conn) decode(kind websocket.MessageType, b []byte) (*messages.Frame, er
 	return f, protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(b, f)
 }
 
-// Send writes one frame.
+// Send writes one frame; one over messages.MaxMessage bytes is refused
+// with ErrTooLarge and nothing is sent.
 func (c *Conn) Send(ctx context.Context, f *messages.Frame) error {
-	if c.subprotocol == ProtoBinary {
-		b, err := proto.Marshal(f)
-		if err != nil {
-			return err
-		}
-		return c.ws.Write(ctx, websocket.MessageBinary, b)
-	}
-	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(f)
+	kind, b, err := c.encode(f)
 	if err != nil {
 		return err
 	}
-	return c.ws.Write(ctx, websocket.MessageText, b)
+	if len(b) > messages.MaxMessage {
+		return fmt.Errorf("%w: %d bytes: a message is at most %d bytes (the node closes a larger one with %d): send fewer targets at a time",
+			ErrTooLarge, len(b), messages.MaxMessage, messages.CloseTooBig)
+	}
+	return c.ws.Write(ctx, kind, b)
+}
+
+func (c *Conn) encode(f *messages.Frame) (websocket.MessageType, []byte, error) {
+	if c.subprotocol == ProtoBinary {
+		b, err := proto.Marshal(f)
+		return websocket.MessageBinary, b, err
+	}
+	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(f)
+	return websocket.MessageText, b, err
 }
 
 // SendRaw writes one message as it is, binary or text: for protocol tests

@@ -11,7 +11,10 @@
 // A Session heartbeats on the server's interval shortened at random by up to
 // 10%, reconnects with capped exponential backoff and full jitter using an
 // attempt number that only grows (also across restarts: it starts from the
-// clock in milliseconds), and obeys the close codes: 4001 stops (a newer
+// clock in milliseconds), the backoff starting again only after a healthy
+// connection (a heartbeat acked, or one interval lasted: a node that
+// closes every connection at once, 1002 to 1009, is dialed less and less
+// often), and obeys the close codes: 4001 stops (a newer
 // connection of this device took over), 1001 moves to the next URL, 4008
 // and resync reconnect and resubscribe, replacing state from the snapshot;
 // 4401 (the token expired) reconnects with a token from Config.Refresh, or
@@ -59,8 +62,10 @@
 //	members, err := s.Query(ctx, group...)              // one answer, nothing subscribed
 //
 // A presence_batch is delivered as one Event per presence it holds, with the
-// same version rule. Subscriptions go again after every reconnect, a
-// request per tier and per 1000 targets. Query returns the presences this
+// same version rule. Subscriptions go, and go again after every reconnect,
+// a request per tier and per 1000 targets or 64 KiB (messages.MaxMessage:
+// 1000 ids of 128 characters take two); Conn.Send refuses a larger frame
+// with ErrTooLarge (a Query of them), nothing sent. Query returns the presences this
 // user may see (a hidden target is absent), leaves State alone, fails with
 // ErrNotConnected between connections and ErrConnectionLost when its
 // connection ends before the answer, and returns the node's refusal as a

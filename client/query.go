@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -46,7 +47,8 @@ type queryAnswer struct {
 // hidden one is absent, never offline), nothing is subscribed and the
 // session's State is not changed. The node bounds queries per second and
 // in flight (429: a *ServerError with RetryAfter) and targets per query
-// (1000).
+// (1000). A query whose frame would be over messages.MaxMessage bytes (1000
+// ids of 128 characters) is refused with ErrTooLarge, nothing sent.
 func (s *Session) Query(ctx context.Context, targets ...string) ([]*messages.Presence, error) {
 	s.mu.Lock()
 	c := s.conn
@@ -100,6 +102,34 @@ func (s *Session) failQueriesLocked(err error) {
 	}
 }
 
+// chunkBudget is what a subscribe or query frame's targets may take: the
+// message limit less room for the rest of the frame (request id, tier,
+// field names).
+const chunkBudget = messages.MaxMessage - 256
+
+// chunk splits targets into requests of at most core.MaxTargets whose
+// frames fit in a message, sized as JSON (the larger encoding): each
+// target its quoted string, a comma and a space (protojson adds one after
+// separators in some builds, at random, so that nobody relies on its
+// output's form).
+func chunk(targets []string) [][]string {
+	var out [][]string
+	var cur []string
+	size := 0
+	for _, t := range targets {
+		q, _ := json.Marshal(t)
+		if len(cur) > 0 && (len(cur) == core.MaxTargets || size+len(q)+2 > chunkBudget) {
+			out = append(out, cur)
+			cur, size = nil, 0
+		}
+		cur, size = append(cur, t), size+len(q)+2
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
 // byTier groups the subscribed targets by tier, sorted; s.mu held.
 func (s *Session) byTier() map[messages.Tier][]string {
 	out := map[messages.Tier][]string{}
@@ -113,14 +143,19 @@ func (s *Session) byTier() map[messages.Tier][]string {
 }
 
 // subscribeAll subscribes every target again, a request per tier and per
-// core.MaxTargets targets.
+// core.MaxTargets targets or message (chunk).
 func (s *Session) subscribeAll(ctx context.Context, c *Conn, byTier map[messages.Tier][]string) {
 	for _, tier := range []messages.Tier{messages.Tier_realtime, messages.Tier_batched} {
-		for ts := range slices.Chunk(byTier[tier], core.MaxTargets) {
-			s.mu.Lock()
-			id := s.request(ts)
-			s.mu.Unlock()
-			_ = c.SubscribeTier(ctx, id, tier, ts...)
-		}
+		s.subscribe(ctx, c, tier, byTier[tier])
+	}
+}
+
+// subscribe sends targets in tier on c, a request per chunk.
+func (s *Session) subscribe(ctx context.Context, c *Conn, tier messages.Tier, targets []string) {
+	for _, ts := range chunk(targets) {
+		s.mu.Lock()
+		id := s.request(ts)
+		s.mu.Unlock()
+		_ = c.SubscribeTier(ctx, id, tier, ts...)
 	}
 }

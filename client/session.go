@@ -212,16 +212,17 @@ func (s *Session) Subscribe(targets ...string) { s.SubscribeTier(messages.Tier_r
 // SubscribeTier adds targets in tier: batched targets' changes come
 // merged, at most once per the node's batch window (docs/protocol.md,
 // "Tiers"), each still an Event. A target subscribed already moves to
-// tier.
+// tier. They go in requests of at most 1000 targets that fit in a message
+// (messages.MaxMessage bytes), each with its snapshot.
 func (s *Session) SubscribeTier(tier messages.Tier, targets ...string) {
 	s.mu.Lock()
 	for _, t := range targets {
 		s.targets[t] = tier
 	}
-	c, id := s.conn, s.request(targets)
+	c := s.conn
 	s.mu.Unlock()
 	if c != nil {
-		_ = c.SubscribeTier(context.Background(), id, tier, targets...)
+		s.subscribe(context.Background(), c, tier, targets)
 	}
 }
 
@@ -292,9 +293,11 @@ func (s *Session) finish(err error) {
 	close(s.done)
 }
 
+// run is the reconnect loop. The back-off starts again only after a
+// healthy connection (serve): one the node closes at once (a frame it
+// refuses, 1002 to 1009) waits longer each time.
 func (s *Session) run(ctx context.Context) {
 	backoff, url, refused := s.cfg.BackoffMin, 0, 0
-	wait := func(d time.Duration) bool { return sleep(ctx, d) }
 	for ctx.Err() == nil {
 		dctx, dcancel := context.WithTimeout(ctx, s.cfg.DialTimeout)
 		c, err := Dial(dctx, s.cfg.URLs[url%len(s.cfg.URLs)], DialOptions{Token: s.cfg.Token, Attempt: s.nextAttempt(), Subprotocol: s.cfg.Subprotocol, HTTPClient: s.cfg.HTTPClient,
@@ -311,37 +314,54 @@ func (s *Session) run(ctx context.Context) {
 			}
 			s.cfg.Log.Debug("client: connect failed", "err", err, "retry_in", delay)
 			backoff = nextBackoff(backoff, s.cfg.BackoffMax)
-			if !wait(delay) {
+			if !sleep(ctx, delay) {
 				break
 			}
 			continue
 		}
-		backoff, refused = s.cfg.BackoffMin, 0
-		code := s.serve(ctx, c)
-		s.cfg.Log.Debug("client: connection ended", "code", code)
-		switch code {
-		case int(messages.CloseSuperseded):
-			s.finish(ErrSuperseded)
+		refused = 0
+		code, healthy := s.serve(ctx, c)
+		s.cfg.Log.Debug("client: connection ended", "code", code, "healthy", healthy)
+		if healthy {
+			backoff = s.cfg.BackoffMin
+		}
+		next, err := s.after(ctx, code, backoff)
+		if err != nil {
+			s.finish(err)
 			return
-		case int(messages.CloseGoingAway), silentCode:
-			url++ // reconnect elsewhere at once
-		case noCloseCode:
-			// cut without a close (reset, unreachable): its node may be
-			// gone, and any node serves the device
+		}
+		if next {
 			url++
-			wait(s.draw(backoff)) // a context ended ends the loop
-		case int(messages.CloseOverflow):
-			// reconnect and resubscribe at once
-		case int(messages.CloseTokenExpired), int(messages.CloseStateSync):
-			if err := s.refresh(ctx, code); err != nil {
-				s.finish(err)
-				return
-			}
-		default:
-			wait(s.draw(backoff)) // a context ended ends the loop
+		}
+		if !healthy {
+			backoff = nextBackoff(backoff, s.cfg.BackoffMax)
 		}
 	}
 	s.finish(ctx.Err())
+}
+
+// after does what follows a connection that ended with code: whether to
+// try the next URL, after the wait it needs (drawn from backoff), or the
+// error that ends the session.
+func (s *Session) after(ctx context.Context, code int, backoff time.Duration) (next bool, err error) {
+	switch code {
+	case int(messages.CloseSuperseded):
+		return false, ErrSuperseded
+	case int(messages.CloseGoingAway), silentCode:
+		return true, nil // reconnect elsewhere at once
+	case noCloseCode:
+		// cut without a close (reset, unreachable): its node may be gone,
+		// and any node serves the device
+		sleep(ctx, s.draw(backoff)) // a context ended ends the loop
+		return true, nil
+	case int(messages.CloseOverflow):
+		return false, nil // reconnect and resubscribe at once
+	case int(messages.CloseTokenExpired), int(messages.CloseStateSync):
+		return false, s.refresh(ctx, code)
+	default:
+		sleep(ctx, s.draw(backoff))
+		return false, nil
+	}
 }
 
 // sleep waits d, or less if ctx ends: false then.
@@ -412,8 +432,11 @@ func (s *Session) refresh(ctx context.Context, code int) error {
 // node spreads out instead of returning in waves.
 func nextBackoff(cur, max time.Duration) time.Duration { return min(2*cur, max) }
 
-// serve runs one connection until it ends and returns its close code.
-func (s *Session) serve(ctx context.Context, c *Conn) int {
+// serve runs one connection until it ends and returns its close code, and
+// whether it was healthy: the node acked a heartbeat, or it lasted a
+// heartbeat interval.
+func (s *Session) serve(ctx context.Context, c *Conn) (code int, healthy bool) {
+	start := time.Now()
 	ctx, cancel := context.WithCancel(ctx)
 	defer s.pullers.Wait() // after cancel: no pull loop emits once the session may end
 	defer cancel()
@@ -442,19 +465,29 @@ func (s *Session) serve(ctx context.Context, c *Conn) int {
 		go s.heartbeat(ctx, c)
 	}
 	go s.renewActivity(ctx, c)
-	silence := s.silence(c)
+	silence, acked := s.silence(c), false
+	lasted := func() bool { return acked || time.Since(start) >= heartbeatInterval(c) }
 	for {
 		rctx, rcancel := context.WithTimeout(ctx, silence)
 		f, err := c.Next(rctx)
 		rcancel()
 		if err != nil && ctx.Err() == nil && errors.Is(rctx.Err(), context.DeadlineExceeded) {
-			return silentCode
+			return silentCode, lasted()
 		}
 		if err != nil {
-			return CloseCode(err)
+			return CloseCode(err), lasted()
 		}
+		acked = acked || f.GetHeartbeatAck() != nil
 		s.handle(ctx, c, f)
 	}
+}
+
+// heartbeatInterval is the hello's, 30 s if it has none.
+func heartbeatInterval(c *Conn) time.Duration {
+	if ms := c.Hello.GetHeartbeatIntervalMs(); ms > 0 {
+		return time.Duration(ms) * time.Millisecond
+	}
+	return 30 * time.Second
 }
 
 // handle is one frame from the node.
@@ -505,10 +538,7 @@ func (s *Session) draw(d time.Duration) time.Duration {
 }
 
 func (s *Session) heartbeat(ctx context.Context, c *Conn) {
-	interval := time.Duration(c.Hello.GetHeartbeatIntervalMs()) * time.Millisecond
-	if interval <= 0 {
-		interval = 30 * time.Second
-	}
+	interval := heartbeatInterval(c)
 	for seq := uint64(1); ; seq++ {
 		d := interval - time.Duration(s.cfg.Jitter*float64(s.draw(interval)))
 		select {

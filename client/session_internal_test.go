@@ -2,10 +2,16 @@ package client
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 )
 
 // A snapshot replaces the state of the targets it answers: one that is
@@ -62,5 +68,33 @@ func TestAttemptsGrowFromTheClock(t *testing.T) {
 	a, b := s.nextAttempt(), s.nextAttempt()
 	if a < before || b <= a {
 		t.Fatalf("attempts %d, %d (clock %d)", a, b, before)
+	}
+}
+
+// chunk keeps the order, at most core.MaxTargets a request, and each
+// request's frame, in either encoding, within messages.MaxMessage.
+func TestChunkFitsAMessage(t *testing.T) {
+	var long []string
+	for i := range 1000 {
+		long = append(long, fmt.Sprintf("%04d", i)+strings.Repeat("x", 124))
+	}
+	chunks := chunk(long)
+	if got := slices.Concat(chunks...); !slices.Equal(got, long) || len(chunks) < 2 {
+		t.Fatalf("%d chunks of %d targets, want them all, in order, in more than one", len(chunks), len(got))
+	}
+	for _, ts := range chunks {
+		f := &messages.Frame{Kind: &messages.Frame_Subscribe{Subscribe: &messages.Subscribe{RequestId: "r18446744073709551615", Targets: ts, Tier: messages.Tier_batched}}}
+		j, _ := protojson.MarshalOptions{UseProtoNames: true}.Marshal(f)
+		b, _ := proto.Marshal(f)
+		if len(j) > messages.MaxMessage || len(b) > messages.MaxMessage {
+			t.Fatalf("a chunk of %d targets: %d bytes of JSON, %d of protobuf, over %d", len(ts), len(j), len(b), messages.MaxMessage)
+		}
+	}
+	short := make([]string, 2500)
+	for i := range short {
+		short[i] = "a"
+	}
+	if got := chunk(short); len(got) != 3 || len(got[0]) != core.MaxTargets || len(got[2]) != 500 {
+		t.Fatalf("2500 short ids in %d chunks, want 1000, 1000, 500", len(got))
 	}
 }

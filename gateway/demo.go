@@ -42,12 +42,13 @@ func (s *Server) demoAllowed(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-// serveDemo is the demo page (client/js/demo.html).
+// serveDemo is the demo page (client/js/demo.html). Its policy lets the
+// SDK time heartbeats in a Worker made from a blob: URL (worker-src).
 func (s *Server) serveDemo(w http.ResponseWriter, r *http.Request) {
 	if !s.demoAllowed(w, r) {
 		return
 	}
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; connect-src 'self' ws: wss: http: https:; script-src 'self' 'unsafe-inline' http: https:; style-src 'unsafe-inline'")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; connect-src 'self' ws: wss: http: https:; script-src 'self' 'unsafe-inline' http: https:; worker-src blob:; style-src 'unsafe-inline'")
 	serveAsset(demoPage)(w, r)
 }
 

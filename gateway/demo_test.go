@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,10 +12,11 @@ import (
 	"github.com/presence-im/presence/config"
 )
 
-// devServer is a second device listener on nd's actors, keyed with secret.
-func devServer(t *testing.T, nd *node, key string) *Server {
+// devServer is a second device listener on nd's actors at listen, keyed
+// with secret.
+func devServer(t *testing.T, nd *node, listen, key string) *Server {
 	t.Helper()
-	srv := New(Options{Listen: "127.0.0.1:0", CloseGrace: 200 * time.Millisecond}, nd.n.Gateway(), nd.timing, []byte(key), nil)
+	srv := New(Options{Listen: listen, CloseGrace: 200 * time.Millisecond}, nd.n.Gateway(), nd.timing, []byte(key), nil)
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +43,7 @@ func do(t *testing.T, method, u, host string) (int, string, http.Header) {
 // /demo/token mints a token of that secret for the user and device asked.
 func TestDemoOnADevelopmentNode(t *testing.T) {
 	nd := startNode(t)
-	srv := devServer(t, nd, config.DevSecret)
+	srv := devServer(t, nd, "127.0.0.1:0", config.DevSecret)
 	base := "http://" + srv.Addr()
 	code, body, h := do(t, "GET", base+"/demo", "")
 	if code != 200 || !strings.Contains(body, "/sdk/presence.js") || h.Get("Content-Type") != "text/html; charset=utf-8" {
@@ -71,7 +73,9 @@ func TestDemoOnADevelopmentNode(t *testing.T) {
 	http.DefaultClient.CloseIdleConnections()
 }
 
-// Any other node says the demo is off and mints nothing.
+// Any other node says the demo is off and mints nothing: one with another
+// secret, and one with the development secret on a listener that is not
+// loopback.
 func TestDemoOffWithoutTheDevelopmentSecret(t *testing.T) {
 	nd := startNode(t) // the test secret
 	base := "http://" + nd.srv.Addr()
@@ -79,6 +83,16 @@ func TestDemoOffWithoutTheDevelopmentSecret(t *testing.T) {
 		code, body, _ := do(t, r.method, base+r.path, "")
 		if code != http.StatusForbidden || !strings.Contains(body, "the demo is off") || strings.Contains(body, `"token"`) {
 			t.Errorf("%s %s: %d %q, want 403 saying it is off", r.method, r.path, code, body)
+		}
+	}
+	// the development secret on a listener that is not loopback (every
+	// address): reached through loopback, it still mints nothing
+	open := devServer(t, nd, "0.0.0.0:0", config.DevSecret)
+	_, port, _ := net.SplitHostPort(open.Addr())
+	for _, r := range []struct{ method, path string }{{"GET", "/demo"}, {"POST", "/demo/token?user=demo-001&device=web-1"}} {
+		code, body, _ := do(t, r.method, "http://127.0.0.1:"+port+r.path, "")
+		if code != http.StatusForbidden || !strings.Contains(body, "the demo is off") || strings.Contains(body, `"token"`) {
+			t.Errorf("%s %s on %s with the development secret: %d %q, want 403 saying it is off", r.method, r.path, open.Addr(), code, body)
 		}
 	}
 	for _, c := range []struct {

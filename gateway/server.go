@@ -35,7 +35,7 @@ type Options struct {
 	// Gateway is what an operator tunes (flags, YAML, environment).
 	config.Gateway
 	CloseGrace time.Duration // wait for the peer after a close frame
-	MaxMessage int           // bytes; a message above is closed with 1009
+	MaxMessage int           // bytes; a message above is closed with 1009 (default messages.MaxMessage)
 	MaxErrors  int           // consecutive undecodable frames before 1002
 	// PreviousSecrets are older token keys still accepted (rotation);
 	// tokens are signed with the current one only.
@@ -58,7 +58,7 @@ func DefaultOptions() Options {
 			Outbox: 64, WriteTimeout: 10 * time.Second, AdmitRate: 500, AdmitBurst: 1000, DrainSpread: 2 * time.Second,
 			SubscribeRate: 5, SubscribeBurst: 10, ActivityRate: 1, ActivityBurst: 5, QueryRate: 1, QueryBurst: 5,
 		},
-		CloseGrace: time.Second, MaxMessage: 64 << 10, MaxErrors: 3,
+		CloseGrace: time.Second, MaxMessage: messages.MaxMessage, MaxErrors: 3,
 	}
 }
 

@@ -18,7 +18,7 @@ const (
 	CloseWrongType CloseCode = 1003
 	// CloseInvalidData: a text frame that is not UTF-8.
 	CloseInvalidData CloseCode = 1007
-	// CloseTooBig: a message over the gateway's MaxMessage (sent by nbio).
+	// CloseTooBig: a message over MaxMessage (sent by nbio).
 	CloseTooBig CloseCode = 1009
 	// CloseSuperseded: a newer connection of the same device took over: do
 	// not reconnect.
@@ -39,6 +39,13 @@ const (
 // CloseCodes is every close code above, in the order docs/protocol.md
 // lists them.
 var CloseCodes = []CloseCode{CloseGoingAway, CloseProtocolError, CloseWrongType, CloseInvalidData, CloseTooBig, CloseSuperseded, CloseOverflow, CloseTokenExpired, CloseStateSync}
+
+// MaxMessage is the largest WebSocket message a device may send, in
+// bytes: a node closes a connection that sends a larger one with
+// CloseTooBig (gateway.Options.MaxMessage defaults to it), and the SDKs
+// refuse to send one (client/js/presence.js has it as MAX_MESSAGE; a test
+// keeps them equal).
+const MaxMessage = 64 << 10
 
 // ErrorCode is the code of an error frame: HTTP-like, as the handshake's
 // statuses.

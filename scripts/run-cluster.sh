@@ -51,7 +51,7 @@ presence: 3 nodes ($timing timings), $demo demo devices
   dashboard  http://127.0.0.1:$A/   (and :$((A + 1)), :$((A + 2)))
   devices    ws://127.0.0.1:$L/ws   (and :$((L + 1)), :$((L + 2)))
   logs       presence-data/n1.log n2.log n3.log
-  demo app   http://127.0.0.1:$L/demo?nodes=127.0.0.1:$((L + 1)),127.0.0.1:$((L + 2))
+  demo app   http://127.0.0.1:$L/demo?users=$demo&nodes=127.0.0.1:$((L + 1)),127.0.0.1:$((L + 2))
   try        kill -9 \$(cat presence-data/n2.pid)   # its devices reconnect to n1 and n3
 MSG
 if [ "$webhook" = 1 ]; then

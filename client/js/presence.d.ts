@@ -5,8 +5,14 @@ export const MAX_ID_LEN: 128;
 export const MAX_TARGETS: 1000;
 export const MAX_STATUS_TEXT: 140;
 export const MAX_ATTEMPT: number;
+/** The largest message a node reads, in bytes (messages.MaxMessage): a larger one is closed with 1009. */
+export const MAX_MESSAGE: 65536;
+/** Default of Options.refusedLimit. */
+export const REFUSED_LIMIT: 10;
+/** Close codes (messages.CloseCode); ABNORMAL (1006) is the browser's own, a cut without a close frame. */
 export const Close: Readonly<{
-  GOING_AWAY: 1001; ABNORMAL: 1006; SUPERSEDED: 4001; OVERFLOW: 4008; TOKEN_EXPIRED: 4401; STATE_SYNC: 4409;
+  GOING_AWAY: 1001; PROTOCOL_ERROR: 1002; WRONG_TYPE: 1003; ABNORMAL: 1006; INVALID_DATA: 1007; TOO_BIG: 1009;
+  SUPERSEDED: 4001; OVERFLOW: 4008; TOKEN_EXPIRED: 4401; STATE_SYNC: 4409;
 }>;
 
 export type Show = 'available' | 'away' | 'dnd' | 'invisible' | 'auto';
@@ -49,6 +55,10 @@ export class ClosedError extends Error {
   /** The close code that ended it (4001, 4401, 4409), 0 for none. */
   readonly code: number;
 }
+/** The client gave up after Options.refusedLimit dials in a row that never opened with one token. */
+export class RefusedError extends ClosedError {
+  readonly dials: number;
+}
 
 export function compareVersions(a: string | number | undefined, b: string | number | undefined): -1 | 0 | 1;
 export function nextBackoff(cur: number, max: number): number;
@@ -56,8 +66,21 @@ export function drawBackoff(bound: number, random?: () => number): number;
 export function heartbeatDelay(intervalMs: number, jitter?: number, random?: () => number): number;
 export function silenceLimit(intervalMs: number): number;
 export function nextAttempt(storage: Pick<Storage, 'getItem' | 'setItem'> | null, key: string, now?: number): number;
+/** nextAttempt claimed in an IndexedDB transaction: never the same number in two tabs. */
+export function claimAttempt(storage: Pick<Storage, 'getItem' | 'setItem'> | null, key: string, now?: number): Promise<number>;
 export function validId(kind: string, id: string): void;
 export function validTargets(op: string, targets: string[]): void;
+/** The UTF-8 bytes of frame's JSON. */
+export function frameBytes(frame: object): number;
+/** Throws an InputError when frame is over MAX_MESSAGE bytes. */
+export function validFrame(op: string, frame: object): void;
+/** targets in requests of at most MAX_TARGETS whose frame(targets, id) fits in MAX_MESSAGE bytes. */
+export function chunkTargets(targets: string[], frame: (targets: string[], id: string) => object): string[][];
+export interface Timers { set(fn: () => void, ms: number): unknown; clear(id: unknown): void; }
+export const pageTimers: Timers;
+/** A dedicated Worker's timers (not slowed down in a hidden tab) where one can be made, else pageTimers. */
+export function clientTimers(useWorker?: boolean): Timers;
+export const DEFAULTS: Readonly<Required<Omit<Options, 'urls' | 'token' | 'refresh' | 'activity' | 'storage' | 'WebSocket'>>>;
 export function validStatus(status: StatusInput, now?: number): void;
 export function tokenExpiryMs(token: string): number | null;
 
@@ -86,7 +109,17 @@ export interface Options {
   /** 0: 2.5 x the hello's heartbeat interval, at least 2 s. */
   silenceMs?: number;
   dialTimeoutMs?: number;
-  /** Where the attempt number is kept; default localStorage. */
+  /**
+   * Dials in a row that never opened before the client calls refresh, and
+   * ends with a RefusedError if it gives no other token (default 10; 0:
+   * never).
+   */
+  refusedLimit?: number;
+  /**
+   * Where the attempt number is kept; default localStorage, claimed in
+   * IndexedDB (never the same in two tabs); another storage is used alone,
+   * null keeps it in memory.
+   */
   storage?: Pick<Storage, 'getItem' | 'setItem'> | null;
   storageKey?: string;
   /** Declare activity from Page Visibility and input events (default true). */
@@ -94,6 +127,8 @@ export interface Options {
   /** No input for this long on a visible page: idle (default 120000). */
   inputIdleMs?: number;
   random?: () => number;
+  /** Time heartbeats and waits in a dedicated Worker (default true): a hidden tab keeps its heartbeats. */
+  workerTimers?: boolean;
   WebSocket?: typeof WebSocket;
 }
 

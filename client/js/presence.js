@@ -1,9 +1,10 @@
 // presence.js: the browser SDK of presence, one ES module with no build
 // step and no dependency. It keeps a device online as the Go SDK (package
 // client) does, on the JSON subprotocol of docs/protocol.md: failover over
-// a list of node URLs, an attempt number that only grows (kept in
-// localStorage, across reloads and tabs), heartbeats at the hello's
-// interval with jitter, back-off with full jitter, a silence limit, the
+// a list of node URLs, an attempt number that only grows (claimed in
+// IndexedDB and kept in localStorage, across reloads and tabs), heartbeats
+// at the hello's interval with jitter (timed in a dedicated Worker, so a
+// hidden tab keeps them), back-off with full jitter, a silence limit, the
 // close codes, resubscription after every reconnect and resync, version
 // checks per target, token refresh, declared activity from the Page
 // Visibility API and input events, status, tiers, group queries and the
@@ -27,10 +28,22 @@ export const MAX_TARGETS = 1000;
 export const MAX_STATUS_TEXT = 140;
 /** The largest ?attempt= a node takes: 2^53 - 1. */
 export const MAX_ATTEMPT = Number.MAX_SAFE_INTEGER;
+/**
+ * The largest message a node reads, in bytes: it closes a larger one with
+ * 1009. The Go constant is messages.MaxMessage; a test keeps them equal.
+ */
+export const MAX_MESSAGE = 65536;
+/** Dials in a row that never opened, with one token, before the client gives up (refusedLimit). */
+export const REFUSED_LIMIT = 10;
 
-/** Close codes (docs/protocol.md, "Close codes"). */
+/**
+ * Close codes (docs/protocol.md, "Close codes"; messages.CloseCode in Go,
+ * a test keeps them equal). ABNORMAL is the browser's own: a connection
+ * cut without a close frame.
+ */
 export const Close = Object.freeze({
-  GOING_AWAY: 1001, ABNORMAL: 1006, SUPERSEDED: 4001, OVERFLOW: 4008, TOKEN_EXPIRED: 4401, STATE_SYNC: 4409,
+  GOING_AWAY: 1001, PROTOCOL_ERROR: 1002, WRONG_TYPE: 1003, ABNORMAL: 1006, INVALID_DATA: 1007, TOO_BIG: 1009,
+  SUPERSEDED: 4001, OVERFLOW: 4008, TOKEN_EXPIRED: 4401, STATE_SYNC: 4409,
 });
 
 export const SHOWS = Object.freeze(['available', 'away', 'dnd', 'invisible', 'auto']);
@@ -64,6 +77,16 @@ export class ClosedError extends Error {
   constructor(message, code = 0) { super(message); this.name = 'ClosedError'; this.code = code; }
 }
 
+/**
+ * The client gave up: dials dials in a row never opened with the same
+ * token (refresh, if given, gave no other). A browser does not show why a
+ * handshake failed: a 401 (a token the node does not take), 403, 409, 429
+ * or 503, or no node reachable at all.
+ */
+export class RefusedError extends ClosedError {
+  constructor(message, dials) { super(message, 0); this.name = 'RefusedError'; this.dials = dials; }
+}
+
 // ---- pure parts (tested in the browser: client/js/sdk_test.go) ----
 
 /** Versions are JSON strings of uint64: compared as BigInt (-1, 0, 1); absent is 0. */
@@ -88,8 +111,10 @@ export function silenceLimit(intervalMs) { return Math.max(2.5 * intervalMs, 200
 
 /**
  * The next attempt number, max(stored + 1, now), kept in storage under key
- * so that it grows across reloads and tabs (a storage that throws, as in
- * some private modes, keeps it in memory only).
+ * so that it grows across reloads (a storage that throws, as in some
+ * private modes, keeps it in memory only). Tabs dialing at once may read
+ * the same value (a tab's localStorage sees another's writes later):
+ * claimAttempt is the one that never collides.
  */
 export function nextAttempt(storage, key, now = Date.now()) {
   let stored = 0;
@@ -97,6 +122,51 @@ export function nextAttempt(storage, key, now = Date.now()) {
   const next = Math.min(Math.max(stored + 1, Math.floor(now)), MAX_ATTEMPT);
   try { storage?.setItem(key, String(next)); } catch { /* no storage */ }
   return next;
+}
+
+let attemptsDB = null; // this page's connection to the attempts database
+
+function openAttempts() {
+  attemptsDB ??= new Promise((resolve, reject) => {
+    const r = indexedDB.open('presence', 1);
+    r.onupgradeneeded = () => r.result.createObjectStore('attempts');
+    r.onsuccess = () => resolve(r.result);
+    r.onerror = () => reject(r.error);
+    r.onblocked = () => reject(new Error('presence: the attempts database is blocked'));
+  });
+  return attemptsDB;
+}
+
+/**
+ * The next attempt number claimed atomically across the tabs of this
+ * origin: in one IndexedDB read-write transaction (those on one store run
+ * one after the other, whatever the tab), max(stored + 1, now), with the
+ * value in storage as a floor and a copy. Without IndexedDB, or when it
+ * fails: nextAttempt on storage.
+ */
+export async function claimAttempt(storage, key, now = Date.now()) {
+  if (!storage || typeof indexedDB === 'undefined') return nextAttempt(storage, key, now);
+  try {
+    const db = await openAttempts();
+    return await new Promise((resolve, reject) => {
+      const tx = db.transaction('attempts', 'readwrite'), store = tx.objectStore('attempts');
+      let next = 0;
+      const got = store.get(key);
+      got.onsuccess = () => {
+        let stored = Number(got.result) || 0;
+        try { stored = Math.max(stored, Number(storage.getItem(key)) || 0); } catch { /* no storage */ }
+        next = Math.min(Math.max(stored + 1, Math.floor(now)), MAX_ATTEMPT);
+        store.put(next, key);
+      };
+      tx.oncomplete = () => {
+        try { storage.setItem(key, String(next)); } catch { /* no storage */ }
+        resolve(next);
+      };
+      tx.onerror = tx.onabort = () => reject(tx.error);
+    });
+  } catch {
+    return nextAttempt(storage, key, now);
+  }
 }
 
 /** Checks a user or device id as the node does (core.ValidID): throws an InputError naming the rule. */
@@ -119,6 +189,47 @@ export function validTargets(op, targets) {
   }
   for (const t of targets) validId('target', t);
 }
+
+const utf8 = new TextEncoder();
+
+/** The bytes of frame as the client sends it: the UTF-8 of its JSON. */
+export function frameBytes(frame) { return utf8.encode(JSON.stringify(frame)).length; }
+
+/** Checks that frame fits in one message of the node (MAX_MESSAGE bytes): throws an InputError naming the rule. */
+export function validFrame(op, frame) {
+  const n = frameBytes(frame);
+  if (n > MAX_MESSAGE) {
+    throw new InputError(`${op}: the frame would be ${n} bytes: a message is at most ${MAX_MESSAGE} bytes (the node closes a larger one with 1009): send fewer targets at a time`);
+  }
+}
+
+// the longest request id the client makes: frames are sized with it
+const LONGEST_ID = `s${Number.MAX_SAFE_INTEGER}`;
+
+/**
+ * Splits targets into requests of at most MAX_TARGETS whose frames,
+ * frame(targets, LONGEST_ID), fit in MAX_MESSAGE bytes: a target adds its
+ * JSON and a comma.
+ */
+export function chunkTargets(targets, frame) {
+  const base = frameBytes(frame([], LONGEST_ID)), out = [];
+  let cur = [], size = base;
+  for (const t of targets) {
+    const cost = utf8.encode(JSON.stringify(t)).length;
+    if (cur.length && (cur.length === MAX_TARGETS || size + 1 + cost > MAX_MESSAGE)) {
+      out.push(cur);
+      cur = []; size = base;
+    }
+    size += cost + (cur.length ? 1 : 0);
+    cur.push(t);
+  }
+  if (cur.length) out.push(cur);
+  return out;
+}
+
+const subscribeFrame = (tier) => (targets, id) => ({ subscribe: tier === 'realtime' ? { request_id: id, targets } : { request_id: id, targets, tier } });
+const queryFrame = (targets, id) => ({ query: { request_id: id, targets } });
+const unsubscribeFrame = (targets) => ({ unsubscribe: { targets } });
 
 /** Checks a set_status as the node does (core.ValidStatus). */
 export function validStatus({ show, text = '', expiresMs = 0 } = {}, now = Date.now()) {
@@ -147,13 +258,87 @@ export function tokenExpiryMs(token) {
   }
 }
 
+// ---- timers ----
+
+// A hidden tab's page timers run at most once a second in Chrome (after
+// five hidden minutes, once a minute): at the fast timings a heartbeat
+// would come after the node's stale limit. A dedicated Worker's timers
+// are not slowed down, and its messages reach a hidden page at once, so
+// the client times everything there, the socket staying on the page.
+const workerSource = `const t = new Map();
+onmessage = ({ data: [id, ms] }) => {
+  clearTimeout(t.get(id));
+  t.delete(id);
+  if (ms >= 0) t.set(id, setTimeout(() => { t.delete(id); postMessage(id); }, ms));
+};`;
+
+/** The page's timers: set(fn, ms) returns an id for clear(id). */
+export const pageTimers = Object.freeze({ set: (fn, ms) => setTimeout(fn, ms), clear: (id) => clearTimeout(id) });
+
+// Timers run by a Worker; once it fails (a Content-Security-Policy without
+// worker-src blob:, for one) those pending and all later ones are the
+// page's.
+class WorkerTimers {
+  #w; #pending = new Map(); #next = 0; #broken = false;
+  constructor(w) {
+    this.#w = w;
+    w.onmessage = ({ data: id }) => this.#fire(id);
+    w.onerror = () => {
+      this.#broken = true;
+      for (const [id, p] of this.#pending) p.page = setTimeout(() => this.#fire(id), Math.max(0, p.due - performance.now()));
+    };
+  }
+
+  #fire(id) {
+    const p = this.#pending.get(id);
+    if (!p) return;
+    this.#pending.delete(id);
+    clearTimeout(p.page);
+    p.fn();
+  }
+
+  set(fn, ms) {
+    const id = ++this.#next, p = { fn, due: performance.now() + ms, page: 0 };
+    this.#pending.set(id, p);
+    if (this.#broken) p.page = setTimeout(() => this.#fire(id), ms);
+    else this.#w.postMessage([id, Math.max(0, ms)]);
+    return id;
+  }
+
+  clear(id) {
+    const p = this.#pending.get(id);
+    if (!p) return;
+    this.#pending.delete(id);
+    clearTimeout(p.page);
+    if (!this.#broken) this.#w.postMessage([id, -1]);
+  }
+}
+
+let workerTimers; // one Worker for the page's clients, made at the first start(); null: none could be made
+
+/** The timers of a client: a Worker's where one can be made and useWorker, else the page's. */
+export function clientTimers(useWorker = true) {
+  if (!useWorker || typeof Worker === 'undefined') return pageTimers;
+  if (workerTimers === undefined) {
+    try {
+      workerTimers = new WorkerTimers(new Worker(URL.createObjectURL(new Blob([workerSource], { type: 'text/javascript' }))));
+    } catch {
+      workerTimers = null; // refused at once (a Content-Security-Policy)
+    }
+  }
+  return workerTimers ?? pageTimers;
+}
+
 // ---- the client ----
 
 const defaults = {
   urls: [], token: '', refresh: null, platform: 'web', deviceClass: '',
-  backoffMinMs: 100, backoffMaxMs: 30000, jitter: 0.1, silenceMs: 0, dialTimeoutMs: 10000,
-  storageKey: 'presence.attempt', trackActivity: true, inputIdleMs: 120000, random: Math.random,
+  backoffMinMs: 100, backoffMaxMs: 30000, jitter: 0.1, silenceMs: 0, dialTimeoutMs: 10000, refusedLimit: REFUSED_LIMIT,
+  storageKey: 'presence.attempt', trackActivity: true, inputIdleMs: 120000, random: Math.random, workerTimers: true,
 };
+
+/** The client's defaults: backoffMinMs, silenceMs (0: silenceLimit of the hello's interval) and the others of Options. */
+export const DEFAULTS = Object.freeze({ ...defaults });
 
 /**
  * PresenceClient keeps one device connected, heartbeating and subscribed.
@@ -169,7 +354,7 @@ export class PresenceClient extends EventTarget {
   #asked = new Map(); // subscribe request id -> its targets, until its snapshot
   #queries = new Map(); // query request id -> {resolve, reject}
   #reqs = 0; #status = null; #activity = ''; #conns = 0; #lostAt = 0; #gap = 0; #ended = false; #gen = 0;
-  #wake = null; #inputAt = 0; #idleTimer = 0; #unwatch = null;
+  #wake = null; #inputAt = 0; #idleTimer = 0; #unwatch = null; #t = pageTimers;
   #pulling = new Set(); // targets the node degraded to pull, until restored or the connection ends
   #stopPull = null; // ends this connection's pull loop
 
@@ -188,6 +373,7 @@ export class PresenceClient extends EventTarget {
     if (!this.#stopped) return this;
     this.#stopped = false;
     this.#ended = false;
+    this.#t = clientTimers(this.#o.workerTimers);
     if (this.#o.trackActivity && typeof document !== 'undefined') this.#watchActivity();
     this.#run().catch((err) => this.#finish(err));
     return this;
@@ -226,6 +412,7 @@ export class PresenceClient extends EventTarget {
   subscribe(targets, { tier = 'realtime' } = {}) {
     validTargets('subscribe', targets);
     if (!TIERS.includes(tier)) throw new InputError(`subscribe: tier must be ${TIERS.join(' or ')}`);
+    validFrame('subscribe', subscribeFrame(tier)(targets, LONGEST_ID));
     for (const t of targets) this.#targets.set(t, tier);
     if (this.connected) this.#sendSubscribe([...targets], tier);
   }
@@ -233,24 +420,30 @@ export class PresenceClient extends EventTarget {
   /** Unsubscribes targets and forgets their state. */
   unsubscribe(targets) {
     validTargets('unsubscribe', targets);
+    validFrame('unsubscribe', unsubscribeFrame(targets));
     for (const t of targets) { this.#targets.delete(t); this.#state.delete(t); }
-    if (this.connected) this.#send({ unsubscribe: { targets: [...targets] } });
+    if (this.connected) this.#send(unsubscribeFrame([...targets]));
   }
 
   /**
    * The presence of targets once (a group page): resolves with the
    * snapshot's presences (a hidden target is absent), rejects with a
    * PresenceError the node answered, or a ClosedError if the connection
-   * ends first. Nothing is subscribed, state() unchanged.
+   * ends first. Nothing is subscribed, state() unchanged. An aborted
+   * signal rejects it with signal.reason and its answer is dropped.
    */
   query(targets, { signal } = {}) {
     validTargets('query', targets);
+    validFrame('query', queryFrame(targets, LONGEST_ID));
+    if (signal?.aborted) return Promise.reject(signal.reason);
     if (!this.connected) return Promise.reject(new ClosedError('presence: not connected'));
     const id = `q${++this.#reqs}`;
     return new Promise((resolve, reject) => {
-      this.#queries.set(id, { resolve, reject });
-      signal?.addEventListener('abort', () => { this.#queries.delete(id); reject(signal.reason); }, { once: true });
-      this.#send({ query: { request_id: id, targets: [...targets] } });
+      const abort = () => { this.#queries.delete(id); reject(signal.reason); };
+      const done = (f) => (v) => { signal?.removeEventListener('abort', abort); f(v); };
+      this.#queries.set(id, { resolve: done(resolve), reject: done(reject) });
+      signal?.addEventListener('abort', abort, { once: true });
+      this.#send(queryFrame([...targets], id));
     });
   }
 
@@ -283,14 +476,15 @@ export class PresenceClient extends EventTarget {
   #sendSubscribe(targets, tier) {
     const id = `s${++this.#reqs}`;
     this.#asked.set(id, targets);
-    this.#send({ subscribe: tier === 'realtime' ? { request_id: id, targets } : { request_id: id, targets, tier } });
+    this.#send(subscribeFrame(tier)(targets, id));
   }
 
-  // every target again, a request per tier and per MAX_TARGETS targets
+  // every target again, a request per tier and per MAX_TARGETS targets or
+  // MAX_MESSAGE bytes (subscribes of many calls together may hold more)
   #subscribeAll() {
     for (const tier of TIERS) {
       const ts = [...this.#targets].filter(([, t]) => t === tier).map(([k]) => k).sort();
-      for (let i = 0; i < ts.length; i += MAX_TARGETS) this.#sendSubscribe(ts.slice(i, i + MAX_TARGETS), tier);
+      for (const chunk of chunkTargets(ts, subscribeFrame(tier))) this.#sendSubscribe(chunk, tier);
     }
   }
 
@@ -305,30 +499,61 @@ export class PresenceClient extends EventTarget {
 
   // ---- the connection loop ----
 
-  // the loop of one start(): a stop(), or a start() after it, ends it
+  // the loop of one start(): a stop(), or a start() after it, ends it.
+  // The back-off starts again only after a healthy connection: one a node
+  // closes at once (a frame it refuses, 1002 to 1009) waits longer each time.
   async #run() {
     const gen = ++this.#gen, over = () => this.#stopped || gen !== this.#gen;
-    let backoff = this.#o.backoffMinMs, url = 0;
+    let backoff = this.#o.backoffMinMs, url = 0, refused = 0;
     while (!over()) {
       if (!(await this.#freshToken()) || over()) return;
       const target = this.#o.urls[url % this.#o.urls.length];
       const conn = await this.#dial(target);
-      if (over()) { conn?.ws.close(1000); return; }
-      if (!conn) {
+      if (over()) { conn?.ws?.close(1000); return; }
+      if (!conn.ws) {
         // a browser sees no handshake status (401, 409, 429, 503 all look
         // like a lost connection): the next URL, after a drawn wait
+        refused = conn.opened ? 0 : refused + 1;
+        if (refused >= this.#o.refusedLimit && this.#o.refusedLimit > 0) {
+          if (!(await this.#refused(refused)) || over()) return;
+          refused = 0;
+        }
         url++;
         await this.#sleep(drawBackoff(backoff, this.#o.random));
         backoff = nextBackoff(backoff, this.#o.backoffMaxMs);
         continue;
       }
-      backoff = this.#o.backoffMinMs;
+      refused = 0;
       const end = await this.#serve(conn, target);
       if (over()) return;
+      if (end.healthy) backoff = this.#o.backoffMinMs;
       const next = await this.#after(end, backoff);
+      if (!end.healthy) backoff = nextBackoff(backoff, this.#o.backoffMaxMs);
       if (next === 'stop') return;
       if (next === 'next') url++;
     }
+  }
+
+  // refusedLimit dials in a row never opened: a new token from refresh, or
+  // the end (false) with a RefusedError when there is none or it is the same
+  async #refused(dials) {
+    const before = this.#o.token;
+    const why = `presence: ${dials} dials in a row never opened with the same token (a browser does not show why: `
+      + 'a token the node refuses, 401, or 403, 409, 429, 503, or no node reachable)';
+    if (this.#o.refresh) {
+      try {
+        const token = await this.#o.refresh();
+        if (typeof token === 'string' && token !== '' && token !== before) {
+          this.#o.token = token;
+          return !this.#stopped;
+        }
+      } catch (err) {
+        this.#finish(new RefusedError(`${why}: refreshing the token: ${err?.message ?? err}`, dials));
+        return false;
+      }
+    }
+    this.#finish(new RefusedError(`${why}${this.#o.refresh ? ' and refresh gave no other token' : ''}: giving up`, dials));
+    return false;
   }
 
   // what follows a connection's end: 'stop', 'next' (URL) or 'same'
@@ -379,10 +604,12 @@ export class PresenceClient extends EventTarget {
     }
   }
 
-  #handshakeURL(target) {
+  async #handshakeURL(target) {
     const u = new URL(target, globalThis.location?.href); // '/ws' is this page's node
     if (u.protocol === 'http:' || u.protocol === 'https:') u.protocol = u.protocol === 'https:' ? 'wss:' : 'ws:';
-    this.#attempt = nextAttempt(this.#o.storage, this.#o.storageKey);
+    const storage = this.#o.storage;
+    const claimed = storage === globalThis.localStorage ? await claimAttempt(storage, this.#o.storageKey) : nextAttempt(storage, this.#o.storageKey);
+    this.#attempt = Math.min(Math.max(claimed, this.#attempt + 1), MAX_ATTEMPT); // growing in this client whatever the storage
     u.searchParams.set('attempt', String(this.#attempt));
     if (this.#o.platform) u.searchParams.set('platform', this.#o.platform);
     if (this.#activity) u.searchParams.set('activity', this.#activity);
@@ -391,54 +618,77 @@ export class PresenceClient extends EventTarget {
     return u.toString();
   }
 
-  // one connection attempt: resolves {ws, hello, early} once hello came, or null
-  #dial(target) {
+  // one connection attempt: resolves {ws, hello} once hello came, or
+  // {opened} (whether the handshake got its 101) when it failed
+  async #dial(target) {
     this.#emit('state', { state: 'connecting', url: target });
+    const url = await this.#handshakeURL(target);
     return new Promise((resolve) => {
-      let ws;
-      try { ws = new this.#o.WebSocket(this.#handshakeURL(target), [SUBPROTOCOL]); } catch { resolve(null); return; }
-      const fail = () => { clearTimeout(timer); ws.onopen = ws.onmessage = ws.onclose = ws.onerror = null; ws.close(); resolve(null); };
-      const timer = setTimeout(fail, this.#o.dialTimeoutMs);
+      let ws, opened = false;
+      try { ws = new this.#o.WebSocket(url, [SUBPROTOCOL]); } catch { resolve({ opened }); return; }
+      const fail = () => {
+        this.#t.clear(timer);
+        ws.onopen = ws.onmessage = ws.onclose = ws.onerror = null;
+        ws.close();
+        resolve({ opened });
+      };
+      const timer = this.#t.set(fail, this.#o.dialTimeoutMs);
+      ws.onopen = () => { opened = true; };
       ws.onclose = fail;
       ws.onmessage = (m) => {
         let f;
         try { f = JSON.parse(m.data); } catch { fail(); return; }
         if (!f.hello) { fail(); return; }
-        clearTimeout(timer);
-        ws.onmessage = ws.onclose = null;
+        this.#t.clear(timer);
+        ws.onopen = ws.onmessage = ws.onclose = null;
         resolve({ ws, hello: f.hello });
       };
     });
   }
 
-  // runs one connection until it ends: resolves {code, reason}
+  // runs fn every ms until the returned stop
+  #every(ms, fn) {
+    let id = 0, on = true;
+    const tick = () => { if (!on) return; fn(); if (on) id = this.#t.set(tick, ms); };
+    id = this.#t.set(tick, ms);
+    return () => { on = false; this.#t.clear(id); };
+  }
+
+  // runs one connection until it ends: resolves {code, reason, healthy};
+  // healthy: the node acked a heartbeat, or it lasted a heartbeat interval
   #serve({ ws, hello }, url) {
     this.#ws = ws; this.#hello = hello; this.#conns++;
     if (this.#lostAt) this.#gap = Date.now() - this.#lostAt;
     const interval = hello.heartbeat_interval_ms || 30000;
     const silence = this.#o.silenceMs || silenceLimit(interval);
-    let heard = Date.now(), seq = 0, beat = 0, renew = 0, check = 0;
+    const start = Date.now();
+    let heard = start, seq = 0, beat = 0, acked = false;
     return new Promise((resolve) => {
+      const stops = [];
       const done = (code, reason) => {
-        clearTimeout(beat); clearInterval(renew); clearInterval(check);
+        this.#t.clear(beat);
+        for (const stop of stops) stop();
         ws.onmessage = ws.onclose = ws.onerror = null;
         if (ws.readyState <= 1) ws.close(code === 'silent' ? 4000 : 1000);
         this.#lost();
         this.#emit('state', { state: 'disconnected', url, node: hello.node, code, reason });
         this.#wake = null;
-        resolve({ code, reason });
+        resolve({ code, reason, healthy: acked || Date.now() - start >= interval });
       };
       this.#wake = () => done('stopped', '');
       ws.onclose = (e) => done(e.code, e.reason);
-      ws.onmessage = (m) => { heard = Date.now(); this.#frame(m.data); };
+      ws.onmessage = (m) => {
+        heard = Date.now();
+        if (this.#frame(m.data)?.heartbeat_ack) acked = true;
+      };
       const tick = () => {
-        beat = setTimeout(() => { this.#send({ heartbeat: { seq: String(++seq), client_ts_ms: String(Date.now()) } }); tick(); },
+        beat = this.#t.set(() => { this.#send({ heartbeat: { seq: String(++seq), client_ts_ms: String(Date.now()) } }); tick(); },
           heartbeatDelay(interval, this.#o.jitter, this.#o.random));
       };
       tick();
-      check = setInterval(() => { if (Date.now() - heard > silence) done('silent', 'heard nothing'); }, Math.min(silence / 4, 1000));
+      stops.push(this.#every(Math.min(silence / 4, 1000), () => { if (Date.now() - heard > silence) done('silent', 'heard nothing'); }));
       const every = (hello.idle_after_ms || 0) / 2;
-      if (every > 0) renew = setInterval(() => { if (this.#activity === 'active') this.#send({ set_activity: { activity: 'active' } }); }, every);
+      if (every > 0) stops.push(this.#every(every, () => { if (this.#activity === 'active') this.#send({ set_activity: { activity: 'active' } }); }));
       this.#subscribeAll();
       this.#sendStatus();
       this.#emit('state', { state: 'connected', url, node: hello.node, attempt: this.#attempt, gapMs: this.#gap });
@@ -454,11 +704,15 @@ export class PresenceClient extends EventTarget {
     if (targets.length) this.#emit('restored', { targets, ended: true });
   }
 
+  // handles one frame and returns it (undefined: undecodable)
   #frame(data) {
     try {
-      this.#handle(JSON.parse(data));
+      const f = JSON.parse(data);
+      this.#handle(f);
+      return f;
     } catch (err) {
       this.#emit('error', { error: err }); // an undecodable frame: a node of another version?
+      return undefined;
     }
   }
 
@@ -508,10 +762,10 @@ export class PresenceClient extends EventTarget {
     let timer = 0, over = false;
     const round = async () => {
       let wait = pace;
-      const ts = this.pulling();
-      for (let i = 0; i < ts.length && !over; i += MAX_TARGETS) {
+      for (const chunk of chunkTargets(this.pulling(), queryFrame)) {
+        if (over) break;
         try {
-          const ps = await this.query(ts.slice(i, i + MAX_TARGETS));
+          const ps = await this.query(chunk);
           if (over) return;
           for (const p of ps) this.#change(p);
         } catch (err) {
@@ -519,10 +773,10 @@ export class PresenceClient extends EventTarget {
           break;
         }
       }
-      if (!over) timer = setTimeout(round, wait);
+      if (!over) timer = this.#t.set(round, wait);
     };
-    timer = setTimeout(round, pace);
-    return () => { over = true; clearTimeout(timer); };
+    timer = this.#t.set(round, pace);
+    return () => { over = true; this.#t.clear(timer); };
   }
 
   // a snapshot replaces the state of its request's targets: one absent from it is not visible
@@ -530,7 +784,8 @@ export class PresenceClient extends EventTarget {
     const id = snap.request_id ?? '', presences = snap.presences ?? [];
     const q = this.#queries.get(id);
     if (q) { this.#queries.delete(id); q.resolve(presences); return; }
-    const targets = this.#asked.get(id) ?? [];
+    if (!this.#asked.has(id)) return; // an aborted query's late answer
+    const targets = this.#asked.get(id);
     this.#asked.delete(id);
     for (const t of targets) this.#state.delete(t);
     for (const p of presences) if (this.#targets.has(p.user)) this.#state.set(p.user, p);
@@ -555,15 +810,15 @@ export class PresenceClient extends EventTarget {
     if (err.code === 429 && err.serverMessage.startsWith('set_activity')) {
       // the node kept the state from before: tell it the current one once it may pass
       const ws = this.#ws;
-      setTimeout(() => { if (this.#ws === ws && this.#activity) this.#send({ set_activity: { activity: this.#activity } }); }, err.retryAfterMs);
+      this.#t.set(() => { if (this.#ws === ws && this.#activity) this.#send({ set_activity: { activity: this.#activity } }); }, err.retryAfterMs);
     }
     this.#emit('error', { error: err });
   }
 
   #sleep(ms) {
     return new Promise((resolve) => {
-      const t = setTimeout(() => { this.#wake = null; resolve(); }, ms);
-      this.#wake = () => { clearTimeout(t); resolve(); };
+      const t = this.#t.set(() => { this.#wake = null; resolve(); }, ms);
+      this.#wake = () => { this.#t.clear(t); resolve(); };
     });
   }
 
@@ -599,7 +854,7 @@ export class PresenceClient extends EventTarget {
     this.#unwatch = () => {
       for (const k of kinds) window.removeEventListener(k, input, { capture: true });
       document.removeEventListener('visibilitychange', visibility);
-      clearTimeout(this.#idleTimer);
+      this.#t.clear(this.#idleTimer);
       this.#idleTimer = 0;
     };
     visibility();
@@ -613,7 +868,7 @@ export class PresenceClient extends EventTarget {
   // one timer, re-armed for what is left since the last input (not reset by
   // every pointermove): idle once inputIdleMs passed without input
   #armIdle(ms) {
-    this.#idleTimer = setTimeout(() => {
+    this.#idleTimer = this.#t.set(() => {
       this.#idleTimer = 0;
       if (document.hidden) return;
       const left = this.#o.inputIdleMs - (Date.now() - this.#inputAt);

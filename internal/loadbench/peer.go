@@ -117,7 +117,7 @@ func (p *Peer) serveWS(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	ws.SetReadLimit(64 << 10)
+	ws.SetReadLimit(messages.MaxMessage)
 	pc := &peerConn{ws: ws, binary: ws.Subprotocol() == client.ProtoBinary, watch: map[string]struct{}{}}
 	ctx := r.Context()
 	key := p.key(c.User, c.Device)

@@ -6,17 +6,20 @@ import * as m from '/presence.js';
 class FakeWS {
   static all = [];
   constructor(url, protocols) {
-    Object.assign(this, { url: new URL(url), protocols, sent: [], sentAt: [], readyState: 0, closedWith: 0 });
+    Object.assign(this, { url: new URL(url), protocols, sent: [], sentAt: [], bytes: [], readyState: 0, closedWith: 0, at: performance.now() });
     FakeWS.all.push(this);
   }
-  send(s) { this.sent.push(JSON.parse(s)); this.sentAt.push(performance.now()); }
+  send(s) { this.sent.push(JSON.parse(s)); this.sentAt.push(performance.now()); this.bytes.push(new TextEncoder().encode(s).length); }
   close(code = 1000) { if (this.readyState < 2) { this.readyState = 3; this.closedWith = code; } }
   // the node's side
-  hello(node) {
+  hello(node, extra = {}) {
     this.readyState = 1;
-    this.frame({ hello: { conn_id: `${node}-1`, node, user: 'me', device: 'web', epoch: this.url.searchParams.get('attempt'), heartbeat_interval_ms: 50, stale_ms: 125, half_open_bound_ms: 300, idle_after_ms: 200 } });
+    this.onopen?.();
+    this.frame({ hello: { conn_id: `${node}-1`, node, user: 'me', device: 'web', epoch: this.url.searchParams.get('attempt'), heartbeat_interval_ms: 50, stale_ms: 125, half_open_bound_ms: 300, idle_after_ms: 200, ...extra } });
   }
   frame(f) { this.onmessage?.({ data: JSON.stringify(f) }); }
+  // the handshake's 101 and nothing after it
+  open() { this.readyState = 1; this.onopen?.(); }
   drop(code, reason = '') { this.readyState = 3; this.onclose?.({ code, reason }); }
   kinds(kind) { return this.sent.filter((f) => f[kind]).map((f) => f[kind]); }
   // when each frame of kind was sent (performance.now())
@@ -56,6 +59,14 @@ export async function run() {
   await restart(fails, eq);
   await dialTimeout(fails, eq);
   await degraded(fails, eq);
+  await reauthenticate(fails, eq);
+  await clientBugs(fails, eq);
+  await overflow(fails, eq);
+  await battery(fails, eq);
+  await heartbeats(fails, eq);
+  await abortQuery(fails, eq);
+  await refusedDials(fails, eq);
+  await tooLarge(fails, eq);
   return fails;
 }
 
@@ -317,4 +328,236 @@ async function degraded(fails, eq) {
     clearInterval(acks);
     c.stop();
   }
+}
+
+// a client of the fake on a.test, each test's own
+const client = (o = {}) => new m.PresenceClient({ urls: ['ws://a.test/ws'], token: token(4e9), trackActivity: false, storage: null, WebSocket: FakeWS, ...o });
+const dialed = (n, fails, what = `dial ${n}`, ms = 2000) => until(what, () => FakeWS.all.length >= n, fails, ms);
+
+// 4409 (the state sync failed): the refresh callback's token, then the same URL
+async function reauthenticate(fails, eq) {
+  const n = FakeWS.all.length;
+  let refreshes = 0;
+  const c = client({ urls: ['ws://a.test/ws', 'ws://b.test/ws'], refresh: async () => { refreshes++; return 'tok-4409'; } });
+  c.start();
+  if (!await dialed(n + 1, fails)) return;
+  FakeWS.all[n].hello('r1');
+  await until('serving r1', () => c.connected, fails);
+  FakeWS.all[n].drop(4409, 'state sync failed');
+  if (!await dialed(n + 2, fails, 'a dial after 4409')) return;
+  const w = FakeWS.all[n + 1];
+  eq('4409: refreshed, then the same URL with the new token', [refreshes, w.url.host, w.url.searchParams.get('token')], [1, 'a.test', 'tok-4409']);
+  c.stop();
+}
+
+// 1002, 1003, 1007, 1009 (a client bug): the same URL after a drawn wait;
+// the back-off doubles while the connections are closed at once, and
+// starts again after one that proved healthy (a heartbeat acked)
+async function clientBugs(fails, eq) {
+  const n = FakeWS.all.length, min = 40;
+  const c = client({ backoffMinMs: min, backoffMaxMs: 5000, random: () => 0.999 });
+  c.start();
+  const quick = { heartbeat_interval_ms: 5000 }; // not healthy by its length
+  const waits = [];
+  for (const [i, code] of [1002, 1003, 1007, 1009].entries()) {
+    if (!await dialed(n + i + 1, fails)) return;
+    const w = FakeWS.all[n + i];
+    w.hello(`b${i}`, quick);
+    await until(`serving b${i}`, () => c.hello?.node === `b${i}`, fails);
+    w.drop(code, 'a client bug');
+    const dropped = performance.now();
+    if (!await dialed(n + i + 2, fails, `a dial after ${code}`)) return;
+    waits.push(FakeWS.all[n + i + 1].at - dropped);
+    eq(`${code}: the same URL`, FakeWS.all[n + i + 1].url.host, 'a.test');
+  }
+  const want = [1, 2, 4, 8].map((k) => 0.999 * min * k - 2);
+  eq('waits doubling while no connection is healthy', waits.map((d, i) => d >= want[i] && d < want[i] + 150), [true, true, true, true]);
+  const w = FakeWS.all[n + 4];
+  w.hello('healthy', { heartbeat_interval_ms: 30 });
+  await until('a heartbeat', () => w.kinds('heartbeat').length >= 1, fails);
+  w.frame({ heartbeat_ack: { seq: '1' } });
+  w.drop(1002);
+  const dropped = performance.now();
+  if (!await dialed(n + 6, fails, 'a dial after a healthy connection')) return;
+  const wait = FakeWS.all[n + 5].at - dropped;
+  eq('the back-off starts again after a healthy connection', [wait >= 0.999 * min - 2, wait < 2 * min], [true, true]);
+  c.stop();
+}
+
+// 4008: the same URL at once, every target subscribed again, and the new
+// snapshot replaces the state whatever its version (a target absent
+// from it is forgotten); changes after it follow the version rule
+async function overflow(fails, eq) {
+  const n = FakeWS.all.length;
+  const c = client();
+  c.subscribe(['alice', 'bob']);
+  c.start();
+  if (!await dialed(n + 1, fails)) return;
+  const w1 = FakeWS.all[n];
+  w1.hello('o1');
+  await until('serving o1', () => c.connected, fails);
+  w1.frame({ snapshot: { request_id: w1.kinds('subscribe')[0].request_id, presences: [
+    { user: 'alice', status: 'online', version: '10' }, { user: 'bob', status: 'online', version: '5' }] } });
+  w1.drop(4008, 'outbox overflow');
+  if (!await dialed(n + 2, fails, 'a dial after 4008')) return;
+  const w2 = FakeWS.all[n + 1];
+  eq('4008: at once, the same URL', [w2.at - w1.at < 500, w2.url.host], [true, 'a.test']);
+  w2.hello('o2');
+  await until('serving o2', () => c.hello?.node === 'o2', fails);
+  const subs = w2.kinds('subscribe');
+  eq('4008: subscribed again on the new connection', subs.map((x) => x.targets), [['alice', 'bob']]);
+  w2.frame({ snapshot: { request_id: subs[0].request_id, presences: [{ user: 'alice', status: 'offline', version: '3' }] } });
+  eq('the snapshot replaced the state', [c.state('alice')?.version, c.state('alice')?.status, c.state('bob')], ['3', 'offline', undefined]);
+  w2.frame({ presence: { user: 'alice', status: 'online', version: '2' } });
+  w2.frame({ presence: { user: 'alice', status: 'online', version: '4' } });
+  eq('then the version rule', c.state('alice')?.version, '4');
+  c.stop();
+}
+
+// deviceClass battery: ?class=battery, heartbeats at the hello's (longer) interval
+async function battery(fails, eq) {
+  const n = FakeWS.all.length;
+  const c = client({ deviceClass: 'battery', random: () => 0, silenceMs: 60000 });
+  c.start();
+  if (!await dialed(n + 1, fails)) return;
+  const w = FakeWS.all[n];
+  eq('battery at the handshake', w.url.searchParams.get('class'), 'battery');
+  w.hello('bat', { heartbeat_class: 'battery', heartbeat_interval_ms: 200, stale_ms: 500 });
+  const t0 = performance.now();
+  await until('two heartbeats', () => w.kinds('heartbeat').length >= 2, fails);
+  const [a, b] = w.times('heartbeat');
+  eq('at the battery interval', [a - t0 >= 199, b - a >= 199, b - a < 400], [true, true, true]);
+  c.stop();
+}
+
+// heartbeats at the hello's interval shortened by the drawn jitter: with
+// a draw of 0.5 and a jitter of 0.1, 95% of it every time; with the
+// default random, in [90%, 100%] of it (real timers: late by at most the
+// slack on a loaded machine, never early)
+async function heartbeats(fails, eq) {
+  for (const [name, random] of [['a fixed draw', () => 0.5], ['random draws', Math.random]]) {
+    const n = FakeWS.all.length;
+    const c = client({ random, silenceMs: 60000 });
+    c.start();
+    if (!await dialed(n + 1, fails)) return;
+    const w = FakeWS.all[n];
+    w.hello('hb', { heartbeat_interval_ms: 100 });
+    const t0 = performance.now();
+    await until('eight heartbeats', () => w.kinds('heartbeat').length >= 8, fails, 4000);
+    c.stop();
+    const at = [t0, ...w.times('heartbeat')], gaps = at.slice(1).map((t, i) => t - at[i]);
+    const lo = name === 'a fixed draw' ? 95 : 90, sorted = [...gaps].sort((x, y) => x - y);
+    if (!(sorted[0] >= lo - 1 && sorted[Math.floor(gaps.length / 2)] <= 100 + 30 && sorted.at(-1) <= 100 + 150)) {
+      fails.push(`heartbeats with ${name}: gaps ${gaps.map(Math.round)} ms, want at least ${lo} and about ${lo} to 100`);
+    }
+    eq(`heartbeat seqs with ${name}`, w.kinds('heartbeat').map((h) => h.seq).slice(0, 8), ['1', '2', '3', '4', '5', '6', '7', '8']);
+  }
+}
+
+// a query aborted with an AbortSignal: rejected with its reason, its late
+// answer dropped; a signal aborted already: refused at once, nothing sent
+async function abortQuery(fails, eq) {
+  const n = FakeWS.all.length, events = [];
+  const c = client();
+  c.subscribe(['alice']);
+  c.addEventListener('presence', (e) => events.push(e.detail.presence.user));
+  c.start();
+  if (!await dialed(n + 1, fails)) return;
+  const w = FakeWS.all[n];
+  w.hello('q');
+  await until('serving q', () => c.connected, fails);
+  const ac = new AbortController();
+  const asked = c.query(['dave'], { signal: ac.signal });
+  const q = w.kinds('query').at(-1);
+  const reason = new Error('the page moved on');
+  ac.abort(reason);
+  await asked.then(() => fails.push('aborted query: resolved'), (e) => eq('aborted: rejected with the reason', e, reason));
+  w.frame({ snapshot: { request_id: q.request_id, presences: [{ user: 'dave', status: 'online', version: '1' }] } });
+  eq('its late answer dropped', [events, c.state('dave')], [[], undefined]);
+  const sent = w.kinds('query').length;
+  await c.query(['dave'], { signal: AbortSignal.abort(reason) }).then(() => fails.push('query with an aborted signal: resolved'),
+    (e) => eq('an aborted signal: rejected at once', e, reason));
+  eq('nothing sent for it', w.kinds('query').length, sent);
+  const ac2 = new AbortController(), answered = c.query(['dave'], { signal: ac2.signal });
+  w.frame({ snapshot: { request_id: w.kinds('query').at(-1).request_id, presences: [] } });
+  eq('answered before the abort', await answered, []);
+  ac2.abort(); // nothing left to reject
+  c.stop();
+}
+
+// refused handshakes (a browser sees none of their statuses): after
+// refusedLimit dials in a row that never opened, refresh gives a new token
+// and the dials go on; with no refresh, or the same token, the client ends
+// with a RefusedError; a dial that opened (and failed later) starts the
+// count again
+async function refusedDials(fails, eq) {
+  const refuse = async (n, k) => {
+    for (let i = 0; i < k; i++) {
+      if (!await dialed(n + i + 1, fails, `refused dial ${i + 1}`)) return false;
+      FakeWS.all[n + i].drop(1006);
+    }
+    return true;
+  };
+  const ends = (c) => Promise.race([new Promise((resolve) => c.addEventListener('closed', (e) => resolve(e.detail), { once: true })),
+    sleep(3000).then(() => ({ error: 'not ended' }))]);
+  let n = FakeWS.all.length;
+  const alone = client({ refusedLimit: 3, backoffMinMs: 1, backoffMaxMs: 2 });
+  const ended = ends(alone);
+  alone.start();
+  await refuse(n, 3);
+  const e1 = await ended;
+  await sleep(30);
+  eq('no refresh: ended after 3', [e1.error instanceof m.RefusedError, e1.error?.dials, e1.code, FakeWS.all.length - n], [true, 3, 0, 3]);
+  if (!/3 dials in a row never opened/.test(e1.error?.message)) fails.push(`RefusedError message: ${e1.error?.message}`);
+
+  n = FakeWS.all.length;
+  let refreshes = 0;
+  const renewed = client({ refusedLimit: 3, backoffMinMs: 1, backoffMaxMs: 2, refresh: () => `tok-${++refreshes}` });
+  renewed.start();
+  await refuse(n, 3);
+  if (!await dialed(n + 4, fails, 'a dial with the refreshed token')) return;
+  eq('a new token: refreshed once, dials go on with it', [refreshes, FakeWS.all[n + 3].url.searchParams.get('token')], [1, 'tok-1']);
+  FakeWS.all[n + 3].open(); // opened: a refusal after the handshake is not one
+  FakeWS.all[n + 3].drop(1006);
+  await refuse(n + 4, 2);
+  if (!await dialed(n + 7, fails, 'a dial after an opened one')) return;
+  eq('an opened dial starts the count again', refreshes, 1);
+  renewed.stop();
+
+  n = FakeWS.all.length;
+  const same = client({ refusedLimit: 2, backoffMinMs: 1, backoffMaxMs: 2, refresh: () => token(4e9) });
+  const ended3 = ends(same);
+  same.start();
+  await refuse(n, 2);
+  const e3 = await ended3;
+  eq('the same token again: ended', [e3.error instanceof m.RefusedError, /refresh gave no other token/.test(e3.error?.message), FakeWS.all.length - n], [true, true, 2]);
+}
+
+// a frame over MAX_MESSAGE bytes is refused before it is sent (the node
+// would close the connection with 1009); subscriptions of several calls
+// that no frame could hold together go again in frames that fit
+async function tooLarge(fails, eq) {
+  const n = FakeWS.all.length;
+  const c = client();
+  const ids = (p, k) => Array.from({ length: k }, (_, i) => `${p}${String(i).padStart(4, '0')}`.padEnd(128, 'x'));
+  for (const [op, f] of [['subscribe', () => c.subscribe(ids('a', 1000))], ['unsubscribe', () => c.unsubscribe(ids('a', 1000))]]) {
+    try { f(); fails.push(`${op} of 1000 ids of 128 characters: not refused`); } catch (e) {
+      if (!(e instanceof m.InputError) || !/at most 65536 bytes/.test(e.message)) fails.push(`${op}: ${e.name}: ${e.message}`);
+    }
+  }
+  c.subscribe(ids('b', 400));
+  c.subscribe(ids('c', 400), { tier: 'batched' });
+  c.subscribe(ids('d', 400), { tier: 'batched' });
+  c.start();
+  if (!await dialed(n + 1, fails)) return;
+  const w = FakeWS.all[n];
+  w.hello('big');
+  await until('serving big', () => c.connected, fails);
+  try { await c.query(ids('a', 1000)); fails.push('query of 1000 ids of 128 characters: not refused'); } catch (e) {
+    if (!(e instanceof m.InputError) || !/query: the frame would be \d+ bytes: a message is at most 65536/.test(e.message)) fails.push(`query: ${e.message}`);
+  }
+  const subs = w.kinds('subscribe');
+  eq('every target subscribed, by tier', [subs.filter((x) => !x.tier).flatMap((x) => x.targets).length, subs.filter((x) => x.tier).flatMap((x) => x.targets).length], [400, 800]);
+  eq('in frames that fit', [subs.length, Math.max(...w.bytes) <= m.MAX_MESSAGE, w.kinds('query').length], [3, true, 0]);
+  c.stop();
 }

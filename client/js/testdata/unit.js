@@ -16,7 +16,9 @@ export async function run() {
   versions(eq);
   backoff(eq, fails);
   attempts(eq, fails);
+  await claims(eq, fails);
   validation(refuses, accepts);
+  frames(eq, refuses, accepts);
   eq('token expiry', m.tokenExpiryMs(btoa('alice\nphone\n1795948984').replace(/=+$/, '') + '.sig'), 1795948984000);
   eq('not a token', m.tokenExpiryMs('opaque'), null);
   return fails;
@@ -94,4 +96,40 @@ function validation(refuses, accepts) {
   refuses('client activity', () => c.setActivity('asleep'), /activity must be active, idle, background/);
   refuses('client query', () => c.query(['']), /1 to 128/);
   refuses('no URLs', () => new m.PresenceClient({ urls: [], token: 't' }), /at least one node URL/);
+}
+
+// claimAttempt: max(stored + 1, now) in IndexedDB, above localStorage's
+// value and copied there
+async function claims(eq, fails) {
+  const key = 'unit.claim';
+  localStorage.removeItem(key);
+  const before = Date.now();
+  const a = await m.claimAttempt(localStorage, key);
+  if (!(a >= before && a <= Date.now())) fails.push(`first claim ${a}: want the clock, ${before}`);
+  eq('the same millisecond: one more', await m.claimAttempt(localStorage, key, a), a + 1);
+  eq('copied to localStorage', localStorage.getItem(key), String(a + 1));
+  localStorage.setItem(key, String(a + 100)); // written by a page of an earlier version
+  eq('above localStorage', await m.claimAttempt(localStorage, key, a), a + 101);
+  localStorage.removeItem(key);
+  eq('kept in IndexedDB', await m.claimAttempt(localStorage, key, a), a + 102);
+  eq('no storage: the clock', await m.claimAttempt(null, key, 5000), 5000);
+  localStorage.removeItem(key);
+}
+
+// the size of a frame: the UTF-8 bytes of its JSON, at most MAX_MESSAGE
+function frames(eq, refuses, accepts) {
+  eq('MAX_MESSAGE', m.MAX_MESSAGE, 64 * 1024);
+  eq('bytes, not characters', m.frameBytes({ t: 'é' }), 10);
+  accepts('a frame of MAX_MESSAGE bytes', () => m.validFrame('x', { t: 'a'.repeat(m.MAX_MESSAGE - 8) }));
+  refuses('one byte more', () => m.validFrame('query', { t: 'a'.repeat(m.MAX_MESSAGE - 7) }),
+    /query: the frame would be 65537 bytes: a message is at most 65536 bytes \(the node closes a larger one with 1009\)/);
+  const frame = (targets, id) => ({ query: { request_id: id, targets } });
+  const long = Array.from({ length: 1000 }, (_, i) => String(i).padStart(128, 'x'));
+  const chunks = m.chunkTargets(long, frame);
+  const full = `s${Number.MAX_SAFE_INTEGER}`;
+  eq('1000 ids of 128 characters: in order, none lost', chunks.flat(), long);
+  eq('each frame fits', chunks.map((c) => m.frameBytes(frame(c, full)) <= m.MAX_MESSAGE), chunks.map(() => true));
+  eq('each frame full', chunks.slice(0, -1).map((c, i) => m.frameBytes(frame([...c, chunks[i + 1][0]], full)) > m.MAX_MESSAGE), [true, true]);
+  eq('short ids: MAX_TARGETS a request', m.chunkTargets(Array(2500).fill('a'), frame).map((c) => c.length), [1000, 1000, 500]);
+  eq('none: no request', m.chunkTargets([], frame), []);
 }

@@ -21,6 +21,14 @@ const (
 	ProtoBinary = "presence.v1.proto"
 )
 
+// ReadLimit bounds a frame the SDK reads from the node. messages.MaxMessage
+// bounds what a device sends, not what a node sends: a snapshot, a
+// presence_batch or a restored snapshot holds a presence of every target
+// asked, changed or degraded, up to --max-subscriptions of them, each with
+// its devices and status text, so it is far larger than a device's
+// largest frame; this only guards the reader against a runaway.
+const ReadLimit = 16 << 20
+
 // ErrTooLarge refuses a frame over messages.MaxMessage bytes before it is
 // sent: the node would close the connection with 1009.
 var ErrTooLarge = errors.New("client: frame too large")
@@ -96,7 +104,7 @@ func Dial(ctx context.Context, rawURL string, o DialOptions) (*Conn, error) {
 		}
 		return nil, err
 	}
-	ws.SetReadLimit(messages.MaxMessage)
+	ws.SetReadLimit(ReadLimit)
 	c := &Conn{ws: ws, subprotocol: o.Subprotocol}
 	f, err := c.Next(ctx)
 	if err != nil {

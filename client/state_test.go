@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -216,4 +217,34 @@ func TestSessionDeclaresActivityAgainAfterReconnect(t *testing.T) {
 	}
 	cancel()
 	<-s.Done()
+}
+
+// A snapshot of 1,000 targets with their status texts is far larger than
+// the 64 KiB a device may send (messages.MaxMessage); the SDK reads it
+// (with the device's own limit as its read limit: "message too big").
+func TestConnReadsASnapshotLargerThanADeviceMay(t *testing.T) {
+	snap := &messages.Snapshot{RequestId: "contacts"}
+	for i := range 1000 {
+		snap.Presences = append(snap.Presences, &messages.Presence{User: fmt.Sprintf("user-%04d", i), Status: messages.Status_online, Version: 1,
+			Show: messages.Show_dnd, StatusText: strings.Repeat("é", 140), Devices: []*messages.DevicePresence{{Platform: messages.Platform_mobile}}})
+	}
+	u := scriptedNode(t, func(_ int, c *fakeConn) {
+		if c.send(&messages.Frame{Kind: &messages.Frame_Snapshot{Snapshot: snap}}) == nil {
+			c.drain()
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, u, client.DialOptions{Token: "t", Attempt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	f, err := c.Next(ctx)
+	if err != nil {
+		t.Fatalf("reading a snapshot of %d presences: %v", len(snap.Presences), err)
+	}
+	if got := len(f.GetSnapshot().GetPresences()); got != 1000 {
+		t.Fatalf("snapshot of %d presences, want 1000", got)
+	}
 }

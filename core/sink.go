@@ -213,6 +213,12 @@ func (s *Sink) Unsubscribe(targets []string) []string {
 	return dropped
 }
 
+// Subscribed is the number of targets subscribed in real time and
+// batched.
+func (s *Sink) Subscribed() (realtime, batched int) {
+	return len(s.subs) - len(s.batched), len(s.batched)
+}
+
 // Targets returns every subscribed target with the presence last sent to
 // the device for it (nil: none yet), for a re-attach after a topology
 // change. The map is the sink's own: read it, do not keep it.

@@ -158,13 +158,22 @@ func TestQueryAnswersOnceAndLeavesNothing(t *testing.T) {
 		if got := bob.sock.sent(); len(got) != 1 {
 			t.Fatalf("a change after a query was sent: %v", frameNames(got))
 		}
+		// Nothing held for bob: no subscription, no query waiting.
+		if rt, bt, subscribers := e.n.hub.subscriptions(); rt+bt+subscribers != 0 {
+			t.Fatalf("after the query: %d realtime and %d batched subscriptions, %d subscribers; want none", rt, bt, subscribers)
+		}
+		passivated := func(k Kind) float64 { return testutil.ToFloat64(e.n.metrics.Passivations.WithLabelValues(string(k))) }
 		alice.close()
 		time.Sleep(timing.Debounce + timing.Idle + time.Second)
 		synctest.Wait()
 		// bob's own lease and view live while he is connected; alice's,
-		// carol's and dave's, woken by the query, passivated.
+		// carol's and dave's, woken by the query, passivated (carol's and
+		// dave's hold nothing: at once), as did alice's lease.
 		if c := e.n.Counts(); c["view"] != 1 || c["lease"] != 1 {
 			t.Fatalf("counts after idle = %v, want bob's lease and view only", c)
+		}
+		if v, l := passivated(KindView), passivated(KindLease); v != 3 || l != 1 {
+			t.Fatalf("passivations: views %v, leases %v; want 3 (alice's, carol's and dave's) and 1 (alice's)", v, l)
 		}
 		for _, tc := range []struct {
 			targets []string

@@ -227,7 +227,9 @@ func TestStormSmoke(t *testing.T) {
 
 	o.Degrade = config.Degrade{At: 2 * time.Microsecond, Below: time.Microsecond, RestoreAfter: time.Second, Pull: time.Second}
 	stormDegradedWave(ctx, t, o, "one node degraded")
-	o.N, o.PerWorker, o.Nodes = 600, 200, 3
+	// A 2 s renew keeps the cluster's settle (renew / 2 and more, waited
+	// before the contacts subscribe) short, as in TestBenchClusterSmoke.
+	o.N, o.PerWorker, o.Nodes, o.Renew = 600, 200, 3, 2*time.Second
 	stormDegradedWave(ctx, t, o, "three nodes degraded")
 }
 

@@ -126,13 +126,14 @@ bench-store: tools
 	$(GO) build -o $(BIN)/ ./cmd/presenced ./cmd/bench
 	$(BIN)/bench store --n $(SN) --runs $(RUNS) --bin $(BIN) | tee bench-store.out
 
-## bench-storm: issue 25's login wave on one node: SN devices, each user
-## subscribed to 2 contacts in real time and 20 batched, half of them
-## leaving for 3 s; RUNS runs, each tiered then realtime only
-## (BENCHMARKS.md, "The login storm")
+## bench-storm: issue 25's login wave on NODES nodes (default 1; make
+## bench-storm NODES=3 for the 3-node variant, the devices spread over
+## them): SN devices, each user subscribed to 2 contacts in real time and
+## 20 batched, half of them leaving for 3 s; RUNS runs, each tiered then
+## realtime only (BENCHMARKS.md, "The login storm")
 bench-storm: tools
 	$(GO) build -o $(BIN)/ ./cmd/presenced ./cmd/bench
-	$(BIN)/bench storm --n $(SN) --runs $(RUNS) --bin $(BIN) | tee bench-storm.out
+	$(BIN)/bench storm --n $(SN) --nodes $(NODES) --runs $(RUNS) --bin $(BIN) | tee bench-storm.out
 
 ## bench-micro: the Go micro-benchmarks, for benchstat
 bench-micro:

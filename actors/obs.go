@@ -77,15 +77,18 @@ func (m stateMetrics) collectors() []prometheus.Collector {
 type nodeCollector struct {
 	n                             *Node
 	conns, actors, members, bound *prometheus.Desc
+	subscriptions, subscribers    *prometheus.Desc
 }
 
 // Collector returns the node's scrape-time gauges; register it once.
 func (n *Node) Collector() prometheus.Collector {
 	return nodeCollector{n: n,
-		conns:   prometheus.NewDesc("presence_connections", "Live device connections on this node, every path (WebSocket and in-process demo devices).", nil, nil),
-		actors:  prometheus.NewDesc("presence_actors", "Live actors on this node by kind (gateway, connection, lease, view).", []string{"kind"}, nil),
-		members: prometheus.NewDesc("presence_members", "Cluster members by state as this node's gossip sees them.", []string{"state"}, nil),
-		bound:   prometheus.NewDesc("presence_offline_bound_seconds", "The bound on presence_offline_detection_seconds for each leave mode, from this node's timing.", []string{"mode"}, nil),
+		conns:         prometheus.NewDesc("presence_connections", "Live device connections on this node, every path (WebSocket and in-process demo devices).", nil, nil),
+		actors:        prometheus.NewDesc("presence_actors", "Live actors on this node by kind (gateway, connection, lease, view).", []string{"kind"}, nil),
+		members:       prometheus.NewDesc("presence_members", "Cluster members by state as this node's gossip sees them.", []string{"state"}, nil),
+		bound:         prometheus.NewDesc("presence_offline_bound_seconds", "The bound on presence_offline_detection_seconds for each leave mode, from this node's timing.", []string{"mode"}, nil),
+		subscriptions: prometheus.NewDesc("presence_subscriptions", "Targets the connections on this node are subscribed to, summed over them, by tier (realtime, batched).", []string{"tier"}, nil),
+		subscribers:   prometheus.NewDesc("presence_subscribers", "Connections on this node subscribed to at least one target.", nil, nil),
 	}
 }
 
@@ -93,6 +96,9 @@ func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.conns
 	ch <- c.actors
 	ch <- c.members
+	ch <- c.bound
+	ch <- c.subscriptions
+	ch <- c.subscribers
 }
 
 func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -115,6 +121,10 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	for mode, d := range ModeBounds(c.n.deps.Timing.Bounds()) {
 		ch <- prometheus.MustNewConstMetric(c.bound, prometheus.GaugeValue, d.Seconds(), mode)
 	}
+	rt, bt, subscribers := c.n.hub.subscriptions()
+	ch <- prometheus.MustNewConstMetric(c.subscriptions, prometheus.GaugeValue, float64(rt), "realtime")
+	ch <- prometheus.MustNewConstMetric(c.subscriptions, prometheus.GaugeValue, float64(bt), "batched")
+	ch <- prometheus.MustNewConstMetric(c.subscribers, prometheus.GaugeValue, float64(subscribers))
 }
 
 // ModeBounds is each leave mode's bound.

@@ -135,6 +135,24 @@ func (h *sinkHub) add(self *actor.PID, o *connOut) {
 	h.conns.Store(self.GetId(), o)
 }
 
+// subscriptions sums the targets the hub's connections are subscribed to,
+// by tier, and counts the connections with any (presence_subscriptions,
+// presence_subscribers: the amplification's per-subscriber side).
+func (h *sinkHub) subscriptions() (realtime, batched, subscribers int) {
+	h.conns.Range(func(_, v any) bool {
+		o := v.(*connOut)
+		o.mu.Lock()
+		rt, bt := o.sink.Subscribed()
+		o.mu.Unlock()
+		realtime, batched = realtime+rt, batched+bt
+		if rt+bt > 0 {
+			subscribers++
+		}
+		return true
+	})
+	return realtime, batched, subscribers
+}
+
 // remove forgets a connection (when its actor stops).
 func (h *sinkHub) remove(id string, o *connOut) { h.conns.CompareAndDelete(id, o) }
 

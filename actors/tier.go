@@ -108,7 +108,14 @@ type tierMetrics struct {
 	QueryTargets   prometheus.Counter     // targets asked by queries
 	FanoutFrames   *prometheus.CounterVec // tier: presence frames (realtime) and presence_batch frames written
 	Lookups        *prometheus.CounterVec // answer: online, offline, unknown
+	Changes        *prometheus.CounterVec // kind: status (online/offline), state (the rest)
 }
+
+// The kinds of presence_changes_total.
+const (
+	ChangeStatus = "status" // online/offline
+	ChangeState  = "state"  // show, status text, activity, devices, a re-trim
+)
 
 // The answers of presence_lookups_total.
 const (
@@ -139,11 +146,12 @@ func newTierMetrics() tierMetrics {
 		QueryTargets:   metric.Counter("presence_query_targets_total", "Targets asked by query frames (each one view answer, nothing subscribed)."),
 		FanoutFrames:   metric.CounterVec("presence_fanout_frames_total", "Change frames written to subscribers' sockets, by tier: realtime (a presence frame each) and batched (a presence_batch frame each).", "tier"),
 		Lookups:        metric.CounterVec("presence_lookups_total", "Admin lookups (GET /api/presence, /api/route, the batch) by answer: online, offline, unknown (503). offline and unknown over all: the empty-answer rate.", "answer"),
+		Changes:        metric.CounterVec("presence_changes_total", "Changes views published to their subscribers, a new version each, by kind: status (online/offline) and state (show, status text, activity, devices, a re-trim). The denominator of the fan-out amplification.", "kind"),
 	}
 }
 
 func (m tierMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.BatchPresences, m.BatchUnchanged, m.QueryTargets, m.FanoutFrames, m.Lookups}
+	return []prometheus.Collector{m.BatchPresences, m.BatchUnchanged, m.QueryTargets, m.FanoutFrames, m.Lookups, m.Changes}
 }
 
 // presetTier makes the series of the tier metrics from the start.
@@ -153,5 +161,8 @@ func (m tierMetrics) presetTier() {
 	}
 	for _, a := range []string{AnswerOnline, AnswerOffline, AnswerUnknown} {
 		m.Lookups.WithLabelValues(a)
+	}
+	for _, k := range []string{ChangeStatus, ChangeState} {
+		m.Changes.WithLabelValues(k)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -157,13 +158,22 @@ func TestQueryAnswersOnceAndLeavesNothing(t *testing.T) {
 		if got := bob.sock.sent(); len(got) != 1 {
 			t.Fatalf("a change after a query was sent: %v", frameNames(got))
 		}
+		// Nothing held for bob: no subscription, no query waiting.
+		if rt, bt, subscribers := e.n.hub.subscriptions(); rt+bt+subscribers != 0 {
+			t.Fatalf("after the query: %d realtime and %d batched subscriptions, %d subscribers; want none", rt, bt, subscribers)
+		}
+		passivated := func(k Kind) float64 { return testutil.ToFloat64(e.n.metrics.Passivations.WithLabelValues(string(k))) }
 		alice.close()
 		time.Sleep(timing.Debounce + timing.Idle + time.Second)
 		synctest.Wait()
 		// bob's own lease and view live while he is connected; alice's,
-		// carol's and dave's, woken by the query, passivated.
+		// carol's and dave's, woken by the query, passivated (carol's and
+		// dave's hold nothing: at once), as did alice's lease.
 		if c := e.n.Counts(); c["view"] != 1 || c["lease"] != 1 {
 			t.Fatalf("counts after idle = %v, want bob's lease and view only", c)
+		}
+		if v, l := passivated(KindView), passivated(KindLease); v != 3 || l != 1 {
+			t.Fatalf("passivations: views %v, leases %v; want 3 (alice's, carol's and dave's) and 1 (alice's)", v, l)
 		}
 		for _, tc := range []struct {
 			targets []string
@@ -236,5 +246,85 @@ func TestQueryDroppedOnAMembershipChange(t *testing.T) {
 			t.Fatalf("%d queries still waiting", left)
 		}
 		bob.close()
+	})
+}
+
+// gathered is c's samples, by name and labels as exposed
+// (`name{label="value"}`; a histogram's _count and _sum).
+func gathered(t *testing.T, c prometheus.Collector) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			name := f.GetName()
+			for _, l := range m.GetLabel() {
+				name += fmt.Sprintf("{%s=%q}", l.GetName(), l.GetValue())
+			}
+			switch {
+			case m.GetHistogram() != nil:
+				out[name+"_count"] = float64(m.GetHistogram().GetSampleCount())
+				out[name+"_sum"] = m.GetHistogram().GetSampleSum()
+			case m.GetGauge() != nil:
+				out[name] = m.GetGauge().GetValue()
+			case m.GetCounter() != nil:
+				out[name] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	return out
+}
+
+// The amplification's parts (seed 004 §4.4): presence_changes_total counts
+// every change a view publishes by kind (online/offline as status, a show
+// as state), presence_subscriptions and presence_subscribers the
+// subscribers served, by tier, and presence_batch_presences the presences
+// of each presence_batch frame; the subscriptions go when the connections
+// do.
+func TestAmplificationMetrics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Fast()
+		e := newEnv(t, timing)
+		e.policy("alice", core.Exact, "bob", "dan")
+		e.policy("carol", core.Exact, "bob")
+		bob := e.connect(e.n.Gateway(), "bob", "laptop", 1)
+		dan := e.connect(e.n.Gateway(), "dan", "laptop", 1)
+		bob.conn.Subscribe("s1", []string{"alice", "carol"}, messages.Tier_batched)
+		dan.conn.Subscribe("s1", []string{"alice"}, messages.Tier_realtime)
+		synctest.Wait()
+		base := gathered(t, e.n.metrics.Changes)
+		alice := e.connect(e.n.Gateway(), "alice", "phone", 1)
+		carol := e.connect(e.n.Gateway(), "carol", "phone", 1)
+		synctest.Wait()
+		alice.conn.SetShow(messages.Show_away)
+		time.Sleep(2 * timing.BatchWindow)
+		synctest.Wait()
+		changes := gathered(t, e.n.metrics.Changes)
+		if s, st := changes[`presence_changes_total{kind="status"}`]-base[`presence_changes_total{kind="status"}`],
+			changes[`presence_changes_total{kind="state"}`]-base[`presence_changes_total{kind="state"}`]; s != 2 || st != 1 {
+			t.Fatalf("presence_changes_total grew by status %v, state %v; want 2 (alice and carol online) and 1 (alice away)", s, st)
+		}
+		// bob's one batch holds alice (away) and carol: one observation of 2.
+		if b := gathered(t, e.n.metrics.BatchPresences); b["presence_batch_presences_count"] != 1 || b["presence_batch_presences_sum"] != 2 {
+			t.Fatalf("presence_batch_presences %v, want one frame of 2 presences (frames %v)", b, frameNames(bob.sock.sent()))
+		}
+		g := gathered(t, e.n.Collector())
+		if g[`presence_subscriptions{tier="batched"}`] != 2 || g[`presence_subscriptions{tier="realtime"}`] != 1 || g["presence_subscribers"] != 2 {
+			t.Fatalf("subscriptions %v, %v, subscribers %v; want 2 batched (bob), 1 realtime (dan), 2 subscribers",
+				g[`presence_subscriptions{tier="batched"}`], g[`presence_subscriptions{tier="realtime"}`], g["presence_subscribers"])
+		}
+		bob.close()
+		dan.close()
+		synctest.Wait()
+		if g := gathered(t, e.n.Collector()); g[`presence_subscriptions{tier="batched"}`]+g[`presence_subscriptions{tier="realtime"}`]+g["presence_subscribers"] != 0 {
+			t.Fatalf("after the subscribers left: %v", g)
+		}
+		alice.close()
+		carol.close()
 	})
 }

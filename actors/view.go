@@ -493,6 +493,9 @@ func (a *viewActor) apply(ctx actor.Context, res core.ViewResult) {
 	if res.Unmeasured {
 		a.unmeasured()
 	}
+	if res.Changed {
+		a.changed(res)
+	}
 	a.hook(now)
 	if a.v.Idle() {
 		a.armIdle(ctx)
@@ -525,6 +528,16 @@ func (a *viewActor) published(now time.Time) {
 	}
 	a.n.emit(ev)
 	a.n.log.Debug("view: published", "user", a.user, "status", status, "devices", a.v.Devices.Len(), "unsettled", a.v.Unsettled)
+}
+
+// changed counts a new version published to subscribers, by kind: the
+// denominator of the fan-out amplification (presence_changes_total).
+func (a *viewActor) changed(res core.ViewResult) {
+	kind := ChangeState
+	if res.Published || res.Unmeasured {
+		kind = ChangeStatus
+	}
+	a.n.metrics.Changes.WithLabelValues(kind).Inc()
 }
 
 // unmeasured records an offline this view told subscribers that saw the

@@ -48,16 +48,29 @@ func (s *Session) restored() {
 	s.stopPullingLocked()
 }
 
-// stopPullingLocked ends the pull loop; s.mu held.
+// stopPullingLocked ends the pull loop; an answer to one of its queries
+// still on its way is no longer taken; s.mu held.
 func (s *Session) stopPullingLocked() {
 	if s.stopPull != nil {
 		s.stopPull()
 	}
-	s.stopPull, s.pulling = nil, nil
+	s.stopPull, s.pulling, s.pulls = nil, nil, nil
+}
+
+// pulled reports whether id is a pull's query still to be taken as
+// changes, and forgets it.
+func (s *Session) pulled(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ok := s.pulls[id]
+	delete(s.pulls, id)
+	return ok
 }
 
 // pull queries the degraded targets every pace until ctx ends; a 429
-// waits as long as the node says.
+// waits as long as the node says. The reader takes each answer as
+// changes as it reads it (snapshot), so that one read before restored is
+// taken before the restored snapshot and one read after is not.
 func (s *Session) pull(ctx context.Context, pace time.Duration) {
 	wait := pace
 	for {
@@ -71,7 +84,7 @@ func (s *Session) pull(ctx context.Context, pace time.Duration) {
 		targets := slices.Sorted(maps.Keys(s.pulling))
 		s.mu.Unlock()
 		for chunk := range slices.Chunk(targets, core.MaxTargets) {
-			ps, err := s.Query(ctx, chunk...)
+			_, err := s.query(ctx, true, chunk)
 			var se *ServerError
 			if errors.As(err, &se) && se.RetryAfter > 0 {
 				wait = se.RetryAfter
@@ -80,9 +93,6 @@ func (s *Session) pull(ctx context.Context, pace time.Duration) {
 			if err != nil {
 				s.cfg.Log.Debug("client: pulling degraded targets", "err", err)
 				break
-			}
-			for _, p := range ps {
-				s.change(ctx, p)
 			}
 		}
 	}

@@ -50,6 +50,17 @@ type queryAnswer struct {
 // (1000). A query whose frame would be over messages.MaxMessage bytes (1000
 // ids of 128 characters) is refused with ErrTooLarge, nothing sent.
 func (s *Session) Query(ctx context.Context, targets ...string) ([]*messages.Presence, error) {
+	return s.query(ctx, false, targets)
+}
+
+// query is Query; a pull's (pull true) answer is also taken as changes by
+// the reader (Session.pulls). The frame is written whatever ctx does:
+// a write whose context ends closes the socket (coder/websocket), and ctx
+// only bounds the wait for the answer.
+func (s *Session) query(ctx context.Context, pull bool, targets []string) ([]*messages.Presence, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	c := s.conn
 	if c == nil {
@@ -63,13 +74,20 @@ func (s *Session) Query(ctx context.Context, targets ...string) ([]*messages.Pre
 		s.queries = map[string]chan queryAnswer{}
 	}
 	s.queries[id] = ch
+	if pull {
+		if s.pulls == nil {
+			s.pulls = map[string]bool{}
+		}
+		s.pulls[id] = true
+	}
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		delete(s.queries, id)
+		delete(s.pulls, id)
 		s.mu.Unlock()
 	}()
-	if err := c.Query(ctx, id, targets...); err != nil {
+	if err := c.Query(context.WithoutCancel(ctx), id, targets...); err != nil {
 		return nil, err
 	}
 	select {

@@ -112,9 +112,12 @@ type Session struct {
 	queries  map[string]chan queryAnswer // request id -> the Query waiting
 	// pulling are the targets the node degraded to pull (degraded frame),
 	// and stopPull ends their pull loop; both until restored or the
-	// connection ends.
+	// connection ends. pulls are the request ids of the pull's queries
+	// not yet answered: their answers are taken as changes by the reader,
+	// in order with restored (degraded.go).
 	pulling  map[string]bool
 	stopPull context.CancelFunc
+	pulls    map[string]bool
 	pullers  sync.WaitGroup
 	conns    int           // successful connections
 	ended    time.Time     // when the last connection ended
@@ -555,6 +558,11 @@ func (s *Session) heartbeat(ctx context.Context, c *Conn) {
 // snapshot replaces the state of its targets: a target absent from it is
 // not visible and is forgotten.
 func (s *Session) snapshot(ctx context.Context, snap *messages.Snapshot) {
+	if s.pulled(snap.GetRequestId()) {
+		for _, p := range snap.GetPresences() {
+			s.change(ctx, p)
+		}
+	}
 	if s.answerQuery(snap.GetRequestId(), queryAnswer{presences: snap.GetPresences()}) {
 		return
 	}

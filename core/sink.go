@@ -107,7 +107,9 @@ func (s *Sink) Subscribe(requestID string, targets []string, tier messages.Tier)
 	s.pending[requestID] = ps
 	asks := make([]string, 0, len(ps.want))
 	for target := range ps.want {
-		s.subs[target] = nil
+		if _, ok := s.subs[target]; !ok { // subscribed again: what was sent stays the floor
+			s.subs[target] = nil
+		}
 		s.setTier(target, tier)
 		asks = append(asks, target)
 	}
@@ -213,26 +215,40 @@ func (s *Sink) Unsubscribe(targets []string) []string {
 	return dropped
 }
 
+// Subscribed is the number of targets subscribed in real time and
+// batched.
+func (s *Sink) Subscribed() (realtime, batched int) {
+	return len(s.subs) - len(s.batched), len(s.batched)
+}
+
 // Targets returns every subscribed target with the presence last sent to
 // the device for it (nil: none yet), for a re-attach after a topology
 // change. The map is the sink's own: read it, do not keep it.
 func (s *Sink) Targets() map[string]*messages.Presence { return s.subs }
 
-// SnapshotPart records one view's answer to a subscribe. When the last
-// target has answered it returns the snapshot frame, then the events held
-// meanwhile that are still newer; otherwise nothing.
+// SnapshotPart records one view's answer to a subscribe or a query. When
+// the last target has answered it returns the snapshot frame, then the
+// events held meanwhile that are still newer; otherwise nothing.
+//
+// Versions never go back on the wire: a subscribed target's answer older
+// than what the device was already sent of it (a change pushed while the
+// view's answer was on its way) carries that instead, and a query's answer
+// newer than it is what the device has from then on, so that an older
+// change pushed or batched later is dropped, and the restore's snapshot is
+// not older.
 func (s *Sink) SnapshotPart(requestID, target string, visible bool, p *messages.Presence) []*messages.Frame {
 	ps := s.pending[requestID]
 	if ps == nil || !ps.want[target] {
 		return nil
 	}
 	delete(ps.want, target)
-	if ps.query && visible && p != nil && s.degraded && s.batched[target] {
-		s.keepLatest(p) // the restore's snapshot must not go back from it
-	}
 	if visible && p != nil {
+		last, still := s.subs[p.GetUser()] // not unsubscribed meanwhile: Max holds
+		if last.GetVersion() > p.GetVersion() {
+			p = last
+		}
 		ps.got = append(ps.got, p)
-		if _, still := s.subs[p.GetUser()]; still && !ps.query { // not unsubscribed meanwhile: Max holds
+		if still {
 			s.subs[p.GetUser()] = p
 		}
 	}

@@ -267,3 +267,74 @@ func TestSinkDegradeAndRestore(t *testing.T) {
 		t.Fatalf("pushed again after the restore: %q", got)
 	}
 }
+
+// versions names a frame list's presences: "user@version" each, in order.
+func versions(fs []*messages.Frame) string {
+	var out []string
+	for _, f := range fs {
+		ps := f.GetPresenceBatch().GetPresences()
+		ps = append(ps, f.GetSnapshot().GetPresences()...)
+		if p := f.GetPresence(); p != nil {
+			ps = append(ps, p)
+		}
+		for _, p := range ps {
+			out = append(out, fmt.Sprintf("%s@%d", p.GetUser(), p.GetVersion()))
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// A target's versions never go back on the wire, whichever path carried
+// the newer one (docs/protocol.md, "Versions"): a batched change older
+// than a query's answer sent after a restore is not flushed; a realtime
+// change older than a query's answer is dropped; a query's or a
+// subscribe's answer older than what was pushed carries what was pushed.
+func TestSinkVersionsNeverGoBack(t *testing.T) {
+	on, off := messages.Status_online, messages.Status_offline
+	s := core.NewSink()
+	subscribed(t, s, "s1", messages.Tier_batched, state("bob", 1, on))
+	s.Degrade()
+	if _, err := s.Query("q1", []string{"bob"}); err != nil { // pulled while degraded ...
+		t.Fatal(err)
+	}
+	if got := versions(s.Restore()); got != "bob@1" {
+		t.Fatalf("restored snapshot %q", got)
+	}
+	if got := versions(s.SnapshotPart("q1", "bob", true, state("bob", 7, off))); got != "bob@7" { // ... answered after the restore
+		t.Fatalf("the pull's answer %q", got)
+	}
+	s.Event(state("bob", 6, off)) // pushed before the answer, merged after it
+	if got := batchOf(s.Flush()); got != "" {
+		t.Fatalf("a batched change older than the answer was flushed: %q", got)
+	}
+	s.Event(state("bob", 8, on))
+	if got := batchOf(s.Flush()); got != "batch[bob@8 online]" {
+		t.Fatalf("the next change: %q", got)
+	}
+
+	subscribed(t, s, "s2", messages.Tier_realtime, state("alice", 1, on))
+	if _, err := s.Query("q2", []string{"alice"}); err != nil {
+		t.Fatal(err)
+	}
+	s.SnapshotPart("q2", "alice", true, state("alice", 5, off))
+	for _, v := range []uint64{4, 5} {
+		if got := s.Event(state("alice", v, off)); got != nil {
+			t.Fatalf("alice@%d after the answer alice@5 was sent: %q", v, versions(got))
+		}
+	}
+	if got := versions(s.Event(state("alice", 9, on))); got != "alice@9" {
+		t.Fatalf("the next change: %q", got)
+	}
+	if _, err := s.Query("q3", []string{"alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := versions(s.SnapshotPart("q3", "alice", true, state("alice", 8, off))); got != "alice@9" {
+		t.Fatalf("a query answered older than what was pushed: %q, want alice@9", got)
+	}
+	if _, err := s.Subscribe("s3", []string{"alice"}, messages.Tier_realtime); err != nil {
+		t.Fatal(err)
+	}
+	if got := versions(s.SnapshotPart("s3", "alice", true, state("alice", 8, off))); got != "alice@9" {
+		t.Fatalf("subscribed again, answered older than what was pushed: %q, want alice@9", got)
+	}
+}

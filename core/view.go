@@ -85,6 +85,10 @@ type ViewResult struct {
 	Expiry     *time.Time // the user's status expires then (StatusExpired)
 	Stale      bool       // the change was from an older connection and ignored
 	Published  bool       // the user-level online/offline state changed
+	// Changed is set when the view published a new version to its
+	// subscribers (Published: of its online/offline state; else of the
+	// rest: show, status text, activity, devices, a re-trim).
+	Changed bool
 	// Unmeasured is set by a Settle that told subscribers who saw the user
 	// online that it is offline, with no departure known to measure the
 	// latency from (see Settle).
@@ -477,7 +481,7 @@ func (v *View) Load(pol *Policy, lastSeen time.Time) {
 // the wall time in milliseconds, so it keeps growing for a subscriber when
 // the view is re-created empty on another node.
 func (v *View) publish(now time.Time) ViewResult {
-	var res ViewResult
+	res := ViewResult{Changed: true}
 	v.Version = max(v.Version+1, uint64(now.UnixMilli()))
 	var state Presence
 	if len(v.Subs) > 0 { // derived once for every subscriber

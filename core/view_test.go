@@ -665,3 +665,31 @@ func TestViewInvisibleDepartureIsNotRevealed(t *testing.T) {
 		t.Fatalf("bob was sent %v (before: %v): the invisible session leaked", d["s-bob"], before)
 	}
 }
+
+// Changed marks every publish of a new version, whatever changed (the
+// denominator of the fan-out amplification, presence_changes_total), and
+// Published only the online/offline ones; a change no one sees publishes
+// nothing.
+func TestViewChangedMarksEveryPublish(t *testing.T) {
+	v := newView(core.Exact)
+	mustSubscribe(t, v, "s-bob", "bob", t0)
+	steps := []struct {
+		name               string
+		do                 func() core.ViewResult
+		changed, published bool
+	}{
+		{"online", func() core.ViewResult { return v.DeviceUp("phone", hold("g1", "c1", 1), t0) }, true, true},
+		{"a second device", func() core.ViewResult { return v.DeviceUp("laptop", hold("g2", "l1", 1), at(time.Second)) }, true, false},
+		{"show away", func() core.ViewResult { return v.SetShow(messages.Show_away, at(2*time.Second)) }, true, false},
+		{"show away again", func() core.ViewResult { return v.SetShow(messages.Show_away, at(3*time.Second)) }, false, false},
+		{"a status text", func() core.ViewResult {
+			return v.SetStatus(core.UserStatus{Show: messages.Show_away, Text: "lunch", At: at(4 * time.Second)}, false, at(4*time.Second))
+		}, true, false},
+	}
+	for _, s := range steps {
+		res := s.do()
+		if res.Changed != s.changed || res.Published != s.published {
+			t.Errorf("%s: changed %v published %v, want %v %v", s.name, res.Changed, res.Published, s.changed, s.published)
+		}
+	}
+}

@@ -26,7 +26,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
 const usage = `usage:
   bench run [--n 19000] [--nodes 1] [--runs 3] [--idle 60s] [--hold 0] [--bin bin] [--systems presence,redis-ttl,centrifugo] [--binary]
-  bench storm [--n 19000] [--runs 3] [--realtime 2] [--batched 20] [--leave 0.5] [--away 3s]
+  bench storm [--n 19000] [--nodes 1] [--runs 3] [--realtime 2] [--batched 20] [--leave 0.5] [--away 3s] [--degrade-at D ...]
   bench store [--n 19000] [--runs 3] [--stores sqlite,postgres] [--steady 20s]
   bench peer --listen ADDR --http ADDR --redis ADDR --secret S [--heartbeat 5s] [--ttl 15s]
   bench worker --url WS --src IP --first I --count N [--concurrency C] [--interval 5s] [--binary] [--centrifugo]
@@ -224,6 +224,10 @@ func stormCmd(ctx context.Context, args []string, out, errOut io.Writer) int {
 	fs.IntVar(&o.Concurrency, "concurrency", 100, "dials in flight over all load processes")
 	fs.IntVar(&o.PerWorker, "per-worker", loadbench.PerWorker, "devices per load process")
 	fs.StringVar(&o.Bin, "bin", "bin", "directory holding presenced")
+	fs.DurationVar(&o.Degrade.At, "degrade-at", 0, "presenced --degrade-at (0: its default); a tiny one forces degraded mode")
+	fs.DurationVar(&o.Degrade.Below, "degrade-below", 0, "presenced --degrade-below, with --degrade-at (0: its default)")
+	fs.DurationVar(&o.Degrade.RestoreAfter, "restore-after", 0, "presenced --restore-after, with --degrade-at (0: its default)")
+	fs.DurationVar(&o.Degrade.Pull, "degraded-pull", 0, "presenced --degraded-pull, with --degrade-at (0: its default)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/store/sqlite"
 )
 
@@ -209,9 +210,13 @@ func TestLostWritesCounted(t *testing.T) {
 // TestStormSmoke is `make bench-storm` in small: 1,200 devices from two
 // load processes, each user subscribed to 2 contacts in real time and 6
 // batched, half of them leaving for 1.5 s; once tiered, once realtime
-// only. Every device must end holding every contact online, the realtime
-// subscribers must have seen the offlines, and merging must have sent
-// fewer frames than realtime alone.
+// only, then a tiered wave on a node whose --degrade-at is so tiny that
+// the wave degrades it, and a tiered wave of 600 devices on three nodes.
+// Every device must end holding every contact as the nodes' truth says,
+// no version going back on the wire, the realtime subscribers must have
+// seen the offlines, merging must have sent fewer frames than realtime
+// alone, and the degraded waves must have been degraded, pulled and
+// restored.
 func TestStormSmoke(t *testing.T) {
 	dir := t.TempDir()
 	buildBinaries(t, dir)
@@ -219,7 +224,7 @@ func TestStormSmoke(t *testing.T) {
 		N: 1200, PerWorker: 600, Runs: 1, Interval: 2 * time.Second, Debounce: 300 * time.Millisecond, Concurrency: 50,
 		Bin: dir, Self: filepath.Join(dir, "bench"), Dir: dir, NodeArgs: []string{"--batch-window", "500ms"},
 	}, R: 2, B: 6, Frac: 0.5, Away: 1500 * time.Millisecond}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	rs, err := RunStorm(ctx, o)
 	if err != nil {
@@ -232,14 +237,58 @@ func TestStormSmoke(t *testing.T) {
 		t.Fatalf("%d results, want a tiered and a realtime-only wave", len(rs))
 	}
 	for _, r := range rs {
-		if r.Wrong != 0 {
-			t.Errorf("tiered %v: %d contacts not held online at the end", r.Tiered, r.Wrong)
-		}
+		checkStorm(t, "", r)
 		if len(r.RealtimeOffline) == 0 || r.RSSPeak == 0 || r.RSSSteady == 0 {
 			t.Errorf("tiered %v: no realtime offline seen or no RSS: %+v", r.Tiered, r)
 		}
 	}
 	if rs[0].BatchedSettle == 0 || rs[0].Frames >= rs[1].Frames {
 		t.Errorf("tiered: settle %v, %d frames against %d realtime only", rs[0].BatchedSettle, rs[0].Frames, rs[1].Frames)
+	}
+	if rs[1].FramesByKind[kindPresence] == 0 || rs[1].FramesByKind[kindSnapshot] == 0 || rs[0].FramesByKind[kindBatch] == 0 {
+		t.Errorf("frames by kind: tiered %v, realtime only %v: want presences and snapshots, and batches tiered", rs[0].FramesByKind, rs[1].FramesByKind)
+	}
+
+	o.Degrade = config.Degrade{At: 2 * time.Microsecond, Below: time.Microsecond, RestoreAfter: time.Second, Pull: time.Second}
+	stormDegradedWave(ctx, t, o, "one node degraded")
+	// A 2 s renew keeps the cluster's settle (renew / 2 and more, waited
+	// before the contacts subscribe) short, as in TestBenchClusterSmoke.
+	o.N, o.PerWorker, o.Nodes, o.Renew = 600, 200, 3, 2*time.Second
+	stormDegradedWave(ctx, t, o, "three nodes degraded")
+}
+
+// stormDegradedWave runs one tiered wave whose node(s) degrade: devices
+// must have been told to pull, pulled (query answers), been restored
+// (restored and its snapshot), and end with the truth.
+func stormDegradedWave(ctx context.Context, t *testing.T, o StormOptions, name string) {
+	t.Helper()
+	o.Defaults()
+	dir, err := os.MkdirTemp(o.Dir, "storm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	r, err := stormOnce(ctx, o, true, dir)
+	if err != nil {
+		t.Fatalf("%s: %v (logs in %s)", name, err, dir)
+	}
+	t.Logf("%s: the wave took %v", name, time.Since(start).Round(time.Second))
+	var b bytes.Buffer
+	StormReport(&b, o, Machine(), []StormResult{r})
+	t.Log("\n" + b.String())
+	checkStorm(t, name, r)
+	k := r.FramesByKind
+	if r.Degraded == 0 || k[kindDegraded] == 0 || k[kindQuery] == 0 || k[kindRestored] == 0 || k[kindRestSnap] == 0 {
+		t.Errorf("%s: %v connections degraded, frames %v: want degraded, query answers, restored and its snapshot", name, r.Degraded, k)
+	}
+}
+
+// checkStorm: every device held every contact as the truth, push was
+// restored on every node, and no version went back on the wire.
+func checkStorm(t *testing.T, name string, r StormResult) {
+	t.Helper()
+	if r.Wrong != 0 || r.Converged == 0 || r.DegradedAtEnd != 0 || r.Regressions != 0 || r.Unexpected != 0 {
+		t.Errorf("%s tiered %v: %d contacts held otherwise than the truth (%d not held), converged %v, %v nodes degraded at the end, %d versions back, %d connections cut (%s: %s)",
+			name, r.Tiered, r.Wrong, r.Missing, r.Converged, r.DegradedAtEnd, r.Regressions, r.Unexpected, r.Codes, r.Errors)
 	}
 }

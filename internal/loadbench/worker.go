@@ -244,13 +244,17 @@ func (w *worker) read(ctx context.Context, wc *wconn) {
 				w.mu.Unlock()
 				w.noteErr(wc.user + ": " + err.Error())
 			}
+			w.stormEnded(wc)
 			return
 		}
-		w.stormFrame(wc, f, at)
+		w.stormFrame(ctx, wc, f, at)
 		switch k := f.GetKind().(type) {
 		case *messages.Frame_HeartbeatAck:
 			w.acks.Add(1)
 		case *messages.Frame_Snapshot:
+			if frameKind(f) != kindSnapshot {
+				break // a query's answer or the restored snapshot: not a subscribe's
+			}
 			select {
 			case wc.snap <- struct{}{}:
 			default:

@@ -196,31 +196,7 @@ func runCentrifugoWorker(ctx context.Context, base *worker, in io.Reader) error 
 // dialAll dials Count devices, Concurrency at a time, and says
 // "connected N ERRORS START_NS END_NS" (as connectAll).
 func (w *cfWorker) dialAll(ctx context.Context) {
-	var next, done, errs atomic.Int64
-	start := time.Now()
-	w.cfConns = make([]*cfConn, w.o.Count)
-	stop := make(chan struct{})
-	go w.progress(&done, stop)
-	var wg sync.WaitGroup
-	for range max(w.o.Concurrency, 1) {
-		wg.Go(func() {
-			for i := int(next.Add(1)) - 1; i < w.o.Count; i = int(next.Add(1)) - 1 {
-				c, err := w.dialCF(ctx, fmt.Sprintf("%s%06d", w.o.Prefix, w.o.First+i))
-				if err != nil {
-					errs.Add(1)
-					continue
-				}
-				w.mu.Lock()
-				w.cfConns[i] = c // by user number: sub takes the first K users
-				w.mu.Unlock()
-				done.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	end := time.Now()
-	close(stop)
-	w.say("connected %d %d %d %d", done.Load(), errs.Load(), start.UnixNano(), end.UnixNano())
+	w.cfConns = dialEach(ctx, w.worker, w.dialCF)
 }
 
 // dialCF opens one device, retrying a failed dial a few times, and starts

@@ -131,22 +131,30 @@ func (w *worker) profiled(f func()) error {
 // connectAll dials Count connections, Concurrency at a time, and says
 // "connected N ERRORS START_NS END_NS".
 func (w *worker) connectAll(ctx context.Context) {
+	w.conns = dialEach(ctx, w, w.dial)
+}
+
+// dialEach dials Count devices with dial, Concurrency at a time, showing
+// progress, and says "connected N ERRORS START_NS END_NS"; the i-th is at
+// i, the user numbers' order (sub takes the first K users), nil where its
+// dial failed.
+func dialEach[C any](ctx context.Context, w *worker, dial func(context.Context, string) (*C, error)) []*C {
 	var next, done, errs atomic.Int64
 	start := time.Now()
-	w.conns = make([]*wconn, w.o.Count)
+	conns := make([]*C, w.o.Count)
 	stop := make(chan struct{})
 	go w.progress(&done, stop)
 	var wg sync.WaitGroup
 	for range max(w.o.Concurrency, 1) {
 		wg.Go(func() {
 			for i := int(next.Add(1)) - 1; i < w.o.Count; i = int(next.Add(1)) - 1 {
-				wc, err := w.dial(ctx, fmt.Sprintf("%s%06d", w.o.Prefix, w.o.First+i))
+				c, err := dial(ctx, fmt.Sprintf("%s%06d", w.o.Prefix, w.o.First+i))
 				if err != nil {
 					errs.Add(1)
 					continue
 				}
 				w.mu.Lock()
-				w.conns[i] = wc // by user number: sub takes the first K users
+				conns[i] = c
 				w.mu.Unlock()
 				done.Add(1)
 			}
@@ -156,6 +164,7 @@ func (w *worker) connectAll(ctx context.Context) {
 	end := time.Now()
 	close(stop)
 	w.say("connected %d %d %d %d", done.Load(), errs.Load(), start.UnixNano(), end.UnixNano())
+	return conns
 }
 
 func (w *worker) progress(done *atomic.Int64, stop chan struct{}) {

@@ -267,6 +267,7 @@ func truth(t *testing.T, p *proc, users ...string) map[string]messages.Status {
 // leaves (degrading the nodes again); in the end every device holds what
 // /api/presence says, no version having gone back on the wire.
 func TestClusterDegradedMode(t *testing.T) {
+	t.Parallel() // its own nodes; waits, mostly (make test's time)
 	nodes, _ := startCluster(t, 3, "--degrade-at", "2us", "--degrade-below", "1us", "--restore-after", "3s",
 		"--degraded-pull", "400ms", "--batch-window", "100ms")
 	for _, u := range []string{"alice", "carol"} {

@@ -51,6 +51,7 @@ func flap(t *testing.T, victim *proc, others []*proc, tries int) bool {
 // to different actors for good, and views stayed online with a device
 // long gone (on main 5 and 9 views; with Gossip.SetBlocked not called, 8).
 func TestClusterViewsPassivateAfterAFlap(t *testing.T) {
+	t.Parallel() // its own nodes; waits, mostly (make test's time)
 	const idle = time.Second
 	nodes, _ := startCluster(t, 3, "--idle", idle.String())
 	nodes[0].settled()

@@ -14,6 +14,7 @@ import (
 // offline and no version going back, and every departure afterwards still
 // reaches them.
 func TestClusterJoinIsInvisible(t *testing.T) {
+	t.Parallel() // its own nodes; waits, mostly (make test's time)
 	nodes, db := startCluster(t, 3)
 	n1 := nodes[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -75,6 +75,7 @@ func TestClusterLookupsOfUnknownUsersLeaveNoView(t *testing.T) {
 // passivate (presence_actor_passivations_total), their counts back to
 // what they were.
 func TestClusterQueryLeavesNothing(t *testing.T) {
+	t.Parallel() // its own nodes; waits, mostly (make test's time)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	nodes, _ := startCluster(t, 3, "--idle", "2s")

@@ -24,6 +24,7 @@ func (p *proc) route(user string) (int, []string) {
 // A device moves from n2 to n3 (a newer attempt takes over) and n2 dies
 // right after: the route stays on n3 and subscribers see no offline.
 func TestClusterDeviceMovesAsOldNodeDies(t *testing.T) {
+	t.Parallel() // its own nodes; waits, mostly (make test's time)
 	nodes, _ := startCluster(t, 3)
 	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
 	n1.allow("mia", "sam")

@@ -48,6 +48,7 @@ func ownedBy(t *testing.T, p *proc, id string) string {
 // a stale handshake is still refused (the attempt floor survived); a later
 // departure is still reported.
 func TestClusterOwnerCrash(t *testing.T) {
+	t.Parallel() // its own nodes; waits, mostly (make test's time)
 	nodes, _ := startCluster(t, 3)
 	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
 	user := ownedBy(t, n1, "n3")

@@ -46,6 +46,7 @@ func (p *proc) serves(ctx context.Context, kept *client.Conn, user string) {
 // 3 nodes: kill -9 n3; once n1 dropped it from its quorum base (stable
 // period), kill -9 n2: n1, the oldest, wins the 1-of-2 tie and serves on.
 func TestClusterSequentialCrashes(t *testing.T) {
+	t.Parallel() // its own nodes; waits, mostly (make test's time)
 	ctx, n1, n2, n3, sam := threeWithSamOnN1(t)
 
 	n3.kill()
@@ -59,6 +60,7 @@ func TestClusterSequentialCrashes(t *testing.T) {
 // death fences the younger, which waits (one log line per back-off step)
 // until an operator tells it to serve alone with the admin token.
 func TestClusterTwoNodes(t *testing.T) {
+	t.Parallel() // its own nodes; waits, mostly (make test's time)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	t.Run("the younger dies", func(t *testing.T) {
@@ -138,6 +140,7 @@ func post(t *testing.T, p *proc, path, token string) int {
 // its death: n1, the oldest, serves on alone; SIGCONT: n3 fences and
 // rejoins n1.
 func TestClusterTourKillThenPause(t *testing.T) {
+	t.Parallel() // its own nodes; waits, mostly (make test's time)
 	ctx, n1, n2, n3, sam := threeWithSamOnN1(t)
 	n2.kill()
 	n1.baseShrank(2, 30*time.Second)
@@ -159,6 +162,7 @@ func TestClusterTourKillThenPause(t *testing.T) {
 // period has passed since fencing it wins the tie of its base alone and
 // serves as a new cluster, without an operator.
 func TestClusterFencedOldestServesAsNewCluster(t *testing.T) {
+	t.Parallel() // its own nodes; waits, mostly (make test's time)
 	db := "sqlite:" + filepath.Join(t.TempDir(), "presence.db")
 	n1 := startProc(t, "n1", "--policy-dsn", db)
 	n2 := startProc(t, "n2", "--policy-dsn", db, "--join", n1.gossip)
@@ -195,6 +199,7 @@ func TestClusterFencedOldestServesAsNewCluster(t *testing.T) {
 // would fence it), takes the lease, serves its device on and a new one, and
 // drops the dead from its quorum base after the stable period.
 func TestClusterLeaseSurvivorOfTwoAtOnce(t *testing.T) {
+	t.Parallel() // its own nodes; waits, mostly (make test's time)
 	db := "sqlite:" + filepath.Join(t.TempDir(), "presence.db")
 	n1 := startProc(t, "n1", "--policy-dsn", db, "--split-brain", "lease")
 	n2 := startProc(t, "n2", "--policy-dsn", db, "--split-brain", "lease", "--join", n1.gossip)

@@ -451,6 +451,7 @@ func (p *proc) dialDevice(ctx context.Context, user string, d device, attempt ..
 // claimed by the survivors (and told offline, owner_crash); duplicates at
 // most one per user whose view a killed node held.
 func TestClusterWebhooks(t *testing.T) {
+	t.Parallel() // its own nodes; waits, mostly (make test's time)
 	rc, url := newHookReceiver(t)
 	nodes, _ := startCluster(t, 3, "--webhook-url", url, "--webhook-secret", hookSecret, "--webhook-retry-max", "1s")
 	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
@@ -560,6 +561,7 @@ func TestClusterWebhooks(t *testing.T) {
 // backlog stays within --webhook-backlog and nothing waits for the store,
 // and each node's live heap after a collection stays within a bound.
 func TestWebhookReceiverDownIsBounded(t *testing.T) {
+	t.Parallel() // its own nodes; waits, mostly (make test's time)
 	rc, url := newHookReceiver(t)
 	rc.down.Store(true)
 	const backlog = 40

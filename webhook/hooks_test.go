@@ -436,7 +436,10 @@ func TestStoreDownKeepsChanges(t *testing.T) {
 		rc := &receiver{}
 		st := store.NewMemoryHooks()
 		st.Fail(errors.New("disk full"))
-		n := start(t, rc, st)
+		// No flush until every change is in (a batch would kick one mid-loop,
+		// whose failed write and requeue race the changes after it): the
+		// counts below are then exact.
+		n := start(t, rc, st, withLimits(func(l *Limits) { l.MaxBatch = 1000 }))
 		for i := range 60 {
 			n.Changed(ev(fmt.Sprintf("u%02d", i), 1, "online"))
 			n.Changed(ev(fmt.Sprintf("u%02d", i), 2, "offline"))

@@ -3,6 +3,8 @@ package loadbench
 import (
 	"bytes"
 	"context"
+	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/presence-im/presence/client"
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/store/sqlite"
 )
@@ -290,5 +293,30 @@ func checkStorm(t *testing.T, name string, r StormResult) {
 	if r.Wrong != 0 || r.Converged == 0 || r.DegradedAtEnd != 0 || r.Regressions != 0 || r.Unexpected != 0 {
 		t.Errorf("%s tiered %v: %d contacts held otherwise than the truth (%d not held), converged %v, %v nodes degraded at the end, %d versions back, %d connections cut (%s: %s)",
 			name, r.Tiered, r.Wrong, r.Missing, r.Converged, r.DegradedAtEnd, r.Regressions, r.Unexpected, r.Codes, r.Errors)
+	}
+}
+
+// A refused handshake is retried after at least the server's Retry-After
+// until the device's patience runs out; another failure five times in all.
+func TestDialRetry(t *testing.T) {
+	far, near := time.Now().Add(time.Hour), time.Now().Add(500*time.Millisecond)
+	refused := &client.HandshakeError{Status: http.StatusTooManyRequests, RetryAfter: time.Second}
+	if wait, again := dialRetry(refused, 0, far); !again || wait < time.Second {
+		t.Errorf("429 Retry-After 1s, patience left: %v %v, want again after >= 1s", wait, again)
+	}
+	if _, again := dialRetry(&client.HandshakeError{Status: http.StatusServiceUnavailable, RetryAfter: time.Second}, 30, near); again {
+		t.Error("503 past the patience: want no retry")
+	}
+	if _, again := dialRetry(refused, 30, far); !again {
+		t.Error("429 after 30 tries with patience left: want another")
+	}
+	other := errors.New("connection refused")
+	for try, want := range []bool{true, true, true, true, false} {
+		if _, again := dialRetry(other, try, far); again != want {
+			t.Errorf("try %d of another failure: again %v, want %v", try, again, want)
+		}
+	}
+	if _, again := dialRetry(nil, 0, far); again {
+		t.Error("a success retried")
 	}
 }

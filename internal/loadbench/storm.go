@@ -213,6 +213,11 @@ func stormWave(o StormOptions, ws []*workerProc) (int64, error) {
 		mu.Unlock()
 		return nil
 	})
+	if err != nil {
+		if st, serr := collectStats(ws); serr == nil && len(st.errs) > 0 {
+			err = fmt.Errorf("%w (first errors: %s)", err, strings.Join(st.errs, " | "))
+		}
+	}
 	return back, err
 }
 

@@ -132,6 +132,7 @@ func (w *worker) subscribeContacts(ctx context.Context, wc *wconn, u int) bool {
 		select {
 		case <-wc.snap:
 		case <-time.After(60 * time.Second):
+			w.noteErr(wc.user + ": no snapshot within 60 s of subscribing")
 			return false
 		}
 	}

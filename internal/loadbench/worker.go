@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -180,8 +181,9 @@ func (w *worker) progress(done *atomic.Int64, stop chan struct{}) {
 	}
 }
 
-// dial opens one heartbeating device connection, retrying a refused
-// handshake (429, 503) a few times.
+// dial opens one heartbeating device connection. A refused handshake
+// (429, 503) is retried as the SDKs do, after the server's Retry-After and
+// a back-off, for up to dialPatience; another failure a few times.
 func (w *worker) dial(ctx context.Context, user string) (*wconn, error) {
 	tok, err := w.tok.Mint(user, cmp.Or(w.o.Device, "d"), 24*time.Hour)
 	if err != nil {
@@ -192,15 +194,17 @@ func (w *worker) dial(ctx context.Context, user string) (*wconn, error) {
 		sub = client.ProtoBinary
 	}
 	var c *client.Conn
-	for try := range 5 {
+	give := time.Now().Add(dialPatience)
+	for try := 0; ; try++ {
 		dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		c, err = client.Dial(dctx, w.o.URL, client.DialOptions{Token: tok, Attempt: uint64(time.Now().UnixMicro()),
 			Subprotocol: sub, HTTPClient: w.hc})
 		cancel()
-		if err == nil {
+		wait, again := dialRetry(err, try, give)
+		if !again || ctx.Err() != nil {
 			break
 		}
-		time.Sleep(time.Duration(try+1) * 100 * time.Millisecond)
+		time.Sleep(wait)
 	}
 	if err != nil {
 		w.noteErr("dial " + user + ": " + err.Error())
@@ -210,6 +214,26 @@ func (w *worker) dial(ctx context.Context, user string) (*wconn, error) {
 	go w.read(ctx, wc)
 	go w.beat(ctx, wc)
 	return wc, nil
+}
+
+// dialPatience is how long a device keeps retrying refused handshakes: a
+// login wave may meet the node's handshake rate limit for a while.
+const dialPatience = time.Minute
+
+// dialRetry says whether to dial again after err (the try-th), and after
+// how long: a refusal until give, with the server's Retry-After and a
+// growing, jittered back-off; another failure five times in all.
+func dialRetry(err error, try int, give time.Time) (time.Duration, bool) {
+	if err == nil {
+		return 0, false
+	}
+	back := time.Duration(min(try+1, 10)) * 100 * time.Millisecond
+	var he *client.HandshakeError
+	if errors.As(err, &he) && (he.Status == http.StatusTooManyRequests || he.Status == http.StatusServiceUnavailable) {
+		wait := max(he.RetryAfter, back) + rand.N(back)
+		return wait, time.Now().Add(wait).Before(give)
+	}
+	return back, try < 4
 }
 
 func (w *worker) noteErr(s string) {

@@ -38,7 +38,7 @@ test: tools
 	PRESENCE_SCREENSHOTS=$(CURDIR)/$(BIN)/screenshots $(GO) test -race -count=1 -timeout 10m ./...
 	# two proto.actor members in one process race on grpc's global logger
 	# (upstream), so these tests run without -race
-	$(GO) test -count=1 -run 'TestProviderGrainsMoveOnCrash|TestProviderPlacesAFencedIncarnationOnceItServes' ./cluster/
+	$(GO) test -count=1 -run 'TestProviderGrainsMoveOnCrash|TestProviderPlacesAFencedIncarnationOnceItServes|TestRemoteTraffic' ./cluster/
 	# real faults on real processes, alone so the latencies measure the
 	# service and not the parallel tests: every one within its bound
 	# (gateway-crash, pause, kill-two, kill-two-at-once and its lease

@@ -16,6 +16,7 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // RemoteServerName is the name every member's leaf certificate carries and
@@ -94,20 +95,25 @@ const EndpointQueue = 1024
 // RemoteConfig is the proto.actor remote of a member, on host and port
 // (0: a free one), with opts: with a cluster key, mutual TLS from
 // RemoteTLS; without one, plaintext, as the gossip is then (a node off
-// loopback refuses to start so unless told --insecure). The dial options
-// replace the remote's default (grpc.WithInsecure) rather than adding to
-// it. Each endpoint's queue starts at EndpointQueue.
+// loopback refuses to start so unless told --insecure). Both ends count
+// their bytes and connections (RegisterTraffic). The dial options replace
+// the remote's default (grpc.WithInsecure) rather than adding to it. Each
+// endpoint's queue starts at EndpointQueue.
 func RemoteConfig(host string, port int, key []byte, opts ...remote.ConfigOption) (*remote.Config, error) {
 	opts = append([]remote.ConfigOption{remote.WithEndpointWriterQueueSize(EndpointQueue)}, opts...)
+	srvOpts := []grpc.ServerOption{grpc.StatsHandler(statsHandler{side: "server"})}
+	dialOpts := []grpc.DialOption{grpc.WithStatsHandler(statsHandler{side: "client"})}
 	if len(key) == 0 {
-		return remote.Configure(host, port, opts...), nil
+		dialOpts = append(dialOpts, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	} else {
+		srv, cli, err := RemoteTLS(key)
+		if err != nil {
+			return nil, err
+		}
+		srvOpts = append(srvOpts, grpc.Creds(credentials.NewTLS(srv)))
+		dialOpts = append(dialOpts, grpc.WithTransportCredentials(credentials.NewTLS(cli)))
 	}
-	srv, cli, err := RemoteTLS(key)
-	if err != nil {
-		return nil, err
-	}
-	opts = append(opts, remote.WithServerOptions(grpc.Creds(credentials.NewTLS(srv))),
-		remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(cli))))
+	opts = append(opts, remote.WithServerOptions(srvOpts...), remote.WithDialOptions(dialOpts...))
 	return remote.Configure(host, port, opts...), nil
 }
 

@@ -177,6 +177,9 @@ func runtimeMetrics(log *slog.Logger) (*prometheus.Registry, *memreturn.Returner
 	live := collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/(heap/live:bytes|cycles/total:gc-cycles)$`)}
 	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(live)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := cluster.RegisterTraffic(reg); err != nil {
+		log.Warn("gossip and actor transport traffic not counted", "err", err)
+	}
 	return reg, memreturn.New(reg, log)
 }
 

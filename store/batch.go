@@ -308,7 +308,9 @@ func (b *Batcher) run(batch []pending) bool {
 		res := err
 		if err != nil && p.w.Device == "" {
 			b.holdSeen(p.w)
-			b.kept.Inc()
+			if p.res != nil { // not kept already: counted once
+				b.kept.Inc()
+			}
 			res = nil
 		}
 		if p.res != nil {

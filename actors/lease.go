@@ -21,6 +21,9 @@ type leaseActor struct {
 	received     uint64 // directory messages handled, for passivation (kept across a restart: births)
 	expiry, idle timer
 	idleGen      uint64
+	// floorUnread: the floor could not be read when it started (the store
+	// down); no handshake is accepted until it is.
+	floorUnread bool
 }
 
 func (a *leaseActor) Receive(ctx actor.Context) {
@@ -79,12 +82,18 @@ func (a *leaseActor) onStarted(ctx actor.Context) {
 	a.user, a.device, _ = cutID(b.id)
 	a.received = b.received
 	a.n.activated(KindLease, leaseID(a.user, a.device), ctx.Self())
+	a.l.Floor, a.floorUnread = a.readFloor()
+	a.armIdle(ctx)
+}
+
+// readFloor reads the device's attempt floor from the store; unread: it
+// could not.
+func (a *leaseActor) readFloor() (floor uint64, unread bool) {
 	floor, err := a.n.deps.History.Floor(context.Background(), a.user, a.device)
 	if err != nil {
 		a.n.log.Debug("lease: reading attempt floor", "user", a.user, "device", a.device, "err", err)
 	}
-	a.l.Floor = floor
-	a.armIdle(ctx)
+	return floor, err != nil
 }
 
 // renew tells a connection whose renewal was refused that it lost the
@@ -107,6 +116,14 @@ func (a *leaseActor) renew(ctx actor.Context, m *messages.LeaseRenew, now time.T
 // passivates; if the write fails nothing changes.
 func (a *leaseActor) acquire(ctx actor.Context, m *messages.LeaseAcquire, now time.Time) *messages.LeaseAcquired {
 	h := m.GetHolder()
+	if m.GetHandshake() && a.floorUnread {
+		// A floor it never read may be above this attempt: read it first.
+		floor, unread := a.readFloor()
+		if unread {
+			return &messages.LeaseAcquired{Floor: a.l.Floor, Error: "attempt floor not read: the store does not answer"}
+		}
+		a.l.Floor, a.floorUnread = max(a.l.Floor, floor), false
+	}
 	if m.GetHandshake() && h.GetEpoch() > a.l.Floor {
 		if err := a.n.deps.History.RaiseFloor(context.Background(), a.user, a.device, h.GetEpoch()); err != nil {
 			a.n.log.Debug("lease: writing attempt floor", "user", a.user, "device", a.device, "err", err)

@@ -389,3 +389,47 @@ func TestUnsettledViewSettlesWithinItsBound(t *testing.T) {
 		}
 	})
 }
+
+// downHistory fails every call while down is set, as a stopped store.
+type downHistory struct {
+	*store.MemoryHistory
+	down *atomic.Bool
+}
+
+func (h downHistory) Floor(ctx context.Context, user, device string) (uint64, error) {
+	if h.down.Load() {
+		return 0, errors.New("connection refused")
+	}
+	return h.MemoryHistory.Floor(ctx, user, device)
+}
+
+func (h downHistory) RaiseFloor(ctx context.Context, user, device string, attempt uint64) error {
+	if h.down.Load() {
+		return errors.New("connection refused")
+	}
+	return h.MemoryHistory.RaiseFloor(ctx, user, device, attempt)
+}
+
+// TestStoreDownLeaseReadsItsFloorFirst: a lease actor started while the
+// store was down could not read the device's floor; it refuses every
+// handshake until it has, so that once the store is back an attempt below
+// the stored floor is still refused as stale, not accepted over a floor
+// it never saw.
+func TestStoreDownLeaseReadsItsFloorFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := downHistory{store.NewMemoryHistory(), &atomic.Bool{}}
+		if err := h.MemoryHistory.RaiseFloor(context.Background(), "alice", "phone", 10); err != nil {
+			t.Fatal(err)
+		}
+		e := newEnvWith(t, Deps{Timing: config.Seed(), History: h})
+		h.down.Store(true)
+		if _, err := e.tryConnect(e.n.Gateway(), "alice", "phone", 11); err == nil || errors.Is(err, core.ErrStaleAttempt) {
+			t.Fatalf("a handshake with the store down: %v, want refused for the store", err)
+		}
+		h.down.Store(false)
+		if _, err := e.tryConnect(e.n.Gateway(), "alice", "phone", 5); !errors.Is(err, core.ErrStaleAttempt) {
+			t.Fatalf("attempt 5 under the stored floor 10 once the store is back: %v, want ErrStaleAttempt", err)
+		}
+		e.connect(e.n.Gateway(), "alice", "phone", 12).close()
+	})
+}

@@ -157,6 +157,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("chaos: backend %q: process or docker", o.Backend)
 	}
 	rep.Backend = o.Backend
+	if isStoreScenario(sc.Name) && o.Backend == "docker" {
+		return nil, fmt.Errorf("chaos: %s runs on the process backend (its PostgreSQL is internal/pgtest's)", sc.Name)
+	}
 	if err := o.buildLoad(ctx); err != nil {
 		return nil, err
 	}
@@ -197,6 +200,7 @@ func runRound(ctx context.Context, o Options, sc Scenario, rep *Report, r *Round
 	if err != nil {
 		return err
 	}
+	defer e.stopStore() // after the nodes
 	defer e.Cluster.Stop()
 	defer func() {
 		if e.sdkLog != nil {

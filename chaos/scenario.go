@@ -41,6 +41,9 @@ var Scenarios = []Scenario{
 	{"kill-two-at-once", "kill -9 the two youngest nodes together: the survivor fences and waits (majority rule)", runKillTwoAtOnce, 0},
 	{"churn", "devices of --users distinct users connect in waves, subscribe to contacts and leave: live actors and memory follow the devices online and return to the baseline", runChurn, 0},
 	{"kill-two-at-once-lease", "--split-brain lease: kill -9 the two oldest nodes together: the youngest takes the lease and serves on", runKillTwoAtOnceLease, 0},
+	{"store-down", "stop PostgreSQL (the nodes' store) for 15 s: connected devices stay online, handshakes get 503 with Retry-After until it is back, every departure's last seen is written once it is", runStore("store-down"), 0},
+	{"store-pause", "SIGSTOP PostgreSQL for 15 s: as store-down, with every call hanging instead of failing", runStore("store-pause"), 0},
+	{"store-slow", "PostgreSQL behind a proxy delaying each chunk 300 ms for 15 s: handshakes slow but each floor durable, nothing lost or false", runStore("store-slow"), 0},
 	{"activity", "devices declare activities (active renewed, idle, background), kill -9 one node: after the failover the devices elsewhere show what they declared, in the route and to every watcher, and the new owners pass on the next declaration", runActivity, 0},
 }
 
@@ -66,6 +69,7 @@ type Env struct {
 	Faults   []string
 
 	churn  *churnPlan            // the churn scenario's schedule
+	store  *pgStore              // the store scenarios' PostgreSQL
 	load   *loadbench.Background // --load's devices
 	sdkLog *os.File              // the SDK sessions' log (sdkLogger)
 	say    func(string, ...any)  // a progress line
@@ -455,16 +459,24 @@ func setup(ctx context.Context, o Options, dir string) (*Env, error) {
 		c.Preset, c.Args = o.LoadTiming, append(c.Args, LoadTiming(o.LoadTiming)...)
 		e.Slack = LoadSlack
 	}
+	if isStoreScenario(o.Scenario) {
+		if err := e.startStore(dir, o.Scenario); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.Start(ctx, nodes); err != nil {
 		c.Stop()
+		e.stopStore()
 		return nil, err
 	}
 	if err := e.withLoad(ctx, o, dir); err != nil {
 		c.Stop()
+		e.stopStore()
 		return nil, err
 	}
 	if err := e.start(ctx, devices); err != nil {
 		c.Stop()
+		e.stopStore()
 		return nil, err
 	}
 	return e, nil

@@ -169,3 +169,41 @@ func TestHandshakeStoreQueueFull(t *testing.T) {
 		t.Fatalf("route %v after a refused handshake, want none", r)
 	}
 }
+
+// slowHistory holds every floor write until the test ends, as a paused
+// store does.
+type slowHistory struct {
+	*store.MemoryHistory
+	release chan struct{}
+}
+
+func (h slowHistory) RaiseFloor(ctx context.Context, user, device string, attempt uint64) error {
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+	}
+	return ctx.Err()
+}
+
+// TestStoreSlowHandshakeGets503: a handshake whose floor write hangs (a
+// paused or slow store) is answered 503 with Retry-After before the
+// server's read deadline on the request (twice Stale) cuts it without an
+// answer, and nothing is left behind.
+func TestStoreSlowHandshakeGets503(t *testing.T) {
+	slow := slowHistory{store.NewMemoryHistory(), make(chan struct{})}
+	defer close(slow.release)
+	nd := startNode(t, func(_ *Options, d *actors.Deps) { d.History = slow })
+	r := upgradeRequest(nd.url() + "?attempt=1")
+	r.Header.Set("Authorization", "Bearer "+nd.token("bob", "phone"))
+	res, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatalf("handshake with the store hanging: %v, want 503 with Retry-After", err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 503 || res.Header.Get("Retry-After") != "1" {
+		t.Fatalf("handshake with the store hanging: %d (Retry-After %q), want 503 and Retry-After 1", res.StatusCode, res.Header.Get("Retry-After"))
+	}
+	if f, _ := slow.Floor(context.Background(), "bob", "phone"); f != 0 {
+		t.Fatalf("floor %d after a refused handshake, want 0", f)
+	}
+}

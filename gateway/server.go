@@ -237,6 +237,12 @@ func (s *Server) Stop() {
 	}
 }
 
+// handshakeWait bounds a handshake's wait for its lease (a slow or paused
+// store delays its floor): 5 s, or less than nbio's read deadline on the
+// request (KeepaliveTime, twice Stale), so that the client gets its 503
+// and Retry-After, not a connection cut without an answer.
+func (s *Server) handshakeWait() time.Duration { return min(5*time.Second, s.timing.Stale) }
+
 func (s *Server) refuse(w http.ResponseWriter, code int, retryAfter bool, format string, args ...any) {
 	s.metrics.handshake(code)
 	if retryAfter {
@@ -280,7 +286,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	c := pickCodec(r.Header)
 	sock := &socket{s: s, codec: c}
 	connID := s.node + "-" + randomHex(8)
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), s.handshakeWait())
 	defer cancel()
 	conn, err := s.gw.Open(ctx, actors.OpenRequest{User: claims.User, Device: claims.Device, Attempt: attempt, ConnID: connID, Socket: sock,
 		Platform: dev.platform, Activity: dev.activity, Class: dev.class.Name})

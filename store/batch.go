@@ -48,6 +48,13 @@ const (
 // entry per user who went offline meanwhile, and Do returns before its
 // commit. A floor that finds the queue full is refused (ErrQueueFull): its
 // handshake must not be answered before it is durable.
+//
+// A last seen whose commit fails (the store stopped, paused past the
+// commit's deadline, read-only) is kept the same way and written again once
+// a retry commits, RetryEvery apart while the store fails: a store that
+// goes away loses none, and presence_store_last_seen_pending says how many
+// wait for it. Only a Close while the store still fails gives them up,
+// counted in presence_store_last_seen_lost_total.
 type Batcher struct {
 	commit   Commit
 	maxBatch int
@@ -62,9 +69,14 @@ type Batcher struct {
 	kick   chan struct{}        // the writer has seen to do
 
 	written, failed, refused prometheus.Counter
-	deferred                 prometheus.Counter
+	deferred, kept, lost     prometheus.Counter
+	pending                  prometheus.GaugeFunc
 	batch, latency           prometheus.Histogram
 }
+
+// RetryEvery is how long the writer waits before it tries the kept last
+// seens again after a failed commit.
+const RetryEvery = time.Second
 
 type pending struct {
 	w   Write
@@ -88,18 +100,24 @@ func NewBatcher(name string, commit Commit, queue, maxBatch int) *Batcher {
 		failed:   prometheus.NewCounter(prometheus.CounterOpts{Name: "presence_store_write_failures_total", Help: "History writes whose commit failed.", ConstLabels: l}),
 		refused:  prometheus.NewCounter(prometheus.CounterOpts{Name: "presence_store_writes_refused_total", Help: "History writes refused: write queue full or store closed.", ConstLabels: l}),
 		deferred: prometheus.NewCounter(prometheus.CounterOpts{Name: "presence_store_writes_deferred_total", Help: "Last seens that found the write queue full, kept (latest per user) and written after it.", ConstLabels: l}),
+		kept: prometheus.NewCounter(prometheus.CounterOpts{Name: "presence_store_last_seen_kept_total",
+			Help: "Last seens whose commit failed, kept (latest per user) and written again once the store answers.", ConstLabels: l}),
+		lost: prometheus.NewCounter(prometheus.CounterOpts{Name: "presence_store_last_seen_lost_total",
+			Help: "Kept last seens given up because the store still failed when it was closed.", ConstLabels: l}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "presence_store_batch_writes", Help: "Writes per committed transaction.",
 			ConstLabels: l, Buckets: prometheus.ExponentialBuckets(1, 4, 6)}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "presence_store_commit_seconds", Help: "Time of one transaction of writes.",
 			ConstLabels: l, Buckets: prometheus.ExponentialBuckets(0.0005, 4, 8)}),
 	}
+	b.pending = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "presence_store_last_seen_pending",
+		Help: "Last seens kept (the write queue full, or their commit failed) and not written yet.", ConstLabels: l}, b.seenCount)
 	go b.loop()
 	return b
 }
 
 // Collectors are the writer's metrics, to register.
 func (b *Batcher) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{b.written, b.failed, b.refused, b.deferred, b.batch, b.latency}
+	return []prometheus.Collector{b.written, b.failed, b.refused, b.deferred, b.kept, b.lost, b.pending, b.batch, b.latency}
 }
 
 // Do queues w and waits for its commit. A full queue answers ErrQueueFull at
@@ -152,37 +170,74 @@ func (b *Batcher) Close() {
 // keepSeen keeps a last seen that found the queue full (the latest per
 // user) and wakes the writer.
 func (b *Batcher) keepSeen(w Write) {
+	b.holdSeen(w)
+	b.deferred.Inc()
+	b.keepGoing()
+}
+
+// holdSeen keeps w, the latest per user.
+func (b *Batcher) holdSeen(w Write) {
 	b.seenMu.Lock()
 	if w.At.After(b.seen[w.User]) {
 		b.seen[w.User] = w.At
 	}
 	b.seenMu.Unlock()
-	b.deferred.Inc()
-	b.keepGoing()
+}
+
+func (b *Batcher) seenCount() float64 {
+	b.seenMu.Lock()
+	defer b.seenMu.Unlock()
+	return float64(len(b.seen))
 }
 
 func (b *Batcher) loop() {
 	defer close(b.done)
 	batch := make([]pending, 0, b.maxBatch)
+	var retry <-chan time.Time // armed while kept last seens wait for a failing store
 	for {
 		select {
 		case p := <-b.q:
 			batch = append(batch[:0], p)
 		case <-b.kick:
 			batch = batch[:0]
+		case <-retry:
+			batch, retry = batch[:0], nil
 		case <-b.quit:
-			// No Do queues any more (closed under mu): drain what is left.
-			for len(b.q) > 0 || b.seenLeft() {
-				b.run(b.takeSeen(b.gather(batch[:0])))
-			}
+			b.drain(batch[:0])
 			return
 		}
+		ok := true
 		if batch = b.takeSeen(b.gather(batch)); len(batch) > 0 {
-			b.run(batch)
+			ok = b.run(batch)
 		}
-		if b.seenLeft() {
+		switch {
+		case !b.seenLeft():
+		case ok:
 			b.keepGoing()
+		case retry == nil:
+			retry = time.After(RetryEvery)
 		}
+	}
+}
+
+// drain commits what is left at Close (no Do queues any more: closed under
+// mu). A store that still fails then gets no more tries: the queued floors
+// are answered with the error, the kept last seens given up and counted.
+func (b *Batcher) drain(batch []pending) {
+	for len(b.q) > 0 || b.seenLeft() {
+		if b.run(b.takeSeen(b.gather(batch[:0]))) {
+			continue
+		}
+		for len(b.q) > 0 {
+			if p := <-b.q; p.res != nil {
+				p.res <- ErrClosed
+			}
+		}
+		b.seenMu.Lock()
+		b.lost.Add(float64(len(b.seen)))
+		b.seen = map[string]time.Time{}
+		b.seenMu.Unlock()
+		return
 	}
 }
 
@@ -230,7 +285,10 @@ func (b *Batcher) gather(batch []pending) []pending {
 	return batch
 }
 
-func (b *Batcher) run(batch []pending) {
+// run commits batch and answers its writers; a failed commit's last seens
+// are kept for a retry (their writers get nil: they will be written). It
+// reports whether the commit succeeded.
+func (b *Batcher) run(batch []pending) bool {
 	ws := make([]Write, len(batch))
 	for i, p := range batch {
 		ws[i] = p.w
@@ -247,10 +305,19 @@ func (b *Batcher) run(batch []pending) {
 		b.latency.Observe(time.Since(start).Seconds())
 	}
 	for _, p := range batch {
+		res := err
+		if err != nil && p.w.Device == "" {
+			b.holdSeen(p.w)
+			if p.res != nil { // not kept already: counted once
+				b.kept.Inc()
+			}
+			res = nil
+		}
 		if p.res != nil {
-			p.res <- err
+			p.res <- res
 		}
 	}
+	return err == nil
 }
 
 // RaiseFloor checks attempt and writes it as user/device's floor through

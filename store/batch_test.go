@@ -64,13 +64,13 @@ func TestBatcherQueueFull(t *testing.T) {
 	})
 }
 
-// A failed commit fails every write of its batch, and counts them.
+// A failed commit fails every floor of its batch, and counts them.
 func TestBatcherCommitFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		boom := errors.New("disk full")
 		b := NewBatcher("test", func(context.Context, []Write) error { return boom }, 0, 0)
 		defer b.Close()
-		if err := b.Do(context.Background(), Write{User: "u"}); !errors.Is(err, boom) {
+		if err := b.Do(context.Background(), Write{User: "u", Device: "d", Attempt: 1}); !errors.Is(err, boom) {
 			t.Fatalf("write: %v, want the commit's error", err)
 		}
 		if f, w := testutil.ToFloat64(b.failed), testutil.ToFloat64(b.written); f != 1 || w != 0 {
@@ -164,6 +164,77 @@ func TestBatcherAnswersAfterItsCommit(t *testing.T) {
 		close(release)
 		if err := <-done; err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// TestStoreDownKeepsLastSeens: while the store fails, a floor fails (its
+// handshake is refused) but a last seen is kept, the latest per user,
+// retried RetryEvery apart and written once the store answers again: none
+// lost, each counted while it waits. A Close while the store still fails
+// gives up what is kept, and counts it.
+func TestStoreDownKeepsLastSeens(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		boom := errors.New("connection refused")
+		var mu sync.Mutex
+		down, tries := true, 0
+		stored := map[string]time.Time{}
+		b := NewBatcher("test", func(_ context.Context, ws []Write) error {
+			mu.Lock()
+			defer mu.Unlock()
+			tries++
+			if down {
+				return boom
+			}
+			for _, w := range ws {
+				if w.Device == "" && w.At.After(stored[w.User]) {
+					stored[w.User] = w.At
+				}
+			}
+			return nil
+		}, 0, 0)
+		defer b.Close()
+		ctx := context.Background()
+		t0 := time.Now()
+		if err := b.Do(ctx, Write{User: "u", Device: "d", Attempt: 1}); !errors.Is(err, boom) {
+			t.Fatalf("a floor with the store down: %v, want its error", err)
+		}
+		for i, u := range []string{"ann", "bob", "ann"} {
+			if err := b.Do(ctx, Write{User: u, At: t0.Add(time.Duration(i) * time.Second)}); err != nil {
+				t.Fatalf("a last seen with the store down: %v, want it kept", err)
+			}
+		}
+		if p := testutil.ToFloat64(b.pending); p != 2 {
+			t.Fatalf("pending %v with the store down, want 2 (one per user)", p)
+		}
+		time.Sleep(10 * RetryEvery)
+		synctest.Wait()
+		mu.Lock()
+		if tries > 4+10 {
+			t.Fatalf("%d commits in %v with the store down: the retries do not wait", tries, 10*RetryEvery)
+		}
+		down = false
+		mu.Unlock()
+		time.Sleep(RetryEvery)
+		synctest.Wait()
+		mu.Lock()
+		got := map[string]time.Time{"ann": stored["ann"], "bob": stored["bob"]}
+		mu.Unlock()
+		if !got["ann"].Equal(t0.Add(2*time.Second)) || !got["bob"].Equal(t0.Add(time.Second)) {
+			t.Fatalf("stored %v after the store came back, want ann's latest and bob's", got)
+		}
+		if p, k := testutil.ToFloat64(b.pending), testutil.ToFloat64(b.kept); p != 0 || k != 3 {
+			t.Fatalf("pending %v kept %v after the store came back, want 0 and 3 (each write once)", p, k)
+		}
+		mu.Lock()
+		down = true
+		mu.Unlock()
+		if err := b.Do(ctx, Write{User: "cy", At: t0}); err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+		if l := testutil.ToFloat64(b.lost); l != 1 {
+			t.Fatalf("lost %v after a Close with the store down, want 1", l)
 		}
 	})
 }

@@ -17,8 +17,11 @@ const healthSummary = time.Minute
 // failure of a burst is logged at once with its error, the failures after
 // it are counted and summed up once a healthSummary while it lasts, and its
 // end (the operation's next success) is logged with the count and how long
-// it lasted. presence_store_failing{op} is 1 during a burst. Safe for
-// concurrent use.
+// it lasted. presence_store_failing{op} is 1 during a burst. A success ends
+// the bursts of every operation of its kind (reads, writes): an operation
+// seldom called (a floor is read when a lease actor starts) would
+// otherwise say the store is failing long after it came back, while a
+// read-only disk still shows its writes failing. Safe for concurrent use.
 type Health struct {
 	log     *slog.Logger
 	failing *prometheus.GaugeVec // op
@@ -66,16 +69,17 @@ func (h *Health) note(op string, err error) {
 		return
 	}
 	now := time.Now()
+	if err == nil {
+		for _, o := range storeOps {
+			if o == op || writeOps[o] == writeOps[op] {
+				h.ended(o, now)
+			}
+		}
+		return
+	}
 	h.mu.Lock()
 	b := h.bursts[op]
 	switch {
-	case err == nil && b == nil:
-		h.mu.Unlock()
-	case err == nil:
-		delete(h.bursts, op)
-		h.mu.Unlock()
-		h.failing.WithLabelValues(op).Set(0)
-		h.log.Info("store: "+op+" works again", "failures", b.failures, "lasted", now.Sub(b.since).Round(time.Millisecond))
 	case b == nil:
 		h.bursts[op] = &burst{since: now, logged: now, failures: 1}
 		h.mu.Unlock()
@@ -93,4 +97,21 @@ func (h *Health) note(op string, err error) {
 		h.mu.Unlock()
 		h.log.Error("store: "+op+" still failing", "failures", n, "since", now.Sub(b.since).Round(time.Second), "err", err)
 	}
+}
+
+// writeOps are the operations that write; the others read.
+var writeOps = map[string]bool{"policy_put": true, "raise_floor": true, "set_last_seen": true}
+
+// ended ends op's burst, if any: the store answered.
+func (h *Health) ended(op string, now time.Time) {
+	h.mu.Lock()
+	b := h.bursts[op]
+	if b == nil {
+		h.mu.Unlock()
+		return
+	}
+	delete(h.bursts, op)
+	h.mu.Unlock()
+	h.failing.WithLabelValues(op).Set(0)
+	h.log.Info("store: "+op+" works again", "failures", b.failures, "lasted", now.Sub(b.since).Round(time.Millisecond))
 }

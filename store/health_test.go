@@ -59,3 +59,29 @@ func TestHealthLogsABurstOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestStoreHealthEndsWithItsKind: a read that works ends every read's
+// burst (a floor, read only when a lease actor starts, would otherwise
+// say the store fails long after it is back), not a write's (a read-only
+// disk still fails its writes).
+func TestStoreHealthEndsWithItsKind(t *testing.T) {
+	var out bytes.Buffer
+	h := NewHealth(slog.New(slog.NewTextHandler(&out, nil)), nil)
+	down := errors.New("connection refused")
+	h.note("floor", down)
+	h.note("raise_floor", down)
+	h.note("view_load", nil)
+	if got := testutil.ToFloat64(h.failing.WithLabelValues("floor")); got != 0 {
+		t.Fatalf("presence_store_failing{floor} %v after a read worked, want 0:\n%s", got, out.String())
+	}
+	if got := testutil.ToFloat64(h.failing.WithLabelValues("raise_floor")); got != 1 || !h.Failing() {
+		t.Fatalf("presence_store_failing{raise_floor} %v after a read worked, want 1 (writes still fail)", got)
+	}
+	if !strings.Contains(out.String(), "store: floor works again") {
+		t.Fatalf("the floor's burst ended without a line:\n%s", out.String())
+	}
+	h.note("set_last_seen", nil)
+	if h.Failing() {
+		t.Fatal("still failing after a write worked")
+	}
+}

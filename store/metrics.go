@@ -19,7 +19,7 @@ type StoreMetrics struct {
 }
 
 // storeOps are the operations of PolicyStore and HistoryStore.
-var storeOps = []string{"policy_get", "policy_put", "floor", "raise_floor", "last_seen", "set_last_seen"}
+var storeOps = []string{"policy_get", "policy_put", "view_load", "floor", "raise_floor", "last_seen", "set_last_seen"}
 
 // NewStoreMetrics makes the collectors and registers them with reg (nil:
 // not registered).

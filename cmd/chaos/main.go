@@ -97,7 +97,9 @@ func runAll(ctx context.Context, o chaos.Options, stdout, stderr io.Writer) int 
 	if o.Scenario == "all" {
 		names = nil
 		for _, s := range chaos.Scenarios {
-			names = append(names, s.Name)
+			if o.Backend != "docker" || !chaos.ProcessOnly(s.Name) {
+				names = append(names, s.Name)
+			}
 		}
 	}
 	base, code := o.Report, 0

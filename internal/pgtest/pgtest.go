@@ -14,6 +14,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -55,51 +56,125 @@ func Start(t testing.TB) string {
 // the settings (name=value, as postgres -c takes them) on top of
 // PostgreSQL's defaults, and returns its DSN and how to stop it.
 func Server(dir string, settings ...string) (dsn string, stop func() error, err error) {
-	bin, err := binDir()
+	in, err := Launch(dir, settings...)
 	if err != nil {
 		return "", nil, err
 	}
-	var cred *syscall.Credential
+	return in.DSN, in.Stop, nil
+}
+
+// Instance is a server Launch started, which a test can stop and start
+// again on the same port and data, or pause (the chaos store scenarios).
+type Instance struct {
+	DSN  string
+	Port int
+
+	bin, dir, data, opts string
+	cred                 *syscall.Credential
+}
+
+// Launch starts a server as Server does and returns it.
+func Launch(dir string, settings ...string) (*Instance, error) {
+	bin, err := binDir()
+	if err != nil {
+		return nil, err
+	}
+	in := &Instance{bin: bin, dir: dir, data: filepath.Join(dir, "data")}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
-			return "", nil, fmt.Errorf("pgtest: running as root needs a postgres user: %w", err)
+			return nil, fmt.Errorf("pgtest: running as root needs a postgres user: %w", err)
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		in.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 		if err := os.Chown(dir, uid, gid); err != nil {
-			return "", nil, err
+			return nil, err
 		}
 	}
-	run := func(name string, args ...string) error {
-		cmd := exec.Command(filepath.Join(bin, name), args...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-		cmd.Env = append(os.Environ(), "LC_ALL=C")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("pgtest: %s: %w\n%s", name, err, out)
-		}
-		return nil
-	}
-	data := filepath.Join(dir, "data")
-	if err := run("initdb", "-D", data, "-U", "presence", "--auth=trust", "--no-sync"); err != nil {
-		return "", nil, err
+	if err := in.run("initdb", "-D", in.data, "-U", "presence", "--auth=trust", "--no-sync"); err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
+	in.Port = ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1", port, dir)
+	in.opts = fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1", in.Port, dir)
 	for _, s := range settings {
-		opts += " -c " + s
+		in.opts += " -c " + s
 	}
-	if err := run("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "start"); err != nil {
-		return "", nil, errors.Join(err, logTail(filepath.Join(dir, "log")))
+	if err := in.Start(); err != nil {
+		return nil, err
 	}
-	stop = func() error { return run("pg_ctl", "-D", data, "-m", "immediate", "-w", "stop") }
-	return fmt.Sprintf("postgres://presence@127.0.0.1:%d/postgres?sslmode=disable", port), stop, nil
+	in.DSN = fmt.Sprintf("postgres://presence@127.0.0.1:%d/postgres?sslmode=disable", in.Port)
+	return in, nil
+}
+
+// Start starts the server (again), waiting until it accepts connections.
+func (in *Instance) Start() error {
+	if err := in.run("pg_ctl", "-D", in.data, "-o", in.opts, "-l", filepath.Join(in.dir, "log"), "-w", "start"); err != nil {
+		return errors.Join(err, logTail(filepath.Join(in.dir, "log")))
+	}
+	return nil
+}
+
+// Stop stops the server at once (immediate mode: no checkpoint, every
+// connection cut).
+func (in *Instance) Stop() error {
+	return in.run("pg_ctl", "-D", in.data, "-m", "immediate", "-w", "stop")
+}
+
+// Signal sends sig to the server and every process it started (the
+// backends serving connections, too): SIGSTOP pauses all of it, SIGCONT
+// resumes it.
+func (in *Instance) Signal(sig syscall.Signal) error {
+	b, err := os.ReadFile(filepath.Join(in.data, "postmaster.pid"))
+	if err != nil {
+		return fmt.Errorf("pgtest: not running: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	if err != nil {
+		return fmt.Errorf("pgtest: postmaster.pid: %w", err)
+	}
+	pids := append([]int{pid}, children(pid)...)
+	for _, p := range pids {
+		if err := syscall.Kill(p, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("pgtest: signal %d: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// children are the processes whose parent is pid (from /proc).
+func children(pid int) []int {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var out []int
+	for _, st := range stats {
+		b, err := os.ReadFile(st)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, not ')'.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			if c, err := strconv.Atoi(filepath.Base(filepath.Dir(st))); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+func (in *Instance) run(name string, args ...string) error {
+	cmd := exec.Command(filepath.Join(in.bin, name), args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: in.cred}
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pgtest: %s: %w\n%s", name, err, out)
+	}
+	return nil
 }
 
 // logTail is the end of the server's log, for an error.

@@ -229,12 +229,17 @@ func (n *Node) inDoubt() time.Duration {
 }
 
 // earlier reports whether h is a connection of an earlier incarnation of
-// its node: opened before the member of that name now alive started
+// its node: its gateway's member was declared dead or left (goneAddr), or
+// it opened before the member of that name now alive started
 // (cluster.Meta.Up; both on that member's clock). What such a connection's
 // lease sent may arrive after the departure of that incarnation reached
-// the views, and would stand there for ever, its lease gone with the
-// process (issue 13's ghosts).
+// the views (each from its own node, Node.onMember), and would stand
+// there for ever, its lease gone with the process or ended by the same
+// departure (issue 13's ghosts).
 func (n *Node) earlier(h *messages.Holder) bool {
+	if gw := h.GetGateway(); gw != nil && n.goneAddr(gw.GetAddress()) {
+		return true
+	}
 	var up int64
 	if n.members != nil {
 		if m, ok := n.members.Meta(h.GetNode()); ok {
@@ -460,7 +465,10 @@ func (n *Node) onMember(ev cluster.Event) {
 	// A member back as a new incarnation that nobody here saw fail or
 	// leave (cluster.Event.Restarted): its old incarnation's leases went
 	// with that process, so its devices go as after a failure; else views
-	// list them online for ever (ghosts).
+	// list them online for ever (ghosts). Every lease and view here hears
+	// it once, from here: a view drops the devices held there (their
+	// leases may have died with it), and a lease ended by it tells no view
+	// that was here before (leaseActor.tellsView).
 	restarted := ev.Kind == cluster.EventUpdated && ev.Restarted
 	if ev.Kind == cluster.EventFailed || ev.Kind == cluster.EventLeft || restarted {
 		n.log.Debug("member gone: reclaiming its leases", "member", ev.Member.ID, "how", string(ev.Kind), "restarted", restarted)

@@ -82,7 +82,7 @@ type ClusterOptions struct {
 
 // ClusterMember is what a node joins its cluster through: proto.actor's
 // provider over the gossip, the Roster the node's actors read, the kinds
-// the node hosts and the membership's events (cluster.Provider).
+// the node hosts and the membership's events (cluster.NewProvider).
 type ClusterMember interface {
 	pcluster.ClusterProvider
 	cluster.Roster
@@ -492,11 +492,11 @@ func (n *Node) onMember(ev cluster.Event) {
 		}
 		// A restart is a leave and a join: what lived in the old process
 		// is gone, so connections re-register below. A fenced member that
-		// serves again enters the placement (cluster.Provider): a join.
+		// serves again enters the placement (the provider's placeable): a join.
 	}
 	if ev.Kind == cluster.EventJoined && ev.Meta.Fenced {
 		// A fenced incarnation waiting to serve takes no identities
-		// (cluster.Provider): nothing moved; its Served update will be the
+		// (the provider's placeable): nothing moved; its Served update will be the
 		// join. (Its old incarnation's failure or leave came before.)
 		n.subscribeEvents(ev.Meta)
 		return

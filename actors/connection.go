@@ -121,8 +121,7 @@ func (a *connActor) Receive(ctx actor.Context) {
 		ctx.Respond(a.info(now))
 	case connActivate:
 		a.activate(ctx)
-	case connBeat: // a seq that did not grow (Conn.Heartbeat)
-		a.c.Restarts++
+	case connBeat: // a seq that did not grow (core.Beats, run by Conn.Heartbeat)
 		a.n.metrics.ClientRestarts.Inc()
 	case connDrift, connActivity, connStateSync, lapseDue, syncDue:
 		a.onState(ctx, m, now)
@@ -222,7 +221,7 @@ func (a *connActor) onCheck(ctx actor.Context, now time.Time) {
 	if !a.n.gate(ctx, gate{}) {
 		return
 	}
-	a.c.Beat(time.Unix(0, a.live.alive.Load()), 0) // the socket's last sign of life
+	a.c.Alive(time.Unix(0, a.live.alive.Load())) // the socket's last sign of life
 	if a.active && a.c.Stale(now, a.live.stale) {
 		a.n.metrics.HalfOpen.WithLabelValues(platformLabel(a.dev.Platform)).Inc()
 		a.end(ctx, messages.EndReason_ping_timeout, a.c.LastAlive, messages.CloseGoingAway, "ping timeout")

@@ -61,7 +61,7 @@ func (c *courier) carry(f func()) {
 func (c *courier) send(kind Kind, id string, msg any) {
 	dir := c.n.dir
 	key := id
-	if p := c.n.provider; p != nil && kind == KindView {
+	if p := c.n.members; p != nil && kind == KindView {
 		key += "@" + p.Owner(string(kind), id)
 	}
 	c.mu.Lock()

@@ -20,7 +20,7 @@ const HostName = "directory"
 
 // ClusterDirectory reaches lease and view actors across the members. An
 // identity lives on the member that owns it by the rendezvous hashing
-// proto.actor places with (cluster.Provider.Owner, over the members last
+// proto.actor places with (cluster.Roster.Owner, over the members last
 // handed to proto.actor), in that member's LocalDirectory:
 //
 //   - a message for an identity this node owns goes straight to the

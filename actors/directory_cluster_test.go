@@ -303,8 +303,7 @@ func TestRestartedActorStillPassivates(t *testing.T) {
 func TestDirectoryMessagesFromADeadMemberAreDropped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		timing := config.Fast()
-		e, p := watchedAlice(t, timing)
-		e.n.gone = func(addr string) bool { return addr == "dead:1" }
+		e, p := watchedAlice(t, timing, seams{members: &fakeRoster{gone: map[string]bool{"dead:1": true}}})
 		d := e.clusterDir(nil)
 		alice := e.connect(e.n.Gateway(), "alice", "phone", 1)
 		synctest.Wait()

@@ -232,8 +232,8 @@ func TestInvalidTimingRefused(t *testing.T) {
 
 // aliceOnSecondGateway is a node with a second gateway g2, alice's phone
 // connected to g2, and bob subscribed to alice (who lets him see her).
-func aliceOnSecondGateway(t *testing.T, timing config.Timing) (*env, *Gateway, *probe, *device) {
-	e, p := watchedAlice(t, timing)
+func aliceOnSecondGateway(t *testing.T, timing config.Timing, s ...seams) (*env, *Gateway, *probe, *device) {
+	e, p := watchedAlice(t, timing, s...)
 	g2, _ := e.n.StartGateway("g2")
 	return e, g2, p, e.connect(g2, "alice", "phone", 1)
 }

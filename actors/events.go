@@ -115,7 +115,7 @@ func (n *Node) eventsActors() []*actor.PID {
 	if pid := n.events.Load(); pid != nil {
 		out = append(out, pid)
 	}
-	g := n.Membership()
+	g := n.members
 	if g == nil {
 		return out
 	}

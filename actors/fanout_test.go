@@ -99,8 +99,7 @@ func TestRouteKeyCoversPresence(t *testing.T) {
 // through the fan-out; the same event from an alive member passes.
 func TestViewEventsFromADeadMemberAreDropped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, config.Seed())
-		e.n.gone = func(addr string) bool { return addr == "dead:1" }
+		e := newEnv(t, config.Seed(), seams{members: &fakeRoster{gone: map[string]bool{"dead:1": true}}})
 		e.policy("alice", core.Exact, "bob")
 		alice := e.connect(e.n.Gateway(), "alice", "phone", 1)
 		bob := e.connect(e.n.Gateway(), "bob", "laptop", 1)
@@ -142,8 +141,7 @@ func TestViewEventsFromADeadMemberAreDropped(t *testing.T) {
 // connection stays open. The same from a member alive closes it.
 func TestConnLostFromADeadMemberIsDropped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, config.Seed())
-		e.n.gone = func(addr string) bool { return addr == "dead:1" }
+		e := newEnv(t, config.Seed(), seams{members: &fakeRoster{gone: map[string]bool{"dead:1": true}}})
 		bob := e.connect(e.n.Gateway(), "bob", "laptop", 1)
 		synctest.Wait()
 		dead, alive := actor.NewPID("dead:1", "lease/bob/laptop"), actor.NewPID("alive:1", "lease/bob/laptop")

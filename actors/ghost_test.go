@@ -171,18 +171,14 @@ func TestLateDeviceUpFromEarlierIncarnationIgnored(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		timing := config.Fast()
 		opened := time.Now()
-		e, g2, p, d := aliceOnSecondGateway(t, timing)
+		members := &fakeRoster{up: map[string]int64{}}
+		e, g2, p, d := aliceOnSecondGateway(t, timing, seams{members: members})
 		old := &messages.Holder{Node: "g2", ConnId: "g2-alice-phone-1", Epoch: 1, SinceMs: opened.UnixMilli()}
 		time.Sleep(10 * time.Second)
 		d.halt()
 		g2.Crash()
 		up := time.Now()
-		e.n.started = func(member string) int64 {
-			if member == "g2" {
-				return up.UnixMilli()
-			}
-			return 0
-		}
+		members.setUp("g2", up.UnixMilli())
 		e.n.onMember(cluster.Event{Kind: cluster.EventUpdated, Member: cluster.Member{ID: "g2", State: cluster.Alive}, Meta: cluster.Meta{ID: "new", Up: up.UnixMilli()}, Restarted: true})
 		time.Sleep(100 * time.Millisecond)
 		synctest.Wait()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
@@ -31,21 +32,97 @@ type env struct {
 	conns    int // connections opened, for unique conn ids
 }
 
-func newEnv(t *testing.T, timing config.Timing) *env {
+func newEnv(t *testing.T, timing config.Timing, s ...seams) *env {
 	t.Helper()
-	return newEnvWith(t, Deps{Timing: timing})
+	return newEnvWith(t, Deps{Timing: timing}, s...)
+}
+
+// seams are what a test puts into its node as it starts (at most one):
+// a membership of its own, a directory in front of the node's.
+type seams struct {
+	members cluster.Roster
+	// wrapDir puts a directory in front of the node's (one that hangs or
+	// fails, as a dying member's does).
+	wrapDir func(Directory) Directory
+}
+
+// startWith is Start with the seams put in.
+func startWith(d Deps, s seams) (*Node, error) {
+	n, err := newNode(d)
+	if err != nil {
+		return nil, err
+	}
+	n.members = s.members
+	if err := n.open(); err != nil {
+		return nil, err
+	}
+	if s.wrapDir != nil {
+		n.dir = s.wrapDir(n.dir)
+	}
+	if _, err := n.StartGateway(d.NodeID); err != nil {
+		n.Stop()
+		return nil, err
+	}
+	return n, nil
+}
+
+// fakeRoster is the membership a test gives a node alone: the actor
+// addresses it says are gone, the start of each member's incarnation
+// (cluster.Meta.Up, unix ms), a doubt, and whether identities moved.
+type fakeRoster struct {
+	mu    sync.Mutex
+	gone  map[string]bool
+	up    map[string]int64
+	doubt time.Duration
+	moved bool
+}
+
+func (r *fakeRoster) Self() cluster.Member                 { return cluster.Member{ID: "g1", State: cluster.Alive} }
+func (r *fakeRoster) Members() []cluster.Member            { return nil }
+func (r *fakeRoster) Owner(kind, identity string) string   { return "" }
+func (r *fakeRoster) Moved(string, string, time.Time) bool { return r.moved }
+
+func (r *fakeRoster) Gone(actor string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gone[actor]
+}
+
+func (r *fakeRoster) Doubt() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.doubt
+}
+
+func (r *fakeRoster) Meta(id string) (cluster.Meta, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	up, ok := r.up[id]
+	return cluster.Meta{ID: id, Up: up}, ok
+}
+
+func (r *fakeRoster) setDoubt(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.doubt = d
+}
+
+func (r *fakeRoster) setUp(member string, ms int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.up[member] = ms
 }
 
 // newEnvWith is newEnv with more of the node's Deps (metrics, logger, a
 // history store); the node id, seed and policies are the env's own.
-func newEnvWith(t *testing.T, d Deps) *env {
+func newEnvWith(t *testing.T, d Deps, s ...seams) *env {
 	t.Helper()
 	e := &env{t: t, policies: store.NewMemoryPolicies(), history: store.NewMemoryHistory(), start: time.Now()}
 	d.NodeID, d.Seed, d.Policies = "g1", 1, e.policies
 	if d.History == nil { // a test may bring its own
 		d.History = e.history
 	}
-	n, err := Start(d)
+	n, err := startWith(d, append(s, seams{})[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,9 +330,9 @@ func (e *env) statuses(p *probe) []string {
 
 // watchedAlice is a node where alice lets bob see her and bob subscribes
 // to her: the setup of most E01 scenarios.
-func watchedAlice(t *testing.T, timing config.Timing) (*env, *probe) {
+func watchedAlice(t *testing.T, timing config.Timing, s ...seams) (*env, *probe) {
 	t.Helper()
-	e := newEnv(t, timing)
+	e := newEnv(t, timing, s...)
 	e.policy("alice", core.Exact, "bob")
 	return e, e.subscribe("alice", "bob")
 }

@@ -133,10 +133,10 @@ func (n *Node) byMember(byAddr map[string]uint32) map[string]uint32 {
 // memberAt is the id of the member whose actor system listens at addr
 // (this node for its own address; "" if none).
 func (n *Node) memberAt(addr string) string {
-	if addr == n.sys.Address() || n.provider == nil {
+	if addr == n.sys.Address() || n.members == nil {
 		return n.deps.NodeID
 	}
-	if g := n.Membership(); g != nil {
+	if g := n.members; g != nil {
 		for _, m := range g.Members() {
 			if meta, ok := g.Meta(m.ID); ok && meta.Actor == addr {
 				return m.ID
@@ -152,7 +152,7 @@ func (n *Node) Inspect(ctx context.Context, member string, q *messages.ActorsQue
 	if member == "" || member == n.deps.NodeID {
 		return n.inspectLocal(q, min(stateTimeout, max(requestTimeout(ctx), time.Millisecond))), nil
 	}
-	g := n.Membership()
+	g := n.members
 	if g == nil {
 		return nil, fmt.Errorf("%w: %q (this node is alone)", ErrUnknownMember, member)
 	}
@@ -181,7 +181,7 @@ func (n *Node) InspectAll(ctx context.Context, q *messages.ActorsQuery) (pages m
 	pages = map[string]*messages.ActorsPage{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for _, id := range n.aliveMembers() {
+	for _, id := range n.AliveMembers() {
 		wg.Go(func() {
 			page, err := n.Inspect(ctx, id, q)
 			mu.Lock()
@@ -198,10 +198,11 @@ func (n *Node) InspectAll(ctx context.Context, q *messages.ActorsQuery) (pages m
 	return pages, missing
 }
 
-// aliveMembers is this node and every other member the gossip has alive.
-func (n *Node) aliveMembers() []string {
+// AliveMembers is this node and every other member the gossip has alive
+// (their ids).
+func (n *Node) AliveMembers() []string {
 	out := []string{n.deps.NodeID}
-	if g := n.Membership(); g != nil {
+	if g := n.members; g != nil {
 		for _, m := range g.Members() {
 			if m.ID != n.deps.NodeID && m.State == cluster.Alive {
 				out = append(out, m.ID)

@@ -194,9 +194,21 @@ func (a *leaseActor) apply(ctx actor.Context, res core.LeaseResult, op string, n
 		a.n.metrics.DeviceTransitions.WithLabelValues("down", res.Reason.String()).Inc()
 		a.n.log.Debug("lease: ended", "user", a.user, "device", a.device, "reason", res.Reason.String(), slog.Uint64("epoch", a.l.EndedEpoch))
 		a.n.emit(&messages.ObsEvent{Kind: "device_down", User: a.user, Device: a.device, Reason: res.Reason.String()})
-		a.n.dir.Send(KindView, a.user, &messages.DeviceDown{User: a.user, Device: a.device, Epoch: a.l.EndedEpoch, Reason: res.Reason, LastAliveMs: res.LastAlive.UnixMilli()})
+		if a.tellsView(res.Reason) {
+			a.n.dir.Send(KindView, a.user, &messages.DeviceDown{User: a.user, Device: a.device, Epoch: a.l.EndedEpoch, Reason: res.Reason, LastAliveMs: res.LastAlive.UnixMilli()})
+		}
 		a.armIdle(ctx)
 	}
+}
+
+// tellsView reports whether the user's view must hear of the lease's end
+// from the lease. A member's failure reaches every view from its own node
+// (Node.onMember), with the devices held there whose leases died with
+// it: a lease ended by it (gateway_down) tells only a view that may have
+// moved since the settle window began, a new one that never had the
+// device (the old one died with the member, or lived elsewhere).
+func (a *leaseActor) tellsView(reason messages.EndReason) bool {
+	return reason != messages.EndReason_gateway_down || a.n.mayHaveMoved(KindView, a.user)
 }
 
 func (a *leaseActor) armIdle(ctx actor.Context) {

@@ -50,9 +50,6 @@ type Deps struct {
 	// view actors are spread over the members (ClusterDirectory); nil: a
 	// node alone.
 	Cluster *ClusterOptions
-	// wrapDir, in tests, puts a directory of their own in front of the
-	// node's (one that hangs or fails, as a dying member's does).
-	wrapDir func(Directory) Directory
 }
 
 // ChangeSink takes users' changes; Changed must not block (it runs in
@@ -66,7 +63,12 @@ func (n *Node) OwnsView(user string) bool { return n.owns(KindView, user) }
 
 // ClusterOptions are a cluster member's settings.
 type ClusterOptions struct {
-	Gossip     cluster.GossipConfig
+	// Member is the gossip membership the node joins through
+	// (cluster.NewProvider); its gossip starts with the node.
+	Member ClusterMember
+	// Key is the cluster key: the actor remote's mutual TLS derives from
+	// it (cluster.RemoteConfig), as the gossip's encryption does.
+	Key        []byte
 	RemoteHost string // the proto.actor remote binds here
 	RemotePort int    // on this port; 0: a free one
 	// RemoteAdvertise is the host:port the others reach the remote at;
@@ -76,6 +78,16 @@ type ClusterOptions struct {
 	// than the first (cluster.Propagation): connections wait this long
 	// before re-registering, so that every member routes alike.
 	Propagation time.Duration
+}
+
+// ClusterMember is what a node joins its cluster through: proto.actor's
+// provider over the gossip, the Roster the node's actors read, the kinds
+// the node hosts and the membership's events (cluster.NewProvider).
+type ClusterMember interface {
+	pcluster.ClusterProvider
+	cluster.Roster
+	Host(kinds []string, beforeJoin func() error)
+	Subscribe(func(cluster.Event))
 }
 
 // Node is one node's actor system: its lease and view actors (through a
@@ -112,18 +124,11 @@ type Node struct {
 	leaseProps, viewProps *actor.Props
 	births                births
 
-	cluster  *pcluster.Cluster // nil alone
-	provider *cluster.Provider
-	// gone overrides the membership's Gone (tests of a node alone).
-	gone func(addr string) bool
-	// started overrides the membership's start of a member's current
-	// incarnation (cluster.Meta.Up, unix ms) in tests of a node alone.
-	started func(member string) int64
+	cluster *pcluster.Cluster // nil alone
+	// members is what the actors read of the membership: the cluster's
+	// (ClusterOptions.Member), nil for a node alone.
+	members cluster.Roster
 	stall   *stallClock
-	// doubt overrides the membership's Doubt in tests of a node alone.
-	doubt func() time.Duration
-	// moved overrides mayHaveMoved in tests of a node alone.
-	moved func(kind Kind, identity string) bool
 	// events is this node's events actor; eventSinks the local ends of
 	// Events streams (guarded by mu), to subscribe to members that join.
 	events     atomic.Pointer[actor.PID]
@@ -197,7 +202,7 @@ func (n *Node) propagation() time.Duration {
 func (n *Node) owns(kind Kind, identity string) bool { return n.dir.Owns(kind, identity) }
 
 // stale reports whether a message came from a member this node declared
-// dead or left (cluster.Gossip.Gone): what a view there sent reaches a sink
+// dead or left (cluster.Roster.Gone): what a view there sent reaches a sink
 // only once the network heals, after the view was re-created here or
 // elsewhere, and would stand as the subscriber's newest state.
 func (n *Node) stale(sender *actor.PID) bool {
@@ -210,38 +215,34 @@ func (n *Node) goneAddr(addr string) bool {
 	if addr == n.sys.Address() {
 		return false
 	}
-	if n.gone != nil {
-		return n.gone(addr)
-	}
-	g := n.Membership()
-	return g != nil && g.Gone(addr)
+	return n.members != nil && n.members.Gone(addr)
 }
 
 // inDoubt is how long a death verdict has waited to be confirmed by
-// enough members answering (cluster.Gossip.Doubt; 0: none): verdicts by
+// enough members answering (cluster.Roster.Doubt; 0: none): verdicts by
 // time wait.
 func (n *Node) inDoubt() time.Duration {
-	if n.doubt != nil {
-		return n.doubt()
-	}
-	if g := n.Membership(); g != nil {
-		return g.Doubt()
+	if n.members != nil {
+		return n.members.Doubt()
 	}
 	return 0
 }
 
 // earlier reports whether h is a connection of an earlier incarnation of
-// its node: opened before the member of that name now alive started
+// its node: its gateway's member was declared dead or left (goneAddr), or
+// it opened before the member of that name now alive started
 // (cluster.Meta.Up; both on that member's clock). What such a connection's
 // lease sent may arrive after the departure of that incarnation reached
-// the views, and would stand there for ever, its lease gone with the
-// process (issue 13's ghosts).
+// the views (each from its own node, Node.onMember), and would stand
+// there for ever, its lease gone with the process or ended by the same
+// departure (issue 13's ghosts).
 func (n *Node) earlier(h *messages.Holder) bool {
+	if gw := h.GetGateway(); gw != nil && n.goneAddr(gw.GetAddress()) {
+		return true
+	}
 	var up int64
-	if n.started != nil {
-		up = n.started(h.GetNode())
-	} else if g := n.Membership(); g != nil {
-		if m, ok := g.Meta(h.GetNode()); ok {
+	if n.members != nil {
+		if m, ok := n.members.Meta(h.GetNode()); ok {
 			up = m.Up
 		}
 	}
@@ -267,17 +268,22 @@ func (n *Node) Clustered() bool { return n.cluster != nil }
 // meets then reach no subscriber of its own (the provider subscribes once
 // its gossip started), so its join counts from the provider's start.
 func (n *Node) changedRecently() bool {
-	return n.Clustered() && time.Since(n.lastChange()) < n.deps.Timing.Settle
+	return n.members != nil && time.Since(n.lastChange()) < n.deps.Timing.Settle
 }
 
 // lastChange is when the membership last changed (a join, failure or
 // leave, this node's own start in the cluster included).
-func (n *Node) lastChange() time.Time {
-	at := n.changedAt.Load()
-	if n.provider != nil {
-		at = max(at, n.provider.Started().UnixNano())
+func (n *Node) lastChange() time.Time { return time.Unix(0, n.changedAt.Load()) }
+
+// changed notes a membership change at now (never earlier than the last).
+func (n *Node) changed() {
+	now := time.Now().UnixNano()
+	for {
+		at := n.changedAt.Load()
+		if at >= now || n.changedAt.CompareAndSwap(at, now) {
+			return
+		}
 	}
-	return time.Unix(0, at)
 }
 
 // mayHaveMoved reports whether an actor of identity, activated now, may
@@ -285,18 +291,7 @@ func (n *Node) lastChange() time.Time {
 // Timing.Settle and the identity's placement changed with it (rendezvous
 // hashing over the topologies since). Others publish at the debounce.
 func (n *Node) mayHaveMoved(kind Kind, identity string) bool {
-	if n.moved != nil {
-		return n.moved(kind, identity)
-	}
-	return n.changedRecently() && n.provider.Moved(string(kind), identity, time.Now().Add(-n.deps.Timing.Settle))
-}
-
-// Membership is the cluster's membership, or nil alone.
-func (n *Node) Membership() *cluster.Gossip {
-	if n.provider == nil {
-		return nil
-	}
-	return n.provider.Gossip()
+	return n.changedRecently() && n.members.Moved(string(kind), identity, time.Now().Add(-n.deps.Timing.Settle))
 }
 
 // Gateway is a gateway actor and the node name its connections carry.
@@ -313,7 +308,24 @@ type Gateway struct {
 }
 
 // Start builds a node and its default gateway (named deps.NodeID).
-func Start(d Deps) (_ *Node, err error) {
+func Start(d Deps) (*Node, error) {
+	n, err := newNode(d)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.open(); err != nil {
+		return nil, err
+	}
+	if _, err := n.StartGateway(d.NodeID); err != nil {
+		n.Stop()
+		return nil, err
+	}
+	return n, nil
+}
+
+// newNode checks d and builds a node with its timers, stall clock and
+// degrade watch running, no directory yet (open).
+func newNode(d Deps) (*Node, error) {
 	if err := d.Timing.Validate(); err != nil {
 		return nil, err
 	}
@@ -339,6 +351,16 @@ func Start(d Deps) (_ *Node, err error) {
 	n.hub.overflow = n.overflowed
 	n.realtimeFrames = d.Metrics.FanoutFrames.WithLabelValues("realtime")
 	n.degrade = startDegradeWatch(n, d.Degrade)
+	n.eventSinks = map[string]*messages.EventsSubscribe{}
+	n.post = newCourier(n)
+	n.identityProps()
+	return n, nil
+}
+
+// open gives the node its directory and the actors other members address
+// by name: alone, a LocalDirectory; in a cluster, it joins (spawning them
+// before). On an error what newNode started is stopped.
+func (n *Node) open() (err error) {
 	defer func() {
 		if err != nil {
 			n.degrade.stop()
@@ -346,31 +368,16 @@ func Start(d Deps) (_ *Node, err error) {
 			n.sched.stopAll()
 		}
 	}()
-	n.eventSinks = map[string]*messages.EventsSubscribe{}
-	n.post = newCourier(n)
-	n.identityProps()
-	if d.Cluster != nil {
-		if err := n.join(); err != nil { // spawns the named actors before joining
-			return nil, err
-		}
-	} else {
-		n.dir = NewLocalDirectory(sys.Root, n.spawnIdentity)
-		if err := n.spawnNamed(); err != nil {
-			return nil, err
-		}
+	if n.deps.Cluster != nil {
+		return n.join()
 	}
-	if d.wrapDir != nil {
-		n.dir = d.wrapDir(n.dir)
-	}
-	if _, err := n.StartGateway(d.NodeID); err != nil {
-		return nil, err
-	}
-	return n, nil
+	n.dir = NewLocalDirectory(n.sys.Root, n.spawnIdentity)
+	return n.spawnNamed()
 }
 
 // spawnNamed starts the actors other members address by name: fan-out,
 // stats, inspector and events. In a cluster it runs once the actor remote
-// listens and before the gossip announces this node (beforeJoin), so that
+// listens and before the gossip announces this node (ClusterMember.Host), so that
 // the name has the remote address (a sink on another node that stops must
 // reach the events actor as Terminated) and exists before any member can
 // learn of this node and send to it: an EventsSubscribe sent as a member
@@ -397,20 +404,6 @@ func (n *Node) spawnNamed() error {
 	return nil
 }
 
-// beforeJoin is the cluster provider with spawnNamed run in StartMember
-// after proto.actor started the remote and before the gossip joins.
-type beforeJoin struct {
-	*cluster.Provider
-	n *Node
-}
-
-func (b beforeJoin) StartMember(c *pcluster.Cluster) error {
-	if err := b.n.spawnNamed(); err != nil {
-		return err
-	}
-	return b.Provider.StartMember(c)
-}
-
 // join starts the proto.actor cluster member over the gossip provider, with
 // lease and view actors reached through a ClusterDirectory, and follows
 // membership: a member that fails or leaves has its gateways'
@@ -418,28 +411,31 @@ func (b beforeJoin) StartMember(c *pcluster.Cluster) error {
 // connections re-register, since identities moved.
 func (n *Node) join() error {
 	co := n.deps.Cluster
-	n.changedAt.Store(time.Now().UnixNano()) // joining moves identities here
-	gcfg := co.Gossip
+	if co.Member == nil {
+		return errors.New("actors: ClusterOptions.Member is required")
+	}
+	n.changed() // joining moves identities here
 	// Lease and view actors are not proto.actor grains (see
 	// ClusterDirectory), but members still advertise the kinds they host:
-	// Owner places over them as proto.actor places grains.
-	gcfg.Meta.Kinds = []string{string(KindLease), string(KindView)}
-	n.provider = cluster.NewProvider(gcfg)
-	n.provider.Subscribe(n.onMember) // from the first event on
+	// Owner places over them as proto.actor places grains. The named
+	// actors are spawned once the remote listens, before the gossip joins.
+	co.Member.Host([]string{string(KindLease), string(KindView)}, n.spawnNamed)
+	co.Member.Subscribe(n.onMember) // from the first event on
+	n.members = co.Member
 	var ropts []remote.ConfigOption
 	if co.RemoteAdvertise != "" {
 		ropts = append(ropts, remote.WithAdvertisedHost(co.RemoteAdvertise))
 	}
-	rcfg, err := cluster.RemoteConfig(co.RemoteHost, co.RemotePort, co.Gossip.Key, ropts...)
+	rcfg, err := cluster.RemoteConfig(co.RemoteHost, co.RemotePort, co.Key, ropts...)
 	if err != nil {
 		return err
 	}
-	cfg := pcluster.Configure("presence", beforeJoin{n.provider, n}, disthash.New(), rcfg, pcluster.WithRequestTimeout(5*time.Second))
+	cfg := pcluster.Configure("presence", co.Member, disthash.New(), rcfg, pcluster.WithRequestTimeout(5*time.Second))
 	n.cluster = pcluster.New(n.sys, cfg)
 	// Before StartMember: other members may send to this node's directory
 	// host at once.
 	n.dir, err = NewClusterDirectory(n.sys, NewLocalDirectory(n.sys.Root, n.spawnIdentity),
-		func(k Kind, id string) string { return n.provider.Owner(string(k), id) }, n.goneAddr, n.log)
+		func(k Kind, id string) string { return co.Member.Owner(string(k), id) }, n.goneAddr, n.log)
 	if err != nil {
 		return err
 	}
@@ -455,6 +451,9 @@ func (n *Node) join() error {
 	if startErr != nil {
 		return startErr
 	}
+	// The gossip joined (a fenced node's new incarnation: once the
+	// resolver let it serve): a change, as its joining moved identities.
+	n.changed()
 	return nil
 }
 
@@ -466,7 +465,10 @@ func (n *Node) onMember(ev cluster.Event) {
 	// A member back as a new incarnation that nobody here saw fail or
 	// leave (cluster.Event.Restarted): its old incarnation's leases went
 	// with that process, so its devices go as after a failure; else views
-	// list them online for ever (ghosts).
+	// list them online for ever (ghosts). Every lease and view here hears
+	// it once, from here: a view drops the devices held there (their
+	// leases may have died with it), and a lease ended by it tells no view
+	// that was here before (leaseActor.tellsView).
 	restarted := ev.Kind == cluster.EventUpdated && ev.Restarted
 	if ev.Kind == cluster.EventFailed || ev.Kind == cluster.EventLeft || restarted {
 		n.log.Debug("member gone: reclaiming its leases", "member", ev.Member.ID, "how", string(ev.Kind), "restarted", restarted)
@@ -490,16 +492,16 @@ func (n *Node) onMember(ev cluster.Event) {
 		}
 		// A restart is a leave and a join: what lived in the old process
 		// is gone, so connections re-register below. A fenced member that
-		// serves again enters the placement (cluster.Provider): a join.
+		// serves again enters the placement (the provider's placeable): a join.
 	}
 	if ev.Kind == cluster.EventJoined && ev.Meta.Fenced {
 		// A fenced incarnation waiting to serve takes no identities
-		// (cluster.Provider): nothing moved; its Served update will be the
+		// (the provider's placeable): nothing moved; its Served update will be the
 		// join. (Its old incarnation's failure or leave came before.)
 		n.subscribeEvents(ev.Meta)
 		return
 	}
-	n.changedAt.Store(time.Now().UnixNano())
+	n.changed()
 	n.emit(&messages.ObsEvent{Kind: "member", Member: ev.Member.ID, Reason: string(ev.Member.State)})
 	if ev.Kind == cluster.EventJoined {
 		n.subscribeEvents(ev.Meta)
@@ -707,7 +709,7 @@ func (n *Node) stop() {
 // exit, and a rolling restart ran on two members that much longer (the
 // rolling scenario, docs/bounds.md).
 func (n *Node) leave() {
-	if err := n.provider.Shutdown(true); err != nil {
+	if err := n.deps.Cluster.Member.Shutdown(true); err != nil {
 		n.log.Warn("leaving the gossip", "err", err)
 	}
 	time.Sleep(n.propagation())

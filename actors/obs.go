@@ -108,7 +108,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.actors, prometheus.GaugeValue, float64(counts[k]), k)
 	}
 	states := map[cluster.State]int{cluster.Alive: 0, cluster.Dead: 0, cluster.Left: 0}
-	if g := c.n.Membership(); g != nil {
+	if g := c.n.members; g != nil {
 		for _, m := range g.Members() {
 			states[m.State]++
 		}
@@ -212,10 +212,10 @@ func (n *Node) LeaseOwner(user, device string) string {
 }
 
 func (n *Node) ownerNode(kind Kind, identity string) string {
-	if n.provider == nil {
+	if n.members == nil {
 		return n.deps.NodeID
 	}
-	addr := n.provider.Owner(string(kind), identity)
+	addr := n.members.Owner(string(kind), identity)
 	if addr == "" {
 		return n.deps.NodeID
 	}

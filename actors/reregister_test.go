@@ -81,7 +81,7 @@ func flakyEnv(t *testing.T, fail int, wait time.Duration) (*env, *flakyDir) {
 	timing := config.Fast()
 	timing.FailureDetection, timing.Settle = 2700*time.Millisecond, 1500*time.Millisecond
 	var fd *flakyDir
-	e := newEnvWith(t, Deps{Timing: timing, wrapDir: func(d Directory) Directory {
+	e := newEnvWith(t, Deps{Timing: timing}, seams{wrapDir: func(d Directory) Directory {
 		fd = &flakyDir{Directory: d, wait: wait, fail: fail}
 		return fd
 	}})

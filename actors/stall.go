@@ -22,7 +22,7 @@ const (
 	// paused) gives its verdicts anyway after this long, late rather than
 	// never.
 	stallMax = 2 * time.Second
-	// A verdict due while the node is in doubt (cluster.Gossip.Doubt) asks
+	// A verdict due while the node is in doubt (cluster.Roster.Doubt) asks
 	// again after a quarter of the doubt so far, within these: a doubt on
 	// the serving side lasts a round trip, and a long one (a member that
 	// answers no ping) must not re-arm every held timer 50 times a second.
@@ -106,7 +106,7 @@ type gate struct {
 // gate is the one guard in front of every verdict by time: a fenced node
 // gives none; after a stall the verdict waits (its timer re-armed) until
 // what came meanwhile is read; after a death verdict not yet confirmed by
-// enough members answering (cluster.Gossip.Doubt: this node may be the
+// enough members answering (cluster.Roster.Doubt: this node may be the
 // one cut off) it waits likewise; an actor that no longer owns its identity
 // (it moved, or a stale route activated it here) stops instead, since the
 // owner's actor knows better: its directory forgets it at once (a later

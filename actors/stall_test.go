@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -67,24 +66,18 @@ func TestVerdictsWaitOutADoubt(t *testing.T) {
 		fence := tc.fence
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				e, p := watchedAlice(t, tc.timing)
-				var doubt atomic.Bool
-				e.n.doubt = func() time.Duration {
-					if doubt.Load() {
-						return time.Millisecond
-					}
-					return 0
-				}
+				doubt := &fakeRoster{}
+				e, p := watchedAlice(t, tc.timing, seams{members: doubt})
 				d := e.connect(e.n.Gateway(), "alice", "phone", 1)
 				time.Sleep(time.Second)
-				doubt.Store(true)
+				doubt.setDoubt(time.Millisecond)
 				d.close()
 				e.expectStatuses(p, 5*time.Second, "0s online") // the debounce passed long ago
 				if fence {
 					e.n.Fence()
 				}
 				cleared := time.Now()
-				doubt.Store(false)
+				doubt.setDoubt(0)
 				time.Sleep(time.Second)
 				synctest.Wait()
 				ev := p.all()

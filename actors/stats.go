@@ -48,7 +48,7 @@ func (n *Node) ClusterCounts(ctx context.Context) ClusterStats {
 		degraded[n.deps.NodeID] = ms
 	}
 	var missing []string
-	g := n.Membership()
+	g := n.members
 	if g == nil {
 		return ClusterStats{counts, renewals, degraded, nil}
 	}

@@ -339,8 +339,7 @@ func TestUnsettledViewWaitsForTheLastChange(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		timing := config.Fast()
 		timing.FailureDetection, timing.Settle = 2700*time.Millisecond, 1550*time.Millisecond // cluster.Timings' (fast)
-		e := newEnv(t, timing)
-		e.n.moved = func(Kind, string) bool { return true }
+		e := newEnv(t, timing, seams{members: &fakeRoster{moved: true}})
 		e.n.changedAt.Store(time.Now().UnixNano()) // a member declared dead
 		e.policy("alice", core.Exact, "bob")
 		p := e.subscribe("alice", "bob") // alice's view, re-created here
@@ -369,8 +368,7 @@ func TestUnsettledViewSettlesWithinItsBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		timing := config.Fast()
 		timing.FailureDetection, timing.Settle = 2700*time.Millisecond, 1550*time.Millisecond
-		e := newEnv(t, timing)
-		e.n.moved = func(Kind, string) bool { return true }
+		e := newEnv(t, timing, seams{members: &fakeRoster{moved: true}})
 		e.n.changedAt.Store(time.Now().UnixNano())
 		e.policy("alice", core.Exact, "bob")
 		start := time.Now()

@@ -1,10 +1,16 @@
 // Package cluster hides gossip membership behind a small interface. A
-// Membership says who the members are; Gossip (over hashicorp/memberlist)
+// Membership says who the members are; a Roster is what a member's actors
+// read of it (who owns an identity and whether it moved, which actor
+// addresses are gone, a death verdict in doubt, each member's Meta), so
+// that package actors never holds the gossip itself and its tests fake the
+// membership with a plain struct. Gossip (over hashicorp/memberlist)
 // tells subscribers, in order and off memberlist's locks, when one joins,
 // leaves or is declared dead, and logs one line for each. Provider hands
 // proto.actor the alive members, tells which member owns an identity
 // (Owner: where actors.ClusterDirectory keeps its lease or view actor) and
-// which identities a change moved (Moved); FenceWatch tells a node that may have been declared dead, or
+// which identities a change moved (Moved), and is the Roster over its
+// Gossip; Host adds the kinds a node hosts outside proto.actor and what
+// it spawns before the gossip joins. FenceWatch tells a node that may have been declared dead, or
 // whose side of a split the resolver (Decide: keep-majority over a quorum
 // base, StableAfter, the oldest member breaking a tie) does not keep, to
 // fence itself; a fenced node's new incarnation rejoins (Rejoin) once the

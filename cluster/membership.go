@@ -27,3 +27,27 @@ type Membership interface {
 	Self() Member
 	Members() []Member
 }
+
+// Roster is what a member's actors read of the membership (package
+// actors): who owns an identity and whether it moved, which actor
+// addresses belong to members gone, whether a death verdict is still in
+// doubt, and the members with what each said of itself. Provider is the
+// gossip's; a test of a node alone fakes it with a plain struct. Its
+// methods are safe for concurrent use and never block on the network.
+type Roster interface {
+	Membership
+	// Owner is the actor address of the member that owns identity of
+	// kind ("" while none is placed).
+	Owner(kind, identity string) string
+	// Moved reports whether identity of kind may have lived on another
+	// member at some time since.
+	Moved(kind, identity string, since time.Time) bool
+	// Gone reports whether actor (a proto.actor remote address) belonged
+	// to a member declared dead or left.
+	Gone(actor string) bool
+	// Doubt is how long a death verdict has waited to be confirmed by
+	// enough members answering (0: none).
+	Doubt() time.Duration
+	// Meta is what a member said of itself in the gossip.
+	Meta(id string) (Meta, bool)
+}

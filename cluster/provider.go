@@ -31,6 +31,9 @@ type Provider struct {
 	// Moved; started is when the member started.
 	placements []placement
 	started    time.Time
+	// kinds and beforeJoin are what Host added.
+	kinds      []string
+	beforeJoin func() error
 
 	pubMu sync.Mutex // one publish at a time, so the newest list is the last
 }
@@ -61,16 +64,37 @@ func (p *Provider) Gossip() *Gossip {
 	return p.g
 }
 
+// Host makes the member advertise kinds it hosts outside proto.actor's
+// activation (actors.ClusterDirectory's lease and view actors), so that
+// Owner places them as proto.actor places its own, and run beforeJoin in
+// StartMember once the actor remote listens and before the gossip joins:
+// what other members address by name exists before any can learn of this
+// member. Call it before the member starts.
+func (p *Provider) Host(kinds []string, beforeJoin func() error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.kinds, p.beforeJoin = append(p.kinds, kinds...), beforeJoin
+}
+
 func (p *Provider) StartMember(c *pcluster.Cluster) error {
 	host, port, err := c.ActorSystem.GetHostPort()
 	if err != nil {
 		return fmt.Errorf("cluster: actor address: %w", err)
 	}
+	p.mu.Lock()
+	kinds, beforeJoin := p.kinds, p.beforeJoin
+	p.mu.Unlock()
+	if beforeJoin != nil {
+		if err := beforeJoin(); err != nil {
+			return err
+		}
+	}
 	cfg := p.cfg
 	cfg.Meta.ID, cfg.Meta.Actor = c.ActorSystem.ID, net.JoinHostPort(host, strconv.Itoa(port))
-	// The kinds given in the config (hosted outside proto.actor's
-	// activation, see actors.ClusterDirectory) and proto.actor's own.
-	cfg.Meta.Kinds = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(cfg.Meta.Kinds), c.GetClusterKinds()...))))
+	// The kinds given in the config or hosted (outside proto.actor's
+	// activation, see Host) and proto.actor's own.
+	kinds = append(append(slices.Clone(cfg.Meta.Kinds), kinds...), c.GetClusterKinds()...)
+	cfg.Meta.Kinds = slices.Compact(slices.Sorted(slices.Values(kinds)))
 	g, err := NewGossip(cfg)
 	if err != nil {
 		return err
@@ -178,6 +202,45 @@ func (p *Provider) Owner(kind, identity string) string {
 	p.mu.Unlock()
 	return rdv.Owner(kind, identity)
 }
+
+// Self, Members, Gone, Doubt and Meta are the gossip's (see Gossip), with
+// no member before it started: Provider is the Roster of a member's
+// actors.
+
+func (p *Provider) Self() Member {
+	if g := p.Gossip(); g != nil {
+		return g.Self()
+	}
+	return Member{ID: p.cfg.Name, State: Alive}
+}
+
+func (p *Provider) Members() []Member {
+	if g := p.Gossip(); g != nil {
+		return g.Members()
+	}
+	return nil
+}
+
+func (p *Provider) Gone(actor string) bool {
+	g := p.Gossip()
+	return g != nil && g.Gone(actor)
+}
+
+func (p *Provider) Doubt() time.Duration {
+	if g := p.Gossip(); g != nil {
+		return g.Doubt()
+	}
+	return 0
+}
+
+func (p *Provider) Meta(id string) (Meta, bool) {
+	if g := p.Gossip(); g != nil {
+		return g.Meta(id)
+	}
+	return Meta{}, false
+}
+
+var _ Roster = (*Provider)(nil)
 
 // Shutdown leaves the gossip (graceful) or just stops it.
 func (p *Provider) Shutdown(graceful bool) error {

@@ -20,11 +20,17 @@ func NewConn(now time.Time) Conn { return Conn{Opened: now, LastAlive: now} }
 
 // Heartbeat records a sign of life at now: a heartbeat (seq >= 1, with
 // the client's time in Unix ms, 0 if not given) or a Ping or Pong (seq 0).
+// It is Alive and Beats.Beat, the two halves production runs apart.
 func (c *Conn) Heartbeat(now time.Time, seq uint64, clientTS int64) BeatResult {
-	if now.After(c.LastAlive) {
-		c.LastAlive = now
-	}
+	c.Alive(now)
 	return c.Beats.Beat(seq, clientTS)
+}
+
+// Alive records a sign of life at at; an earlier one changes nothing.
+func (c *Conn) Alive(at time.Time) {
+	if at.After(c.LastAlive) {
+		c.LastAlive = at
+	}
 }
 
 // Beat is Heartbeat without a client time; it reports a seq that did not

@@ -25,9 +25,16 @@ var ErrQueriesPending = errors.New("too many queries waiting for answers")
 // connection over its Sink.Max (error frame 413, docs/protocol.md).
 var ErrTooManySubscriptions = errors.New("too many subscriptions")
 
-// Sink is one connection's subscriptions, owned by its connection actor:
-// the presence last sent to the device per target, and the subscribes
-// whose snapshot is still being put together from the views' answers. It
+// Sink is one connection's subscriptions: the presence last sent to the
+// device per target, and the subscribes whose snapshot is still being put
+// together from the views' answers. It belongs to its connection, not to
+// one goroutine: in production the connection actor (subscribes,
+// snapshots, error frames) and the node's fan-out workers (events) both
+// write it, one at a time under the lock that also guards the socket
+// (actors.connOut), so that the order in which the sink decides is the
+// order of the frames on the socket; a message per event to the actor
+// instead cost a mailbox run per subscriber. Not safe for concurrent use
+// without that lock. It
 // keeps the device's promise that a subscribe answers with one snapshot
 // before any change of its targets, and that versions never go back: an
 // event that overtakes the snapshot is held until the snapshot is out, and

@@ -129,7 +129,7 @@ func run(args []string) int {
 		return fail(1, err)
 	}
 	defer hooks.stop() // after the node: its views' last changes are flushed
-	node, co, err := startNode(ctx, &cfg, actors.Deps{Policies: policies, History: history, Metrics: actors.NewMetrics(reg), Logger: log, Limits: cfg.Limits,
+	node, member, err := startNode(ctx, &cfg, actors.Deps{Policies: policies, History: history, Metrics: actors.NewMetrics(reg), Logger: log, Limits: cfg.Limits,
 		Degrade: cfg.Degrade, Changes: hooks.sink()}, rejoin)
 	fencedAPI.stop()
 	if err != nil {
@@ -140,7 +140,7 @@ func run(args []string) int {
 	ws := gateway.New(gateway.Options{Listen: cfg.Listen, Gateway: cfg.Gateway, Registerer: reg, PreviousSecrets: bytesOf(cfg.SecretPrevious)},
 		node.Gateway(), cfg.Timing, []byte(cfg.Secret), log)
 	// /readyz says ready once the gateway listens, and not while draining.
-	api := &admin.Server{Node: node, Members: node.Membership(), Timing: cfg.Timing, Policies: policies, Gatherer: reg,
+	api := &admin.Server{Node: node, Members: member, Timing: cfg.Timing, Policies: policies, Gatherer: reg,
 		Token: cfg.AdminToken, Log: log, Ready: ws.Ready, Addr: cfg.Admin, AllowedHosts: adminHosts(cfg), History: admin.NewHistory(0), MaxBatch: cfg.Limits.Batch,
 		Webhooks: hooks.api()}
 	go api.History.Run(ctx, node)
@@ -149,17 +149,17 @@ func run(args []string) int {
 	if err != nil {
 		return fail(1, err)
 	}
-	log.Info("node started", "listen", ws.Addr(), "admin", ln.Addr().String(), "gossip", co.Gossip.Bind, "advertise", co.Gossip.Advertise,
+	log.Info("node started", "listen", ws.Addr(), "admin", ln.Addr().String(), "gossip", member.cfg.Bind, "advertise", member.cfg.Advertise,
 		"actor", node.Address(), "timing", cfg.Preset, "bounds", fmt.Sprintf("%+v", cfg.Timing.Bounds()))
 	if cfg.Demo > 0 {
 		go runDemo(ctx, node, policies, cfg, log)
 	}
 	select {
 	case <-ctx.Done():
-	case why := <-watchFence(ctx, node, fenceWatch(cfg, leases, log)):
+	case why := <-watchFence(ctx, member.Gossip(), fenceWatch(cfg, leases, log)):
 		node.Fence() // no more verdicts by time from here
 		node.Note("fence", why.detail)
-		return fence(log, why, ws, node.Membership(), cfg, args)
+		return fence(log, why, ws, member.Gossip(), cfg, args)
 	}
 	drain(log, ws, node, srv)
 	return 0
@@ -198,9 +198,9 @@ func openTimedStore(dsn string, reg prometheus.Registerer, log *slog.Logger) (st
 
 // watchFence tells, once, why the node must fence itself (see
 // cluster.FenceWatch); never with no gossip membership.
-func watchFence(ctx context.Context, node *actors.Node, w cluster.FenceWatch) <-chan fenceCause {
+func watchFence(ctx context.Context, g *cluster.Gossip, w cluster.FenceWatch) <-chan fenceCause {
 	fenced := make(chan fenceCause, 1)
-	if g := node.Membership(); g != nil {
+	if g != nil {
 		w.Gossip = g
 		go w.Run(ctx, func(r cluster.FenceReason, detail string, base []cluster.Voter) {
 			fenced <- fenceCause{string(r) + ": " + detail, base}
@@ -209,21 +209,30 @@ func watchFence(ctx context.Context, node *actors.Node, w cluster.FenceWatch) <-
 	return fenced
 }
 
+// clusterMember is the node's membership: the gossip's settings and the
+// provider over it, which the node's actors read (cluster.Roster) and the
+// admin API, the fence and the webhooks ask who is alive.
+type clusterMember struct {
+	cfg cluster.GossipConfig
+	*cluster.Provider
+}
+
 // startNode starts the node's actors as a gossip cluster member (a cluster
 // of one without --join), with the timings the gossip derives (cfg.Timing
-// takes them); it returns the cluster options it used. rejoin: a fenced
-// node's new incarnation (see prepareRejoin), or nil.
-func startNode(ctx context.Context, cfg *config.Config, d actors.Deps, rejoin *cluster.Rejoin) (*actors.Node, *actors.ClusterOptions, error) {
+// takes them); it returns the membership it joined through. rejoin: a
+// fenced node's new incarnation (see prepareRejoin), or nil.
+func startNode(ctx context.Context, cfg *config.Config, d actors.Deps, rejoin *cluster.Rejoin) (*actors.Node, clusterMember, error) {
 	timing, prop := cluster.Timings(cfg.Preset, cfg.Timing)
 	cfg.Timing = timing
-	co, err := clusterOptions(ctx, *cfg, d.Logger, rejoin)
+	co, gcfg, err := clusterOptions(ctx, *cfg, d.Logger, rejoin)
 	if err != nil {
-		return nil, nil, err
+		return nil, clusterMember{}, err
 	}
-	co.Propagation = prop
+	member := clusterMember{gcfg, cluster.NewProvider(gcfg)}
+	co.Member, co.Propagation = member.Provider, prop
 	d.NodeID, d.Timing, d.Seed, d.Cluster = cfg.NodeID, cfg.Timing, cfg.Seed, co
 	node, err := actors.Start(d)
-	return node, co, err
+	return node, member, err
 }
 
 // serveAdmin serves the admin API on addr until the server shuts down;
@@ -308,24 +317,25 @@ func bytesOf(ss []string) [][]byte {
 // clusterOptions are the gossip's and the actor remote's addresses: bound
 // where the flags say, advertised where the others reach them (see
 // cluster.Advertised), the remote on the gossip's host.
-func clusterOptions(ctx context.Context, cfg config.Config, log *slog.Logger, rejoin *cluster.Rejoin) (*actors.ClusterOptions, error) {
+func clusterOptions(ctx context.Context, cfg config.Config, log *slog.Logger, rejoin *cluster.Rejoin) (*actors.ClusterOptions, cluster.GossipConfig, error) {
 	adv, err := cluster.Advertised(ctx, cfg.Advertise, cfg.Gossip)
 	if err != nil {
-		return nil, err
+		return nil, cluster.GossipConfig{}, err
 	}
 	gossipHost, _, _ := net.SplitHostPort(cfg.Gossip)
-	co := &actors.ClusterOptions{RemoteHost: gossipHost, RemotePort: cfg.RemotePort, Gossip: cluster.GossipConfig{
+	gcfg := cluster.GossipConfig{
 		Name: cfg.NodeID, Bind: cfg.Gossip, Advertise: adv, Join: cfg.Join, JoinRetry: cfg.JoinRetry, Context: ctx,
 		Key: []byte(cfg.ClusterKey), Preset: cfg.Preset, Logger: log,
 		Meta: cluster.Meta{Listen: cfg.Listen, Admin: cfg.Admin}, Rejoin: rejoin,
-	}}
+	}
+	co := &actors.ClusterOptions{RemoteHost: gossipHost, RemotePort: cfg.RemotePort, Key: gcfg.Key}
 	if adv != "" {
 		host, _, _ := net.SplitHostPort(adv)
 		co.RemoteAdvertise = net.JoinHostPort(host, strconv.Itoa(cfg.RemotePort))
 		// what the dashboard and the member lines show
-		co.Gossip.Meta.Listen, co.Gossip.Meta.Admin = reachable(cfg.Listen, host), reachable(cfg.Admin, host)
+		gcfg.Meta.Listen, gcfg.Meta.Admin = reachable(cfg.Listen, host), reachable(cfg.Admin, host)
 	}
-	return co, nil
+	return co, gcfg, nil
 }
 
 // reachable replaces an unspecified host (0.0.0.0) by the advertised one.

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/presence-im/presence/actors"
-	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
@@ -96,18 +95,12 @@ func startWebhooks(cfg config.Config, reg prometheus.Registerer, log *slog.Logge
 var errNotStarted = errors.New("webhooks: the node has not started")
 
 // alive are the ids of the members alive as this node sees them (itself
-// alone without a cluster, or before it started).
+// alone before it started).
 func alive(n *actors.Node, self string) []string {
-	if n == nil || n.Membership() == nil {
+	if n == nil {
 		return []string{self}
 	}
-	var out []string
-	for _, m := range n.Membership().Members() {
-		if m.State == cluster.Alive {
-			out = append(out, m.ID)
-		}
-	}
-	return out
+	return n.AliveMembers()
 }
 
 // openHooks opens the webhook rows of a store DSN.

@@ -141,9 +141,9 @@ func run(args []string) int {
 		node.Gateway(), cfg.Timing, []byte(cfg.Secret), log)
 	// /readyz says ready once the gateway listens, and not while draining.
 	api := &admin.Server{Node: node, Members: node.Membership(), Timing: cfg.Timing, Policies: policies, Gatherer: reg,
-		Token: cfg.AdminToken, Log: log, Ready: ws.Ready, Addr: cfg.Admin, AllowedHosts: adminHosts(cfg), History: admin.NewHistory(0), MaxBatch: cfg.Limits.Batch,
+		Token: cfg.AdminToken, Log: log, Ready: ws.Ready, Addr: cfg.Admin, AllowedHosts: adminHosts(cfg), Recorder: admin.NewRecorder(0), MaxBatch: cfg.Limits.Batch,
 		Webhooks: hooks.api()}
-	go api.History.Run(ctx, node)
+	go api.Recorder.Run(ctx, node)
 	go mem.Run(ctx, cfg.MemoryReturn)
 	srv, ln, err := listen(api, ws, cfg, node, log)
 	if err != nil {

@@ -18,9 +18,9 @@ import (
 //
 // The execution traces of a lookup (bench run --profile) showed the
 // bench's own process taking most of the slowest lookups with net/http's
-// client: an answer that the node had written 3 ms after the request sat
-// in the socket 13 ms more before the bench's network poller ran, and a
-// request waited 7 ms to be written while its goroutine's thread had no
+// client: an answer the node had written soon after the request sat in
+// the socket several times as long before the bench's network poller ran,
+// and a request waited to be written while its goroutine's thread had no
 // core (BENCHMARKS.md, lookup p99). The figure is the server's lookup
 // latency, so its client must not wait for a core behind the load
 // processes that stand for 19,000 remote devices; with blocking calls on

@@ -29,8 +29,8 @@ type SQLite struct {
 // reads the user's policy and last-seen time, a lease its floor) and of
 // every batch, prepared once: database/sql keeps each prepared per
 // connection of the pool. Unprepared, SQLite parsed and planned the text
-// anew each time: 14% of the node's CPU while 19,000 devices connected
-// (BENCHMARKS.md, connect rate).
+// anew each time, a visible share of the node's CPU while devices
+// connected (BENCHMARKS.md, connect rate, has the profile).
 type statements struct {
 	policy, floor, lastSeen, view, putFloor, putLastSeen *sql.Stmt
 }
@@ -64,12 +64,12 @@ const MaxConns = 4
 
 // CacheKiB bounds each connection's page cache (SQLite's cache_size, in
 // KiB). SQLite's default, 2,000 KiB, filled as a node met more users and
-// stayed: about 16 MiB of the process's anonymous memory outside Go's heap
-// once 10,000 users' rows had been read over the pool, so a node's RSS
-// grew over the first waves of the churn benchmark and never came back
+// stayed, in the process's anonymous memory outside Go's heap, once many
+// users' rows had been read over the pool, so a node's RSS grew over the
+// first waves of the churn benchmark and never came back
 // (docs/operations.md, "Memory"). The rows a node reads are spread over the
 // whole table and the OS page cache holds the file, so a small cache costs
-// no measurable time (BenchmarkViewLoadPageCache: time per view load and
+// no time that shows (BenchmarkViewLoadPageCache: time per view load and
 // the anonymous memory it leaves, default against this).
 const CacheKiB = 512
 
@@ -152,8 +152,8 @@ func (s *SQLite) Get(ctx context.Context, user string) (store.PolicyDoc, bool, e
 
 // LoadView reads the user's policy and last seen in one query
 // (store.ViewLoader): a view's activation, once per user that connects
-// cold, made two reads of about 8% of the node's CPU each while devices
-// connected (BENCHMARKS.md, connect rate).
+// cold, made two reads, each a visible share of the node's CPU while
+// devices connected (BENCHMARKS.md, connect rate, has the profile).
 func (s *SQLite) LoadView(ctx context.Context, user string) (store.PolicyDoc, bool, time.Time, error) {
 	var doc sql.NullString
 	var ms sql.NullInt64

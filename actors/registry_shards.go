@@ -11,10 +11,10 @@ import (
 // so as actors of ever new ids come and go every map ends up holding one,
 // empty or not: the live heap grew by them over the first wave of the
 // churn benchmark and kept them, whatever the actors alive
-// (docs/architecture.md, "Memory", has the figure). One Go map per concurrent map holds
-// the same ids in 32 times fewer maps. Set in init, before any actor
-// system (or the cluster's PID cache, the only other user of the package)
-// makes one.
+// (docs/architecture.md, "Memory", has the figure). One Go map per
+// concurrent map holds the same ids in 32 times fewer maps. Set in init,
+// before any actor system (or the cluster's PID cache, the only other
+// user of the package) makes one.
 func init() { cmap.SHARD_COUNT = 1 }
 
 // registryMaps is how many concurrent maps (one Go map and one lock each)

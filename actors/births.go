@@ -10,8 +10,8 @@ import (
 // births hands an actor spawned from its kind's shared Props what it needs
 // to begin with. proto.actor keeps an actor's Props for as long as it
 // lives (a restart calls its producer again), so Props made per actor,
-// with a producer closing over the actor's identity, cost about 230 B
-// and a closure each, three per device: a fifth of a device's live heap
+// with a producer closing over the actor's identity, cost a Props and a
+// closure each, three per device: a large share of a device's live heap
 // (BENCHMARKS.md, "RSS and heap per device"). With one Props per kind the
 // producer makes a blank actor; its spawner leaves the birth under the
 // PID id it is about to spawn, the actor takes it when it starts, and an

@@ -28,9 +28,10 @@ func (forgetful) SetLastSeen(context.Context, string, time.Time) error     { ret
 // stays flat, so a node holds nothing per user it ever met. The growth per
 // user is the median of the slopes between every two readings from the
 // fourth wave on (Theil-Sen: a reading a few hundred KiB off, as the
-// collector leaves them, moves it little; two readings alone put it
-// anywhere from 4 to 44 B), at most 40 bytes per user (measured: 0.7 to
-// 1.5; with a map entry per user forgotten, 131).
+// collector leaves them, moves it little; two readings alone scatter it
+// across the bound), at most 40 bytes per user: far above what a node
+// that keeps nothing per user shows, far below what one map entry per
+// user forgotten costs.
 func TestChurnLeavesNothingPerUser(t *testing.T) {
 	const waves, users, from, perUser = 12, 3000, 4, 40
 	synctest.Test(t, func(t *testing.T) {

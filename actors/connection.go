@@ -42,7 +42,7 @@ type (
 type connActor struct {
 	g            *Gateway
 	n            *Node
-	t            *config.Timing // the node's (a copy was 72 bytes per connection)
+	t            *config.Timing // the node's, shared: a copy would cost every connection its size
 	user, device string
 	id           string
 	epoch        uint64

@@ -9,12 +9,12 @@ import (
 // concurrent maps, each made of cmap.SHARD_COUNT Go maps (32 by default):
 // 32,768 maps. A Go map keeps the group it allocated on its first insert,
 // so as actors of ever new ids come and go every map ends up holding one,
-// empty or not: about 6 MB that the live heap reached after the first wave
-// of the churn benchmark and kept (docs/architecture.md, "Memory"), well
-// above what the actors alive need. One Go map per concurrent map holds
-// the same ids in 32 times fewer maps. Set in init, before any actor
-// system (or the cluster's PID cache, the only other user of the package)
-// makes one.
+// empty or not: the live heap grew by them over the first wave of the
+// churn benchmark and kept them, whatever the actors alive
+// (docs/architecture.md, "Memory", has the figure). One Go map per
+// concurrent map holds the same ids in 32 times fewer maps. Set in init,
+// before any actor system (or the cluster's PID cache, the only other
+// user of the package) makes one.
 func init() { cmap.SHARD_COUNT = 1 }
 
 // registryMaps is how many concurrent maps (one Go map and one lock each)
@@ -23,10 +23,9 @@ func init() { cmap.SHARD_COUNT = 1 }
 // ever held at once. With a few ids a map at a wave's peak, the most each
 // of 1024 maps ever held kept rising with the waves (the maximum of many
 // small counts), and the live heap of a node with it, wave after wave of a
-// long churn. In TestRegistryMapsFollowThePeak's model (24 peaks of 4,000
-// new ids) proto.actor's 1024 maps held 309 kB after the third peak and
-// 407 kB after the last; 64 maps hold 305 to 311 kB after the third and
-// not a kB more after. 64 locks are still many more than the cores that
+// long churn. Fewer, larger maps reach the size of the peak within a few
+// peaks and stop there (TestRegistryMapsFollowThePeak checks it on a model
+// of many peaks of new ids). 64 locks are still many more than the cores that
 // contend for them, and a PID caches its process: the registry is read
 // when a PID is first resolved, written when an actor starts or stops.
 const registryMaps = 64

@@ -25,10 +25,11 @@ func (t *timer) stop() {
 
 // timers runs the timers of a node's actors (lease expiries, renewals,
 // debounces, idle checks) from one heap ordered by due time, on one
-// goroutine with one runtime timer. An armed timer is one entry of 64 B,
-// reused when it is armed again; a time.AfterFunc behind proto.actor's
-// SendOnce, one per arm, was about 200 B with its closures, and a device
-// keeps two or three armed (BENCHMARKS.md, "RSS and heap per device").
+// goroutine with one runtime timer. An armed timer is one small entry,
+// reused when it is armed again, where a time.AfterFunc behind
+// proto.actor's SendOnce was one runtime timer and its closures per arm,
+// and a device keeps two or three armed (BENCHMARKS.md, "RSS and heap per
+// device", has the sizes).
 // Safe for concurrent use; stop ends the goroutine.
 type timers struct {
 	root *actor.RootContext

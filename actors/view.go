@@ -347,7 +347,7 @@ func (a *viewActor) onSettle(ctx actor.Context, m settleView, now time.Time) {
 // after the last change they heard of (each change supersedes the one
 // before), so in a cascade of verdicts (a 2+2+1 split: three members
 // declared dead over a second) a view activated at the first had settled,
-// and published a device offline, 70 ms before its re-registration came
+// and published a device offline just before its re-registration came
 // (the chaos harness, partition-2-2-1-lease: a false offline at the
 // serving side).
 func (a *viewActor) unsettle(ctx actor.Context, now time.Time) {

@@ -49,8 +49,8 @@ type Server struct {
 	// MaxEventStreams bounds the open GET /api/events streams; 0:
 	// DefaultMaxEventStreams. One more answers 503.
 	MaxEventStreams int
-	// History, when set, answers GET /api/history (its Run feeds it).
-	History *History
+	// Recorder, when set, answers GET /api/history (its Run feeds it).
+	Recorder *Recorder
 	// MaxBatch bounds the users of one POST /api/presence/batch; more is
 	// 413. 0: config.DefaultLimits().Batch.
 	MaxBatch int

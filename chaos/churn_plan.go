@@ -96,8 +96,9 @@ type churnPlan struct {
 // is that three more waves of users never seen leave nothing more. Until
 // 2026-12-02 the warm-up was 2 x Stay and the window with contacts drawn
 // among its own few thousand users: half a wave's views, a third of its
-// users, and every node's RSS 4 to 6 MB over the baseline after the first
-// wave, flat after it (docs/bounds.md, "Memory under churn").
+// users, and every node's RSS rose over the baseline after the first wave
+// and stayed flat after it (docs/bounds.md, "Memory under churn", has the
+// figures).
 func newChurnPlan(o Options, nodes int, seed uint64) *churnPlan {
 	p := &churnPlan{Seed: seed, Users: o.Users, Online: o.Online, Stay: o.Stay, Idle: o.Idle, Waves: o.Waves}
 	rnd := rand.New(rand.NewPCG(seed, 8))

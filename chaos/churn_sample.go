@@ -66,9 +66,9 @@ func leaseOf(n NodeSample) float64 { return n.Lease }
 func viewOf(n NodeSample) float64  { return n.View }
 
 // Metrics reads the node's /metrics, uncompressed: a gzip response leaves
-// a pooled gzip writer (about 1 MB) in the node's heap, there or not at each
-// reading, so that the live heap of a node that holds 14 MB moved by 10%
-// with the harness's own scrapes.
+// a pooled gzip writer in the node's heap, there or not at each reading,
+// so that a small node's live heap moved with the harness's own scrapes
+// by more than the checks allow.
 func (n *Node) Metrics(ctx context.Context) (map[string]*dto.MetricFamily, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -196,9 +196,9 @@ func sampleNode(ctx context.Context, n *Node) NodeSample {
 	s.Free = value(mfs, "go_memstats_heap_idle_bytes") - value(mfs, "go_memstats_heap_released_bytes")
 	s.Stacks = value(mfs, "go_memstats_stack_inuse_bytes")
 	// After a collection go_memstats_heap_alloc_bytes is the live heap
-	// and what was allocated since: the scrape's own encoding among it
-	// (1.5 MB more at the end of a churn than at its baseline, where the
-	// heap profile of the same collection held 0.35 MB more).
+	// and what was allocated since: the scrape's own encoding among it,
+	// enough to move it by more than the heap profile of the same
+	// collection did.
 	s.Live = value(mfs, "go_gc_heap_live_bytes")
 	s.GCs = value(mfs, "go_gc_cycles_total_gc_cycles_total")
 	if mfs["go_gc_heap_live_bytes"] == nil || mfs["go_gc_cycles_total_gc_cycles_total"] == nil {
@@ -239,9 +239,9 @@ const CollectedTries = 5
 // collection marked: it reads the count of collections before and takes a
 // reading in which it went up by exactly one. One more in between (the
 // runtime's own, triggered by the profile's encoding or the node's work)
-// marks whatever was allocated and still referenced at that moment, up to
-// 3 MB more on a node holding 7 (a 30,000-user churn under
-// GODEBUG=memprofilerate=4096, where the profile is large): such a reading
+// marks whatever was allocated and still referenced at that moment, a
+// large part of a small node's heap where the profile is large (a churn
+// under GODEBUG=memprofilerate=4096): such a reading
 // is taken again, each try's reading the next one's before; after
 // CollectedTries the last one stands, marked Unchecked. A node that does
 // not answer gives a reading with Err.

@@ -184,7 +184,7 @@ func runKillTwoAtOnceLease(ctx context.Context, e *Env, r *Round) error {
 // the lease (the doubt after a death verdict, docs/architecture.md "The
 // cluster", 7). Its fence watch notes the lost majority at its next tick,
 // asks for the lease at the first tick a propagation later
-// (cluster.LeaseArbiter.Delay: a majority, if any, takes it first), and a
+// (cluster.Arbiter.Delay: a majority, if any, takes it first), and a
 // verdict held meanwhile asks again within actors.DoubtHold of that doubt.
 // A gateway crash's offline there may take that much longer (and the
 // store's round trip, some milliseconds here): bound gateway_crash_lease.

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/presence-im/presence/internal/loadbench"
+	"github.com/presence-im/presence/bench"
 )
 
 // LoadTiming is what a node runs with under --load, on top of the preset
@@ -66,7 +66,7 @@ func (e *Env) withLoad(ctx context.Context, o Options, dir string) error {
 		urls = append(urls, "ws://"+n.Listen+"/ws")
 	}
 	t0 := time.Now()
-	b, err := loadbench.StartBackground(loadbench.BackgroundOptions{Self: o.LoadBin, URLs: urls, PerNode: o.Load,
+	b, err := bench.StartBackground(bench.BackgroundOptions{Self: o.LoadBin, URLs: urls, PerNode: o.Load,
 		Secret: e.Cluster.Secret, Interval: ms(e.Timing["heartbeat_ms"]), Dir: filepath.Join(dir, "load")})
 	if err != nil {
 		return err
@@ -77,7 +77,7 @@ func (e *Env) withLoad(ctx context.Context, o Options, dir string) error {
 }
 
 // loadBefore reads the load's counters as the fault begins.
-func (e *Env) loadBefore() map[string]loadbench.LoadStats {
+func (e *Env) loadBefore() map[string]bench.LoadStats {
 	if e.load == nil {
 		return nil
 	}
@@ -90,7 +90,7 @@ func (e *Env) loadBefore() map[string]loadbench.LoadStats {
 // flowed through the round; the victim's were cut with it.
 // cutsVictim: the fault takes the victim's connections (a kill, a pause
 // it fences after), not only the watched devices' (close).
-func (e *Env) checkLoad(r *Round, before map[string]loadbench.LoadStats, cutsVictim bool) {
+func (e *Env) checkLoad(r *Round, before map[string]bench.LoadStats, cutsVictim bool) {
 	after, err := e.load.Stats()
 	if err != nil {
 		r.find("load", "", "", "reading the load processes: "+err.Error())

@@ -222,7 +222,7 @@ func (e *Env) awaitFence(r *Round, victim *Node, ds []*Device, t0 time.Time) {
 // times that: the members unreachable, then the lease found held by one of
 // them and renewed since; a side fences at the latest twice the lease's
 // TTL, the failure detection, after first finding it theirs
-// (cluster.DecideLease).
+// (cluster.DecideArbiter).
 func (e *Env) fenceBound() float64 {
 	fd := e.Timing["failure_detection_ms"]
 	if e.leaseStrategy() {

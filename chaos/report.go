@@ -133,43 +133,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if !ok {
 		return nil, fmt.Errorf("chaos: no scenario %q (chaos list)", o.Scenario)
 	}
-	if sc.Nodes > 0 {
-		o.Nodes = sc.Nodes
-	}
-	if o.Nodes < 3 || o.Devices < o.Nodes || o.Rounds < 1 {
-		return nil, fmt.Errorf("chaos: want --nodes >= 3 (a majority must survive one node), --devices >= nodes and --rounds >= 1")
-	}
-	if err := o.validLoad(); err != nil {
+	if err := o.prepare(ctx, sc); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(o.Report, 0o755); err != nil {
-		return nil, err
-	}
-	o.churnDefaults()
 	rep := &Report{Scenario: sc.Name, About: sc.About, Nodes: o.Nodes, Devices: o.Devices, Load: o.Load, LoadTiming: o.LoadTiming, Machine: machine(), Started: time.Now(), Findings: map[string]int{}}
-	switch o.Backend {
-	case "", "process":
-	case "docker":
-		if o.Image == "" {
-			o.Image = "presence:dev"
-		}
-	default:
-		return nil, fmt.Errorf("chaos: backend %q: process or docker", o.Backend)
-	}
 	rep.Backend = o.Backend
-	if isStoreScenario(sc.Name) && o.Backend == "docker" {
-		return nil, fmt.Errorf("chaos: %s runs on the process backend (its PostgreSQL is internal/pgtest's)", sc.Name)
-	}
-	if err := o.buildLoad(ctx); err != nil {
-		return nil, err
-	}
-	if o.Backend != "docker" && o.Bin == "" {
-		bin, err := Build(ctx, o.Report)
-		if err != nil {
-			return nil, err
-		}
-		o.Bin = bin
-	}
 	for i := range o.Rounds {
 		r := &Round{Index: i, Start: time.Now()}
 		o.progress("round %d/%d: starting %d nodes and %d devices", i+1, o.Rounds, o.Nodes, o.Devices)
@@ -189,6 +157,48 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep.Seconds = time.Since(rep.Started).Seconds()
 	rep.summarize()
 	return rep, rep.write(o.Report)
+}
+
+// prepare checks o for sc, fills its defaults (the scenario's node count,
+// churn, the docker image) and builds what the rounds run: the load's
+// binary and, for processes, presenced.
+func (o *Options) prepare(ctx context.Context, sc Scenario) error {
+	if sc.Nodes > 0 {
+		o.Nodes = sc.Nodes
+	}
+	if o.Nodes < 3 || o.Devices < o.Nodes || o.Rounds < 1 {
+		return fmt.Errorf("chaos: want --nodes >= 3 (a majority must survive one node), --devices >= nodes and --rounds >= 1")
+	}
+	if isStoreScenario(sc.Name) && o.Backend == "docker" {
+		return fmt.Errorf("chaos: %s runs on the process backend (its PostgreSQL is internal/pgtest's)", sc.Name)
+	}
+	if err := o.validLoad(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.Report, 0o755); err != nil {
+		return err
+	}
+	o.churnDefaults()
+	switch o.Backend {
+	case "", "process":
+	case "docker":
+		if o.Image == "" {
+			o.Image = "presence:dev"
+		}
+	default:
+		return fmt.Errorf("chaos: backend %q: process or docker", o.Backend)
+	}
+	if err := o.buildLoad(ctx); err != nil {
+		return err
+	}
+	if o.Backend != "docker" && o.Bin == "" {
+		bin, err := Build(ctx, o.Report)
+		if err != nil {
+			return err
+		}
+		o.Bin = bin
+	}
+	return nil
 }
 
 // runRound runs one round on a fresh cluster in dir; the round's devices

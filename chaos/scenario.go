@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/presence-im/presence/bench"
 	"github.com/presence-im/presence/cluster"
-	"github.com/presence-im/presence/internal/loadbench"
 	"github.com/presence-im/presence/messages"
 )
 
@@ -68,11 +68,11 @@ type Env struct {
 	Duration time.Duration
 	Faults   []string
 
-	churn  *churnPlan            // the churn scenario's schedule
-	store  *pgStore              // the store scenarios' PostgreSQL
-	load   *loadbench.Background // --load's devices
-	sdkLog *os.File              // the SDK sessions' log (sdkLogger)
-	say    func(string, ...any)  // a progress line
+	churn  *churnPlan           // the churn scenario's schedule
+	store  *pgStore             // the store scenarios' PostgreSQL
+	load   *bench.Background    // --load's devices
+	sdkLog *os.File             // the SDK sessions' log (sdkLogger)
+	say    func(string, ...any) // a progress line
 }
 
 // devicesOn is the devices connected to n.

@@ -126,7 +126,7 @@ func (c *Conn) Next(ctx context.Context) (*messages.Frame, error) {
 
 // NextAt is Next with the time its bytes were read, before they are
 // decoded: a receive time that leaves out the client's own decoding (the
-// bench's fan-out latency, internal/loadbench).
+// bench's fan-out latency, bench).
 func (c *Conn) NextAt(ctx context.Context) (*messages.Frame, time.Time, error) {
 	kind, b, err := c.ws.Read(ctx)
 	at := time.Now()

@@ -24,7 +24,7 @@ import (
 // While in doubt the node gives no verdict by time (actors: the verdict
 // gate): no offline, debounced or not, no lease expiry, no settled view;
 // and under the lease strategy it asks for the lease only as late as a
-// side at or below half (LeaseArbiter.Decide). On the
+// side at or below half (Arbiter.Decide). On the
 // majority side the pings come back in a round trip, well within the
 // debounce, so nothing waits; on the lone side they time out (a round
 // takes the probe timeout then), the next verdict follows and the node

@@ -20,7 +20,7 @@ import (
 //     not serve: it reaches less than half of its quorum base, or exactly
 //     half without the oldest member (a network partition, or the others'
 //     crash; the deciding side goes on and reclaims);
-//   - lease: with the lease strategy (lease.go), the lease in the store is
+//   - lease: with the lease strategy (arbiter.go), the arbiter in the store is
 //     held and renewed by a member this side does not reach;
 //   - declared dead: memberlist refuted a death verdict on it after it
 //     joined (a stall shorter than the pause threshold, probes lost under
@@ -42,7 +42,7 @@ type FenceReason string
 const (
 	FencePaused   FenceReason = "paused"
 	FenceMinority FenceReason = "minority"
-	FenceLease    FenceReason = "lease" // the lease strategy (lease.go): the other side holds it
+	FenceLease    FenceReason = "lease" // the lease strategy (arbiter.go): the other side holds it
 	// FenceDeclaredDead: the others declared it dead and it refuted the
 	// verdict (Gossip.DeclaredDead): a stall too short to count as a
 	// pause, a probe lost under load.
@@ -104,9 +104,9 @@ type FenceWatch struct {
 	Stable time.Duration
 	// Log, when set, gets one line each time the quorum base changes size.
 	Log *slog.Logger
-	// Lease, when set, is the lease strategy (lease.go): the store's lease
+	// Arbiter, when set, is the lease strategy (arbiter.go): the store's arbiter
 	// decides once members are unreachable, the majority rule otherwise.
-	Lease *LeaseArbiter
+	Arbiter *Arbiter
 }
 
 // Run calls fence once, at the first sign, with the quorum base it decided
@@ -156,14 +156,14 @@ func (w FenceWatch) check(now, last time.Time) (FenceReason, string, []Voter) {
 		return FenceDeclaredDead, "declared dead and alive again under the same id (" + who + "): the others reclaimed its leases and blocked it", base
 	}
 	v := Decide(base)
-	if w.Lease != nil {
-		call, why := w.Lease.Decide(now, v, base, w.Gossip.Doubt() > 0)
+	if w.Arbiter != nil {
+		call, why := w.Arbiter.Decide(now, v, base, w.Gossip.Doubt() > 0)
 		holder := ""
-		if call == LeaseServe && w.Lease.state == LeaseOurs {
-			holder = w.Lease.lease.Holder
+		if call == ArbiterServe && w.Arbiter.state == ArbiterOurs {
+			holder = w.Arbiter.row.Holder
 		}
 		w.Gossip.LeaseServes(holder)
-		if call == LeaseFence {
+		if call == ArbiterFence {
 			return FenceLease, why, base
 		}
 		return "", "", base

@@ -112,8 +112,8 @@ func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, ni
 // after it) is blocked by proto.actor here and left out of the placement:
 // this node names its id in its metadata (Meta.Blocked) and keeps
 // dropping what it sends; the member, seeing its own id named by an alive
-// member, fences (a soak run: n3 declared n2 dead and took it back 1 ms
-// later, n2 heard of no verdict, and its lease expired a device n3 held).
+// member, fences (a soak run: n3 declared n2 dead and took it back at
+// once, n2 heard of no verdict, and its lease expired a device n3 held).
 func TestRevenantIsNamedAndFences(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	g := members(now, map[string]State{"n2": Alive, "n3": Alive}, nil)

@@ -9,7 +9,7 @@ const DriftRun = 3
 // Beats is a connection's heartbeat sequence as its socket reads it: the
 // seq restart rule and the drift fuse. Production runs it on every
 // heartbeat (actors.Conn.Heartbeat) and the E01 simulator replays it
-// (internal/sim). Not safe for concurrent use: the socket's reads of one
+// (sim). Not safe for concurrent use: the socket's reads of one
 // connection come one at a time.
 type Beats struct {
 	Seq      uint64 // last heartbeat seq (0: none yet)

@@ -8,7 +8,7 @@ import "time"
 // Production keeps the two halves apart, each where it is read: the
 // socket runs Beats on every heartbeat and stores the time in an atomic
 // (actors.Conn.Heartbeat), the connection actor keeps LastAlive for its
-// stale check; the E01 simulator (internal/sim) runs both here.
+// stale check; the E01 simulator (sim) runs both here.
 type Conn struct {
 	Opened    time.Time
 	LastAlive time.Time

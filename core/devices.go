@@ -9,10 +9,10 @@ import (
 
 // Devices are a view's live devices by name. A user has one device or a
 // few (at most Limits.Devices), so they are a slice searched in order:
-// a Go map allocates a group of eight slots at its first entry, 416 B per
-// view with one device, where one entry here is 48 (BENCHMARKS.md, "RSS
-// and heap per device"). The zero value is empty; not safe for concurrent
-// use (a view is its actor's).
+// a Go map allocates a group of eight slots at its first entry, several
+// times the one entry a view with one device holds here (BENCHMARKS.md,
+// "RSS and heap per device"). The zero value is empty; not safe for
+// concurrent use (a view is its actor's).
 type Devices struct{ s []namedDevice }
 
 type namedDevice struct {

@@ -5,7 +5,7 @@
 // (ByDeliverability), privacy trimming and jitter. Nothing here touches
 // proto.actor, the network or a clock: every method takes `now` and
 // returns what must happen next (a timer to set, an event to deliver),
-// which the actors in package actors carry out and which internal/sim
+// which the actors in package actors carry out and which sim
 // replays in virtual time.
 //
 // The flow of one device:

@@ -189,7 +189,7 @@ func TestDashboardOnThreeNodes(t *testing.T) {
 	// The page is opened once n1's history holds the death and the
 	// survivor's offline: what a person opening it later finds. (A page
 	// opened in the very moment of the death missed some of its events in
-	// about 1 run of 6 on the loaded machine: not understood yet.)
+	// some runs on the loaded machine: not understood yet.)
 	for deadline := time.Now().Add(20 * time.Second); !historyHas(ctx, n1, survivors[0]); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("n1's history has no death of n3 and offline of %s 20 s after the kill", survivors[0])

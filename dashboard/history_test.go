@@ -42,12 +42,12 @@ func TestDashboardShowsHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hist := admin.NewHistory(0)
+	hist := admin.NewRecorder(0)
 	runCtx, stopHistory := context.WithCancel(context.Background())
 	historyDone := make(chan struct{})
 	go func() { hist.Run(runCtx, n); close(historyDone) }()
 	api := &admin.Server{Node: n, Members: cluster.Single{Member: cluster.Member{ID: "n1", State: cluster.Alive, Since: time.Now()}},
-		Timing: timing, Policies: store.NewMemoryPolicies(), Gatherer: reg, History: hist}
+		Timing: timing, Policies: store.NewMemoryPolicies(), Gatherer: reg, Recorder: hist}
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(func() {
 		srv.CloseClientConnections()

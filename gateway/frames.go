@@ -19,8 +19,8 @@ import (
 // accepted connection with epoll and only then sets its HTTP keep-alive
 // read deadline (2 x stale), so a handshake answered in between has its
 // upgrader's clearing undone, and the device is cut without a close frame
-// 2 x stale after it connected (1 to 3 in 19,000 connections, see
-// BENCHMARKS.md). Liveness is the stale check's, never a read deadline;
+// 2 x stale after it connected (a few in a large bench run; BENCHMARKS.md
+// has the count). Liveness is the stale check's, never a read deadline;
 // with no deadline set this is a lock and a nil check.
 func clearReadDeadline(c *websocket.Conn) {
 	if nbc := nbioConn(c); nbc != nil {

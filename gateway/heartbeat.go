@@ -6,8 +6,9 @@ import (
 )
 
 // The heartbeat is nearly every frame a node reads and its ack nearly
-// every frame it writes. protojson spends ~10 µs and a dozen allocations
-// on each (BENCHMARKS.md, the profile), so the JSON subprotocol takes a
+// every frame it writes. protojson's reflection and allocations on each
+// were a large share of the node's CPU (BENCHMARKS.md, the profile), so
+// the JSON subprotocol takes a
 // fast path for exactly the heartbeat's common shape and leaves every
 // other input to protojson: what the fast path accepts, protojson decodes
 // to the same frame (FuzzHeartbeatFastPath checks it), and what it does not

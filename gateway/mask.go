@@ -44,8 +44,9 @@ type maskGuard struct {
 // Every frame handler is short and never blocks (an atomic for a heartbeat,
 // a mailbox Send for the rest, a write that nbio queues when the socket is
 // full): the task pool's hand-off per frame (a goroutine woken through a
-// futex, its stack grown) was a fifth of the node's CPU per heartbeat
-// (BENCHMARKS.md). The close still goes through the task pool (nbio's
+// futex, its stack grown) was a large share of the node's CPU per
+// heartbeat (BENCHMARKS.md has the profile). The close still goes through
+// the task pool (nbio's
 // MustExecute); its handler takes the socket's lock.
 func (g *maskGuard) inlineFrames(nbc interface{ ExecuteLen() int }) {
 	if g.inline || nbc.ExecuteLen() != 0 {

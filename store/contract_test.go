@@ -20,19 +20,19 @@ import (
 type both interface {
 	store.PolicyStore
 	store.HistoryStore
-	store.LeaseStore
+	store.ArbiterStore
 }
 
 type memoryBoth struct {
 	*store.MemoryPolicies
 	*store.MemoryHistory
-	*store.MemoryLeases
+	*store.MemoryArbiters
 }
 
 func implementations(t *testing.T) map[string]func() both {
 	return map[string]func() both{
 		"memory": func() both {
-			return memoryBoth{store.NewMemoryPolicies(), store.NewMemoryHistory(), store.NewMemoryLeases()}
+			return memoryBoth{store.NewMemoryPolicies(), store.NewMemoryHistory(), store.NewMemoryArbiters()}
 		},
 		"postgres": func() both {
 			s, err := postgres.Open(context.Background(), pgtest.Start(t))
@@ -104,9 +104,9 @@ func TestStoreLeaseContract(t *testing.T) {
 	for name, open := range implementations(t) {
 		t.Run(name, func(t *testing.T) {
 			s := open()
-			take := func(holder string, at time.Time) store.Lease {
+			take := func(holder string, at time.Time) store.Arbiter {
 				t.Helper()
-				l, err := s.TakeLease(ctx, "split-brain", holder, at, ttl)
+				l, err := s.TakeArbiter(ctx, "split-brain", holder, at, ttl)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -128,11 +128,11 @@ func TestStoreLeaseContract(t *testing.T) {
 			if l := take("n1", t0.Add(3*time.Second+ttl)); l.Holder != "n2" || l.Token != 2 {
 				t.Fatalf("n1 back while n2 holds it: %+v, want n2's", l)
 			}
-			if _, err := s.TakeLease(ctx, "split-brain", "", t0, ttl); !errors.Is(err, store.ErrBadLease) {
-				t.Fatalf("empty holder: %v, want ErrBadLease", err)
+			if _, err := s.TakeArbiter(ctx, "split-brain", "", t0, ttl); !errors.Is(err, store.ErrBadArbiter) {
+				t.Fatalf("empty holder: %v, want ErrBadArbiter", err)
 			}
-			if _, err := s.TakeLease(ctx, "split-brain", "n3", t0, 0); !errors.Is(err, store.ErrBadLease) {
-				t.Fatalf("zero ttl: %v, want ErrBadLease", err)
+			if _, err := s.TakeArbiter(ctx, "split-brain", "n3", t0, 0); !errors.Is(err, store.ErrBadArbiter) {
+				t.Fatalf("zero ttl: %v, want ErrBadArbiter", err)
 			}
 			if l := take("n2", t0.Add(4*time.Second+ttl)); l.Holder != "n2" || l.Token != 2 {
 				t.Fatalf("after refused requests: %+v, want n2's lease, token 2", l)
@@ -146,7 +146,7 @@ func TestStoreLeaseContract(t *testing.T) {
 func TestStoreLeaseClock(t *testing.T) {
 	for name, open := range implementations(t) {
 		t.Run(name, func(t *testing.T) {
-			at, err := open().LeaseClock(context.Background())
+			at, err := open().ArbiterClock(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,11 +165,11 @@ func TestStoreLeaseRace(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := open()
 			const n = 8
-			got := make(chan store.Lease, n)
+			got := make(chan store.Arbiter, n)
 			errs := make(chan error, n)
 			for i := range n {
 				go func() {
-					l, err := s.TakeLease(ctx, "race", fmt.Sprintf("n%d", i), now, time.Minute)
+					l, err := s.TakeArbiter(ctx, "race", fmt.Sprintf("n%d", i), now, time.Minute)
 					errs <- err
 					got <- l
 				}()

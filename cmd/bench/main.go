@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/presence-im/presence/internal/loadbench"
+	"github.com/presence-im/presence/bench"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
@@ -58,7 +58,7 @@ func run(args []string, in io.Reader, out, errOut io.Writer) int {
 func runCmd(ctx context.Context, args []string, out, errOut io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(errOut)
-	var o loadbench.Options
+	var o bench.Options
 	fs.IntVar(&o.N, "n", 19000, "device connections per system")
 	fs.IntVar(&o.Devices, "devices", 1, "devices per user (1 or 2: d, phone), each on another node where there are several")
 	fs.IntVar(&o.Nodes, "nodes", 1, "presenced nodes in one cluster (the peer: peer processes on one redis-server)")
@@ -69,7 +69,7 @@ func runCmd(ctx context.Context, args []string, out, errOut io.Writer) int {
 	fs.DurationVar(&o.Interval, "interval", 5*time.Second, "heartbeat period")
 	fs.DurationVar(&o.Debounce, "debounce", time.Second, "presenced --debounce")
 	fs.IntVar(&o.Concurrency, "concurrency", 100, "dials in flight over all load processes")
-	fs.IntVar(&o.PerWorker, "per-worker", loadbench.PerWorker, "devices per load process (each dials from its own 127.0.0.x)")
+	fs.IntVar(&o.PerWorker, "per-worker", bench.PerWorker, "devices per load process (each dials from its own 127.0.0.x)")
 	fs.StringVar(&o.DSN, "dsn", "", "presenced --policy-dsn (memory: the in-memory store); default SQLite in the run's directory")
 	fs.IntVar(&o.Subs, "subs", 5000, "users subscribed to the user that goes offline, each with all of its --devices (a policy names at most 5,000 contacts)")
 	fs.IntVar(&o.Rounds, "rounds", 3, "offlines per run")
@@ -98,13 +98,13 @@ func runCmd(ctx context.Context, args []string, out, errOut io.Writer) int {
 		return 1
 	}
 	o.Progress = errOut
-	before := loadbench.Machine()
-	results, err := loadbench.Run(ctx, o)
+	before := bench.Machine()
+	results, err := bench.Run(ctx, o)
 	if err != nil {
 		fmt.Fprintln(errOut, "bench:", err)
 		return 1
 	}
-	loadbench.Report(out, o, before+" at the start; "+loadbench.Machine()+" at the end", results)
+	bench.Report(out, o, before+" at the start; "+bench.Machine()+" at the end", results)
 	_ = os.RemoveAll(o.Dir) // kept when a run fails: its logs say why
 	return 0
 }
@@ -112,7 +112,7 @@ func runCmd(ctx context.Context, args []string, out, errOut io.Writer) int {
 func storeCmd(ctx context.Context, args []string, out, errOut io.Writer) int {
 	fs := flag.NewFlagSet("store", flag.ContinueOnError)
 	fs.SetOutput(errOut)
-	var o loadbench.StoreOptions
+	var o bench.StoreOptions
 	fs.IntVar(&o.N, "n", 19000, "devices that connect, then drop at once")
 	fs.IntVar(&o.Runs, "runs", 3, "runs of each store (min / median / max)")
 	fs.DurationVar(&o.Interval, "interval", 5*time.Second, "heartbeat period")
@@ -133,13 +133,13 @@ func storeCmd(ctx context.Context, args []string, out, errOut io.Writer) int {
 		return 1
 	}
 	o.Progress = errOut
-	before := loadbench.Machine()
-	results, err := loadbench.RunStore(ctx, o)
+	before := bench.Machine()
+	results, err := bench.RunStore(ctx, o)
 	if err != nil {
 		fmt.Fprintln(errOut, "bench:", err)
 		return 1
 	}
-	loadbench.ReportStore(out, o, before+" at the start; "+loadbench.Machine()+" at the end", results)
+	bench.ReportStore(out, o, before+" at the start; "+bench.Machine()+" at the end", results)
 	_ = os.RemoveAll(o.Dir) // kept when a run fails: its logs say why
 	return 0
 }
@@ -147,7 +147,7 @@ func storeCmd(ctx context.Context, args []string, out, errOut io.Writer) int {
 func peerCmd(ctx context.Context, args []string, errOut io.Writer) int {
 	fs := flag.NewFlagSet("peer", flag.ContinueOnError)
 	fs.SetOutput(errOut)
-	var o loadbench.PeerOptions
+	var o bench.PeerOptions
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:7800", "device WebSocket address")
 	fs.StringVar(&o.HTTP, "http", "127.0.0.1:7801", "lookup and stats address")
 	fs.StringVar(&o.Redis, "redis", "127.0.0.1:6379", "redis-server address")
@@ -162,7 +162,7 @@ func peerCmd(ctx context.Context, args []string, errOut io.Writer) int {
 		return 2
 	}
 	o.Secret = []byte(*secret)
-	p, err := loadbench.NewPeer(ctx, o)
+	p, err := bench.NewPeer(ctx, o)
 	if err != nil {
 		fmt.Fprintln(errOut, "bench peer:", err)
 		return 1
@@ -177,7 +177,7 @@ func peerCmd(ctx context.Context, args []string, errOut io.Writer) int {
 func workerCmd(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) int {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(errOut)
-	var o loadbench.WorkerOptions
+	var o bench.WorkerOptions
 	fs.StringVar(&o.URL, "url", "ws://127.0.0.1:7600/ws", "device WebSocket URL")
 	fs.StringVar(&o.Src, "src", "", "source IP (127.0.0.x)")
 	fs.StringVar(&o.Secret, "secret", "", "token key")
@@ -197,7 +197,7 @@ func workerCmd(ctx context.Context, args []string, in io.Reader, out, errOut io.
 		fmt.Fprintln(errOut, "bench worker: loopback addresses only")
 		return 2
 	}
-	if err := loadbench.RunWorker(ctx, o, in, out); err != nil {
+	if err := bench.RunWorker(ctx, o, in, out); err != nil {
 		fmt.Fprintln(errOut, "bench worker:", err)
 		return 1
 	}
@@ -211,7 +211,7 @@ func loopback(addr string) bool {
 func stormCmd(ctx context.Context, args []string, out, errOut io.Writer) int {
 	fs := flag.NewFlagSet("storm", flag.ContinueOnError)
 	fs.SetOutput(errOut)
-	var o loadbench.StormOptions
+	var o bench.StormOptions
 	fs.IntVar(&o.N, "n", 19000, "devices, one user each")
 	fs.IntVar(&o.Runs, "runs", 3, "runs, each one wave tiered and one realtime only (min / median / max)")
 	fs.IntVar(&o.Nodes, "nodes", 1, "presenced nodes in one cluster, the devices spread over them")
@@ -222,7 +222,7 @@ func stormCmd(ctx context.Context, args []string, out, errOut io.Writer) int {
 	fs.DurationVar(&o.Interval, "interval", 5*time.Second, "heartbeat period")
 	fs.DurationVar(&o.Debounce, "debounce", time.Second, "presenced --debounce")
 	fs.IntVar(&o.Concurrency, "concurrency", 100, "dials in flight over all load processes")
-	fs.IntVar(&o.PerWorker, "per-worker", loadbench.PerWorker, "devices per load process")
+	fs.IntVar(&o.PerWorker, "per-worker", bench.PerWorker, "devices per load process")
 	fs.StringVar(&o.Bin, "bin", "bin", "directory holding presenced")
 	fs.DurationVar(&o.Degrade.At, "degrade-at", 0, "presenced --degrade-at (0: its default); a tiny one forces degraded mode")
 	fs.DurationVar(&o.Degrade.Below, "degrade-below", 0, "presenced --degrade-below, with --degrade-at (0: its default)")
@@ -242,13 +242,13 @@ func stormCmd(ctx context.Context, args []string, out, errOut io.Writer) int {
 		return 1
 	}
 	o.Progress = errOut
-	before := loadbench.Machine()
-	results, err := loadbench.RunStorm(ctx, o)
+	before := bench.Machine()
+	results, err := bench.RunStorm(ctx, o)
 	if err != nil {
 		fmt.Fprintln(errOut, "bench:", err)
 		return 1
 	}
-	loadbench.StormReport(out, o, before+" at the start; "+loadbench.Machine()+" at the end", results)
+	bench.StormReport(out, o, before+" at the start; "+bench.Machine()+" at the end", results)
 	_ = os.RemoveAll(o.Dir)
 	return 0
 }

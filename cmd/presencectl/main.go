@@ -15,7 +15,7 @@ import (
 
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/gateway"
-	"github.com/presence-im/presence/internal/sim"
+	"github.com/presence-im/presence/sim"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }

@@ -40,10 +40,10 @@ func main() { os.Exit(run(os.Args[1:])) }
 
 // openStore opens the store a DSN names (validated by config).
 // Its writer's metrics go to reg.
-func openStore(dsn string, reg prometheus.Registerer) (store.PolicyStore, store.HistoryStore, store.LeaseStore, func(), error) {
+func openStore(dsn string, reg prometheus.Registerer) (store.PolicyStore, store.HistoryStore, store.ArbiterStore, func(), error) {
 	switch {
 	case dsn == "memory":
-		return store.NewMemoryPolicies(), store.NewMemoryHistory(), store.NewMemoryLeases(), func() {}, nil
+		return store.NewMemoryPolicies(), store.NewMemoryHistory(), store.NewMemoryArbiters(), func() {}, nil
 	case strings.HasPrefix(dsn, "postgres"):
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -141,9 +141,9 @@ func run(args []string) int {
 		node.Gateway(), cfg.Timing, []byte(cfg.Secret), log)
 	// /readyz says ready once the gateway listens, and not while draining.
 	api := &admin.Server{Node: node, Members: member, Timing: cfg.Timing, Policies: policies, Gatherer: reg,
-		Token: cfg.AdminToken, Log: log, Ready: ws.Ready, Addr: cfg.Admin, AllowedHosts: adminHosts(cfg), History: admin.NewHistory(0), MaxBatch: cfg.Limits.Batch,
+		Token: cfg.AdminToken, Log: log, Ready: ws.Ready, Addr: cfg.Admin, AllowedHosts: adminHosts(cfg), Recorder: admin.NewRecorder(0), MaxBatch: cfg.Limits.Batch,
 		Webhooks: hooks.api()}
-	go api.History.Run(ctx, node)
+	go api.Recorder.Run(ctx, node)
 	go mem.Run(ctx, cfg.MemoryReturn)
 	srv, ln, err := listen(api, ws, cfg, node, log)
 	if err != nil {
@@ -186,7 +186,7 @@ func runtimeMetrics(log *slog.Logger) (*prometheus.Registry, *memreturn.Returner
 // openTimedStore opens the store with every call timed and its errors
 // counted (presence_store_seconds, presence_store_errors_total) and logged
 // once per burst (store.Health).
-func openTimedStore(dsn string, reg prometheus.Registerer, log *slog.Logger) (store.PolicyStore, store.HistoryStore, store.LeaseStore, func(), error) {
+func openTimedStore(dsn string, reg prometheus.Registerer, log *slog.Logger) (store.PolicyStore, store.HistoryStore, store.ArbiterStore, func(), error) {
 	policies, history, leases, closeStore, err := openStore(dsn, reg)
 	if err != nil {
 		return nil, nil, nil, nil, err
@@ -270,11 +270,11 @@ func drain(log *slog.Logger, ws *gateway.Server, node *actors.Node, srv *http.Se
 
 // fenceWatch is the node's FenceWatch (its Gossip set by watchFence) with
 // the strategy --split-brain names.
-func fenceWatch(cfg config.Config, leases store.LeaseStore, log *slog.Logger) cluster.FenceWatch {
+func fenceWatch(cfg config.Config, leases store.ArbiterStore, log *slog.Logger) cluster.FenceWatch {
 	w := cluster.FenceWatch{Preset: cfg.Preset, Log: log}
 	if cfg.SplitBrain == cluster.StrategyLease {
 		// the TTL is the same for any cluster of up to ten members
-		w.Lease = cluster.NewLeaseArbiter(leases, cfg.NodeID, cfg.Preset, 3, log)
+		w.Arbiter = cluster.NewArbiter(leases, cfg.NodeID, cfg.Preset, 3, log)
 	}
 	return w
 }

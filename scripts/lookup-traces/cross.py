@@ -26,7 +26,7 @@ for a,d in sel:
     # keep only goroutines of interest: in bench: http client ones; node: conn goroutine and the Future/mailbox
     def interesting(src,e):
         s=' '.join(e['ts']+e['st'])
-        if src=='bench': return any(k in s for k in ('persistConn','loadbench.lookups','getFrom','Lookup'))
+        if src=='bench': return any(k in s for k in ('persistConn','bench.lookups','getFrom','Lookup'))
         return any(k in s for k in ('net/http.(*conn)','admin.','Future','processMessages','viewActor'))
     for src,e in sorted(evb+evn,key=lambda x:x[1]['w']):
         if interesting(src,e):

@@ -127,20 +127,22 @@ func (s *Postgres) SetLastSeen(ctx context.Context, user string, t time.Time) er
 	return nil
 }
 
-// LeaseClock is the database server's clock.
-func (s *Postgres) LeaseClock(ctx context.Context) (time.Time, error) {
+// ArbiterClock is the database server's clock.
+func (s *Postgres) ArbiterClock(ctx context.Context) (time.Time, error) {
 	var us int64
 	if err := s.pool.QueryRow(ctx, `SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint`).Scan(&us); err != nil {
-		return time.Time{}, fmt.Errorf("store: lease clock: %w", err)
+		return time.Time{}, fmt.Errorf("store: arbiter clock: %w", err)
 	}
 	return time.UnixMicro(us), nil
 }
 
-// TakeLease is one compare-and-set upsert: the row changes only when it is
-// the holder's or expired (the row lock orders concurrent takers).
-func (s *Postgres) TakeLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (store.Lease, error) {
-	if err := store.CheckLease(name, holder, ttl); err != nil {
-		return store.Lease{}, err
+// TakeArbiter is one compare-and-set upsert: the row changes only when it is
+// the holder's or expired (the row lock orders concurrent takers). The
+// table keeps its first name, presence_leases, so existing databases need
+// no migration.
+func (s *Postgres) TakeArbiter(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (store.Arbiter, error) {
+	if err := store.CheckArbiter(name, holder, ttl); err != nil {
+		return store.Arbiter{}, err
 	}
 	_, err := s.pool.Exec(ctx, `INSERT INTO presence_leases (name, holder, token, expiry_ms) VALUES ($1, $2, 1, $3)
 		ON CONFLICT (name) DO UPDATE SET
@@ -149,13 +151,13 @@ func (s *Postgres) TakeLease(ctx context.Context, name, holder string, now time.
 		WHERE presence_leases.holder = EXCLUDED.holder OR presence_leases.expiry_ms <= $4`,
 		name, holder, now.Add(ttl).UnixMilli(), now.UnixMilli())
 	if err != nil {
-		return store.Lease{}, fmt.Errorf("store: take lease %s: %w", name, err)
+		return store.Arbiter{}, fmt.Errorf("store: take arbiter %s: %w", name, err)
 	}
-	l := store.Lease{Name: name}
+	l := store.Arbiter{Name: name}
 	var token, exp int64
 	err = s.pool.QueryRow(ctx, `SELECT holder, token, expiry_ms FROM presence_leases WHERE name = $1`, name).Scan(&l.Holder, &token, &exp)
 	if err != nil {
-		return store.Lease{}, fmt.Errorf("store: read lease %s: %w", name, err)
+		return store.Arbiter{}, fmt.Errorf("store: read arbiter %s: %w", name, err)
 	}
 	l.Token, l.Expiry = uint64(token), time.UnixMilli(exp)
 	return l, nil

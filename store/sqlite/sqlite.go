@@ -29,8 +29,8 @@ type SQLite struct {
 // reads the user's policy and last-seen time, a lease its floor) and of
 // every batch, prepared once: database/sql keeps each prepared per
 // connection of the pool. Unprepared, SQLite parsed and planned the text
-// anew each time: 14% of the node's CPU while 19,000 devices connected
-// (BENCHMARKS.md, connect rate).
+// anew each time, a visible share of the node's CPU while devices
+// connected (BENCHMARKS.md, connect rate, has the profile).
 type statements struct {
 	policy, floor, lastSeen, view, putFloor, putLastSeen *sql.Stmt
 }
@@ -64,12 +64,12 @@ const MaxConns = 4
 
 // CacheKiB bounds each connection's page cache (SQLite's cache_size, in
 // KiB). SQLite's default, 2,000 KiB, filled as a node met more users and
-// stayed: about 16 MiB of the process's anonymous memory outside Go's heap
-// once 10,000 users' rows had been read over the pool, so a node's RSS
-// grew over the first waves of the churn benchmark and never came back
+// stayed, in the process's anonymous memory outside Go's heap, once many
+// users' rows had been read over the pool, so a node's RSS grew over the
+// first waves of the churn benchmark and never came back
 // (docs/operations.md, "Memory"). The rows a node reads are spread over the
 // whole table and the OS page cache holds the file, so a small cache costs
-// no measurable time (BenchmarkViewLoadPageCache: time per view load and
+// no time that shows (BenchmarkViewLoadPageCache: time per view load and
 // the anonymous memory it leaves, default against this).
 const CacheKiB = 512
 
@@ -152,8 +152,8 @@ func (s *SQLite) Get(ctx context.Context, user string) (store.PolicyDoc, bool, e
 
 // LoadView reads the user's policy and last seen in one query
 // (store.ViewLoader): a view's activation, once per user that connects
-// cold, made two reads of about 8% of the node's CPU each while devices
-// connected (BENCHMARKS.md, connect rate).
+// cold, made two reads, each a visible share of the node's CPU while
+// devices connected (BENCHMARKS.md, connect rate, has the profile).
 func (s *SQLite) LoadView(ctx context.Context, user string) (store.PolicyDoc, bool, time.Time, error) {
 	var doc sql.NullString
 	var ms sql.NullInt64
@@ -209,21 +209,23 @@ func (s *SQLite) SetLastSeen(ctx context.Context, user string, t time.Time) erro
 	return nil
 }
 
-// LeaseClock is SQLite's clock: the host's, which every node of one file
+// ArbiterClock is SQLite's clock: the host's, which every node of one file
 // shares.
-func (s *SQLite) LeaseClock(ctx context.Context) (time.Time, error) {
+func (s *SQLite) ArbiterClock(ctx context.Context) (time.Time, error) {
 	var ms int64
 	if err := s.db.QueryRowContext(ctx, `SELECT CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)`).Scan(&ms); err != nil {
-		return time.Time{}, fmt.Errorf("store: lease clock: %w", err)
+		return time.Time{}, fmt.Errorf("store: arbiter clock: %w", err)
 	}
 	return time.UnixMilli(ms), nil
 }
 
-// TakeLease is one compare-and-set upsert: the row changes only when it is
+// TakeArbiter is one compare-and-set upsert: the row changes only when it is
 // the holder's or expired; SQLite serialises the writers of the file.
-func (s *SQLite) TakeLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (store.Lease, error) {
-	if err := store.CheckLease(name, holder, ttl); err != nil {
-		return store.Lease{}, err
+// The table keeps its first name, leases, so existing files need no
+// migration.
+func (s *SQLite) TakeArbiter(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (store.Arbiter, error) {
+	if err := store.CheckArbiter(name, holder, ttl); err != nil {
+		return store.Arbiter{}, err
 	}
 	_, err := s.db.ExecContext(ctx, `INSERT INTO leases (name, holder, token, expiry_ms) VALUES (?, ?, 1, ?)
 		ON CONFLICT (name) DO UPDATE SET
@@ -232,13 +234,13 @@ func (s *SQLite) TakeLease(ctx context.Context, name, holder string, now time.Ti
 		WHERE leases.holder = excluded.holder OR leases.expiry_ms <= ?`,
 		name, holder, now.Add(ttl).UnixMilli(), now.UnixMilli())
 	if err != nil {
-		return store.Lease{}, fmt.Errorf("store: take lease %s: %w", name, err)
+		return store.Arbiter{}, fmt.Errorf("store: take arbiter %s: %w", name, err)
 	}
-	l := store.Lease{Name: name}
+	l := store.Arbiter{Name: name}
 	var token, exp int64
 	err = s.db.QueryRowContext(ctx, `SELECT holder, token, expiry_ms FROM leases WHERE name = ?`, name).Scan(&l.Holder, &token, &exp)
 	if err != nil {
-		return store.Lease{}, fmt.Errorf("store: read lease %s: %w", name, err)
+		return store.Arbiter{}, fmt.Errorf("store: read arbiter %s: %w", name, err)
 	}
 	l.Token, l.Expiry = uint64(token), time.UnixMilli(exp)
 	return l, nil

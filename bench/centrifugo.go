@@ -1,4 +1,4 @@
-package loadbench
+package bench
 
 import (
 	"bufio"
@@ -85,10 +85,10 @@ func centrifugoConfig(port int, interval time.Duration, secret string) ([]byte, 
 func startCentrifugo(o Options, dir string) (system, error) {
 	bin := o.centrifugoBin()
 	if _, err := os.Stat(bin); err != nil {
-		return nil, fmt.Errorf("loadbench: no centrifugo at %s (sh scripts/centrifugo.sh installs %s): %w", bin, CentrifugoVersion, err)
+		return nil, fmt.Errorf("bench: no centrifugo at %s (sh scripts/centrifugo.sh installs %s): %w", bin, CentrifugoVersion, err)
 	}
 	if o.Nodes > 1 {
-		return nil, fmt.Errorf("loadbench: centrifugo runs one node (memory engine), not %d", o.Nodes)
+		return nil, fmt.Errorf("bench: centrifugo runs one node (memory engine), not %d", o.Nodes)
 	}
 	port, err := freePort()
 	if err != nil {
@@ -161,7 +161,7 @@ func (s *centrifugoSys) Heap() (float64, error) {
 	}
 	v, ok := m["go_memstats_heap_inuse_bytes"]
 	if !ok {
-		return 0, errors.New("loadbench: centrifugo's /metrics has no go_memstats_heap_inuse_bytes")
+		return 0, errors.New("bench: centrifugo's /metrics has no go_memstats_heap_inuse_bytes")
 	}
 	return v, nil
 }

@@ -1,4 +1,4 @@
-package loadbench
+package bench
 
 import (
 	"fmt"
@@ -78,6 +78,16 @@ func num(v float64) string {
 // of presence as met or missed by how much.
 func Report(w io.Writer, o Options, machine string, results []RunResult) {
 	o.Defaults()
+	reportSetup(w, o, machine)
+	reportTable(w, o, results)
+	fmt.Fprintln(w)
+	for _, res := range results {
+		reportRun(w, res)
+	}
+}
+
+// reportSetup says where and on what workload the figures were taken.
+func reportSetup(w io.Writer, o Options, machine string) {
 	fmt.Fprintf(w, "machine: %s\n", machine)
 	if o.Nodes > 1 {
 		fmt.Fprintf(w, "cluster: %d presenced nodes sharing one SQLite store; the peer: %d peer processes on one redis-server; load processes spread evenly\n", o.Nodes, o.Nodes)
@@ -87,6 +97,11 @@ func Report(w io.Writer, o Options, machine string, results []RunResult) {
 	}
 	fmt.Fprintf(w, "workload: %d devices per system, heartbeats every %v, %d runs each (min / median / max), lookups at %d/s, %d offline rounds, %s\n\n",
 		o.N, o.Interval, o.Runs, o.LookupRate, o.Rounds, map[bool]string{true: "presence.v1.proto", false: "presence.v1.json"}[o.Binary])
+}
+
+// reportTable writes the table: a row per figure, a column per system,
+// a ratio column per peer, and presence's target.
+func reportTable(w io.Writer, o Options, results []RunResult) {
 	peers, heads := ratioPeers(o.Systems), []string{"ratio"}
 	if peers[0] != "" {
 		heads = prefixed("presence vs ", peers, "")
@@ -113,25 +128,22 @@ func Report(w io.Writer, o Options, machine string, results []RunResult) {
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", r.name, strings.Join(cells, " | "), strings.Join(ratios, " | "), verdict(r, results))
 	}
-	fmt.Fprintln(w)
-	for _, res := range results {
-		fmt.Fprintf(w, "%s: %d heartbeats in the idle window, %d lookups (%d failed), %d of %d fan-out events, held %v, unexpected ends %d (codes %s), server closes %s\n",
-			res.System, res.Beats, res.Lookups, res.LookupErrors, len(res.Fanout), res.FanoutExpected, res.Held.Round(time.Second),
-			res.Unexpected, orNone(res.Codes), res.ServerCloses)
-		if res.System == "centrifugo" {
-			fmt.Fprintln(w, "  (centrifugo: a heartbeat is a server ping answered, a lookup POST /api/presence, the offline a leave push; BENCHMARKS.md)")
-		}
-		if res.FanoutWrites != "" {
-			fmt.Fprintf(w, "  %s\n", res.FanoutWrites)
-		}
-		if res.ConnectStore != "" {
-			fmt.Fprintf(w, "  store: %s\n", res.ConnectStore)
-		}
-		if res.Webhooks != "" {
-			fmt.Fprintf(w, "  %s\n", res.Webhooks)
-		}
-		if res.Errors != "" {
-			fmt.Fprintf(w, "  first errors: %s\n", res.Errors)
+}
+
+// reportRun writes what one run counted beside the table: beats, lookups,
+// fan-out events, ends, and whatever notes the run left.
+func reportRun(w io.Writer, res RunResult) {
+	fmt.Fprintf(w, "%s: %d heartbeats in the idle window, %d lookups (%d failed), %d of %d fan-out events, held %v, unexpected ends %d (codes %s), server closes %s\n",
+		res.System, res.Beats, res.Lookups, res.LookupErrors, len(res.Fanout), res.FanoutExpected, res.Held.Round(time.Second),
+		res.Unexpected, orNone(res.Codes), res.ServerCloses)
+	if res.System == "centrifugo" {
+		fmt.Fprintln(w, "  (centrifugo: a heartbeat is a server ping answered, a lookup POST /api/presence, the offline a leave push; BENCHMARKS.md)")
+	}
+	for _, note := range []struct{ prefix, text string }{
+		{"", res.FanoutWrites}, {"store: ", res.ConnectStore}, {"", res.Webhooks}, {"first errors: ", res.Errors},
+	} {
+		if note.text != "" {
+			fmt.Fprintf(w, "  %s%s\n", note.prefix, note.text)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package loadbench
+package bench
 
 import (
 	"bufio"
@@ -115,15 +115,15 @@ func (w *workerProc) await(want string, within time.Duration) ([]string, error) 
 	select {
 	case l, ok := <-w.replies:
 		if !ok {
-			return nil, fmt.Errorf("loadbench: worker %d ended (its log says why)", w.cmd.Process.Pid)
+			return nil, fmt.Errorf("bench: worker %d ended (its log says why)", w.cmd.Process.Pid)
 		}
 		f := strings.Fields(l)
 		if len(f) == 0 || f[0] != want {
-			return nil, fmt.Errorf("loadbench: worker answered %q, want %s", l, want)
+			return nil, fmt.Errorf("bench: worker answered %q, want %s", l, want)
 		}
 		return f[1:], nil
 	case <-time.After(within):
-		return nil, fmt.Errorf("loadbench: worker %d: no %q within %v", w.cmd.Process.Pid, want, within)
+		return nil, fmt.Errorf("bench: worker %d: no %q within %v", w.cmd.Process.Pid, want, within)
 	}
 }
 

@@ -1,4 +1,4 @@
-package loadbench
+package bench
 
 import (
 	"bytes"
@@ -152,7 +152,7 @@ func stormOnce(ctx context.Context, o StormOptions, tiered bool, dir string) (St
 	if err := eachWorker(ws, func(w *workerProc) error {
 		f, err := w.ask(fmt.Sprintf("contacts %d %d %d %s", o.N, o.R, o.B, t), "contacts", 5*time.Minute)
 		if err == nil && f[0] != strconv.Itoa(w.count) {
-			err = fmt.Errorf("loadbench: %s of %d devices subscribed", f[0], w.count)
+			err = fmt.Errorf("bench: %s of %d devices subscribed", f[0], w.count)
 		}
 		return err
 	}); err != nil {
@@ -205,7 +205,7 @@ func stormWave(o StormOptions, ws []*workerProc) (int64, error) {
 			return err
 		}
 		if f[1] != "0" {
-			return fmt.Errorf("loadbench: %s departed devices of a load process did not come back subscribed", f[1])
+			return fmt.Errorf("bench: %s departed devices of a load process did not come back subscribed", f[1])
 		}
 		ns, _ := strconv.ParseInt(f[0], 10, 64)
 		mu.Lock()
@@ -274,7 +274,7 @@ func stormRead(ws []*workerProc) (StormResult, int64, error) {
 			return err
 		}
 		if len(f) < 6 {
-			return fmt.Errorf("loadbench: storm line %q", f)
+			return fmt.Errorf("bench: storm line %q", f)
 		}
 		lb, _ := strconv.ParseInt(f[0], 10, 64)
 		wrong, _ := strconv.Atoi(f[1])
@@ -331,7 +331,7 @@ func stormTruth(o StormOptions, sys *presenceSys, ws []*workerProc, dir string, 
 		wrong, err1 := strconv.Atoi(f[0])
 		missing, err2 := strconv.Atoi(f[1])
 		if err := cmp.Or(err1, err2); err != nil || wrong < 0 {
-			return fmt.Errorf("loadbench: truth %q: %v", f, err)
+			return fmt.Errorf("bench: truth %q: %v", f, err)
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -361,7 +361,7 @@ func (s *presenceSys) statuses(users []string) ([]struct{ User, Status string },
 	}
 	if res.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(res.Body)
-		return nil, fmt.Errorf("loadbench: POST /api/presence/batch: %s: %s", res.Status, b)
+		return nil, fmt.Errorf("bench: POST /api/presence/batch: %s: %s", res.Status, b)
 	}
 	err = json.NewDecoder(res.Body).Decode(&out)
 	return out.Users, err

@@ -1,4 +1,4 @@
-package loadbench
+package bench
 
 import (
 	"fmt"
@@ -43,7 +43,7 @@ func StartBackground(bo BackgroundOptions) (*Background, error) {
 	for _, w := range ws {
 		f, err := w.await("connected", 10*time.Minute)
 		if err == nil && f[1] != "0" {
-			err = fmt.Errorf("loadbench: %s of %d background devices could not connect (logs in %s)", f[1], w.count, bo.Dir)
+			err = fmt.Errorf("bench: %s of %d background devices could not connect (logs in %s)", f[1], w.count, bo.Dir)
 		}
 		if err != nil {
 			b.Stop()

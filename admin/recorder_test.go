@@ -12,8 +12,8 @@ import (
 // The ring keeps the last events in order; the timeline keeps one entry
 // per change however many members report it, and names a return after a
 // death "rejoined".
-func TestHistoryRingAndTimeline(t *testing.T) {
-	h := NewHistory(4)
+func TestRecorderRingAndTimeline(t *testing.T) {
+	h := NewRecorder(4)
 	for i := range 6 {
 		h.Add(Event{Kind: "device_up", Node: "n1", AtMs: int64(i), User: fmt.Sprint("u", i)})
 	}
@@ -42,8 +42,8 @@ func TestHistoryRingAndTimeline(t *testing.T) {
 }
 
 // A timeline is bounded per member and in members.
-func TestHistoryTimelineBounded(t *testing.T) {
-	h := NewHistory(8)
+func TestRecorderTimelineBounded(t *testing.T) {
+	h := NewRecorder(8)
 	for i := range maxMembers + 10 {
 		for j := range maxTransitions + 5 {
 			h.Add(Event{Kind: "member", Node: "n1", AtMs: int64(j), Member: fmt.Sprint("m", i), Reason: []string{"alive", "dead"}[j%2]})
@@ -59,8 +59,8 @@ func TestHistoryTimelineBounded(t *testing.T) {
 // slot and one with an id too long for it alike, and keeping an event
 // allocates nothing: its strings are copied into the slot, so none of the
 // heap objects they came in stays reachable from the ring.
-func TestHistoryRingCopiesEvents(t *testing.T) {
-	h := NewHistory(3)
+func TestRecorderRingCopiesEvents(t *testing.T) {
+	h := NewRecorder(3)
 	fits := Event{Kind: "published", Node: "n1", AtMs: 7, User: "alice", Device: "phone", Gateway: "n2", Reason: "close", Status: "offline", LatencyMs: 1200, Member: ""}
 	long := Event{Kind: "device_up", Node: "n3", AtMs: 8, User: strings.Repeat("u", 300), Device: "tablet"}
 	edge := Event{Kind: "device_down", Node: "n1", AtMs: 9, User: strings.Repeat("v", slotText-len("device_down")-len("n1")), Device: ""}
@@ -80,8 +80,8 @@ func TestHistoryRingCopiesEvents(t *testing.T) {
 // member's renewals, widens for a cluster larger than its rows (older
 // samples kept), and keeps a sample without allocating, a collection
 // since the last one or not (its member ids stay interned).
-func TestHistorySamplesRing(t *testing.T) {
-	h := NewHistory(1)
+func TestRecorderSamplesRing(t *testing.T) {
+	h := NewRecorder(1)
 	three := map[string]map[string]int{"n1": {"lease": 2, "view": 3}, "n2": {"gateway": 1, "connection": 4}}
 	for i := range maxSamples + 10 {
 		h.sample(three, map[string]uint64{"n2": uint64(i), "n1": uint64(2 * i), "n3": 7})

@@ -1,4 +1,4 @@
-package loadbench
+package bench
 
 import (
 	"context"
@@ -67,7 +67,7 @@ type peerConn struct {
 func NewPeer(ctx context.Context, o PeerOptions) (*Peer, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: o.Redis, PoolSize: 64})
 	if err := rdb.Ping(ctx).Err(); err != nil {
-		return nil, fmt.Errorf("loadbench: redis %s: %w", o.Redis, err)
+		return nil, fmt.Errorf("bench: redis %s: %w", o.Redis, err)
 	}
 	if len(o.Devices) == 0 {
 		o.Devices = []string{"d", "phone", "desktop", "web"}

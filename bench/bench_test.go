@@ -1,4 +1,4 @@
-package loadbench
+package bench
 
 import (
 	"bytes"
@@ -35,7 +35,7 @@ func buildBinaries(t *testing.T, dir string) {
 // make test to pay on a fresh machine); "" where there is none.
 func centrifugoBinary(t *testing.T) string {
 	t.Helper()
-	if p, err := filepath.Abs("../../bin/centrifugo"); err == nil {
+	if p, err := filepath.Abs("../bin/centrifugo"); err == nil {
 		if _, err := os.Stat(p); err == nil {
 			return p
 		}

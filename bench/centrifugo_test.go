@@ -1,4 +1,4 @@
-package loadbench
+package bench
 
 import (
 	"bufio"

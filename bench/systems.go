@@ -1,4 +1,4 @@
-package loadbench
+package bench
 
 import (
 	"bufio"
@@ -55,7 +55,7 @@ func startProc(dir, name, bin string, args ...string) (*proc, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		log.Close()
-		return nil, fmt.Errorf("loadbench: start %s: %w", bin, err)
+		return nil, fmt.Errorf("bench: start %s: %w", bin, err)
 	}
 	return &proc{cmd: cmd, log: log}, nil
 }
@@ -85,7 +85,7 @@ func waitHTTP(url string, within time.Duration) error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("loadbench: %s not ready within %v (last: %v)", url, within, err)
+			return fmt.Errorf("bench: %s not ready within %v (last: %v)", url, within, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -303,7 +303,7 @@ func (s *presenceSys) converge() error {
 			break
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("loadbench: the first node sees %d of %d members alive", alive, len(s.nodes))
+			return fmt.Errorf("bench: the first node sees %d of %d members alive", alive, len(s.nodes))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -343,7 +343,7 @@ func (s *presenceSys) Allow(target string, subs []string) error {
 	defer res.Body.Close()
 	if res.StatusCode/100 != 2 {
 		body, _ := io.ReadAll(res.Body)
-		return fmt.Errorf("loadbench: policy of %s: %s %s", target, res.Status, body)
+		return fmt.Errorf("bench: policy of %s: %s %s", target, res.Status, body)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package loadbench
+package bench
 
 import (
 	"cmp"
@@ -102,7 +102,7 @@ func database(name, dir string) (dsn string, stop func() error, err error) {
 		}
 		return dsn, func() error { defer os.RemoveAll(pg); return stop() }, nil
 	}
-	return "", nil, fmt.Errorf("loadbench: store %q: sqlite or postgres", name)
+	return "", nil, fmt.Errorf("bench: store %q: sqlite or postgres", name)
 }
 
 func storeOnce(ctx context.Context, so StoreOptions, name, dir string) (StoreResult, error) {
@@ -190,7 +190,7 @@ func (s *presenceSys) awaitWrites(ctx context.Context, want float64, within time
 			return n, time.Now(), nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return n, time.Now(), fmt.Errorf("loadbench: %.0f of %.0f store writes within %v (%v)", n, want, within, err)
+			return n, time.Now(), fmt.Errorf("bench: %.0f of %.0f store writes within %v (%v)", n, want, within, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

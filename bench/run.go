@@ -1,4 +1,4 @@
-package loadbench
+package bench
 
 import (
 	"context"
@@ -142,7 +142,7 @@ func start(o Options, name, dir string) (system, error) {
 	case "centrifugo":
 		return startCentrifugo(o, dir)
 	}
-	return nil, fmt.Errorf("loadbench: unknown system %q", name)
+	return nil, fmt.Errorf("bench: unknown system %q", name)
 }
 
 // deviceNames are the devices of a user when Options.Devices > 1 (a policy
@@ -288,7 +288,7 @@ func connect(o Options, sys system, dir string, res *RunResult) ([]*workerProc, 
 	load, _ := cpuTime(workerPids(ws)...) // fresh processes: all of it is the connect's
 	res.ConnectCPU, res.LoadCPU = (cpu1-cpu0)/time.Duration(o.N), load/time.Duration(o.N)
 	if res.ConnectErrors > 0 {
-		return ws, fmt.Errorf("loadbench: %d of %d devices could not connect", res.ConnectErrors, o.N)
+		return ws, fmt.Errorf("bench: %d of %d devices could not connect", res.ConnectErrors, o.N)
 	}
 	res.ConnectRate = float64(o.N) / time.Duration(last-first).Seconds()
 	return ws, nil

@@ -1,4 +1,4 @@
-package loadbench
+package bench
 
 import (
 	"bytes"
@@ -18,9 +18,9 @@ import (
 //
 // The execution traces of a lookup (bench run --profile) showed the
 // bench's own process taking most of the slowest lookups with net/http's
-// client: an answer that the node had written 3 ms after the request sat
-// in the socket 13 ms more before the bench's network poller ran, and a
-// request waited 7 ms to be written while its goroutine's thread had no
+// client: an answer the node had written soon after the request sat in
+// the socket several times as long before the bench's network poller ran,
+// and a request waited to be written while its goroutine's thread had no
 // core (BENCHMARKS.md, lookup p99). The figure is the server's lookup
 // latency, so its client must not wait for a core behind the load
 // processes that stand for 19,000 remote devices; with blocking calls on
@@ -104,7 +104,7 @@ func (c *lookupClient) Get(req []byte) error {
 			return err
 		}
 		if status != 200 {
-			return fmt.Errorf("loadbench: lookup: HTTP %d", status)
+			return fmt.Errorf("bench: lookup: HTTP %d", status)
 		}
 		return nil
 	}
@@ -121,14 +121,14 @@ func (c *lookupClient) roundTrip(req []byte) (int, error) {
 	have := 0
 	for {
 		if have == len(c.buf) {
-			return 0, errors.New("loadbench: lookup answer too long")
+			return 0, errors.New("bench: lookup answer too long")
 		}
 		n, err := syscall.Read(c.fd, c.buf[have:])
 		if err != nil {
 			return 0, err
 		}
 		if n == 0 {
-			return 0, errors.New("loadbench: lookup connection closed")
+			return 0, errors.New("bench: lookup connection closed")
 		}
 		have += n
 		if status, done, err := answered(c.buf[:have]); done || err != nil {
@@ -148,18 +148,18 @@ func answered(b []byte) (int, bool, error) {
 	lines := bytes.Split(b[:end], []byte("\r\n"))
 	f := bytes.Fields(lines[0])
 	if len(f) < 2 {
-		return 0, false, fmt.Errorf("loadbench: lookup answer %q", lines[0])
+		return 0, false, fmt.Errorf("bench: lookup answer %q", lines[0])
 	}
 	status, err := strconv.Atoi(string(f[1]))
 	if err != nil {
-		return 0, false, fmt.Errorf("loadbench: lookup answer %q", lines[0])
+		return 0, false, fmt.Errorf("bench: lookup answer %q", lines[0])
 	}
 	for _, l := range lines[1:] {
 		k, v, ok := bytes.Cut(l, []byte(":"))
 		if ok && bytes.EqualFold(bytes.TrimSpace(k), []byte("Content-Length")) {
 			n, err := strconv.Atoi(string(bytes.TrimSpace(v)))
 			if err != nil {
-				return 0, false, fmt.Errorf("loadbench: lookup answer's %q", l)
+				return 0, false, fmt.Errorf("bench: lookup answer's %q", l)
 			}
 			return status, len(b) >= end+4+n, nil
 		}
@@ -167,7 +167,7 @@ func answered(b []byte) (int, bool, error) {
 			return status, bytes.HasSuffix(b[end+4:], []byte("0\r\n\r\n")), nil
 		}
 	}
-	return 0, false, errors.New("loadbench: lookup answer without a Content-Length")
+	return 0, false, errors.New("bench: lookup answer without a Content-Length")
 }
 
 // lookupRequest is a GET of path on host with the headers given, one

@@ -1,4 +1,4 @@
-package loadbench
+package bench
 
 import (
 	"bufio"
@@ -75,11 +75,11 @@ func parseCFLine(l []byte) (cfLine, error) {
 		} `json:"push"`
 	}
 	if err := json.Unmarshal(l, &m); err != nil {
-		return cfLine{}, fmt.Errorf("loadbench: centrifugo sent %q: %w", l, err)
+		return cfLine{}, fmt.Errorf("bench: centrifugo sent %q: %w", l, err)
 	}
 	out := cfLine{id: m.ID}
 	if m.Error != nil {
-		out.err = fmt.Errorf("loadbench: centrifugo error %d: %s", m.Error.Code, m.Error.Message)
+		out.err = fmt.Errorf("bench: centrifugo error %d: %s", m.Error.Code, m.Error.Message)
 	}
 	if m.Push != nil && m.Push.Leave != nil {
 		out.channel, out.user = m.Push.Channel, m.Push.Leave.Info.User

@@ -11,22 +11,24 @@ import (
 	"github.com/presence-im/presence/messages"
 )
 
-// History bounds: events kept, transitions kept per member, members kept,
+// Recorder bounds: events kept, transitions kept per member, members kept,
 // cluster samples kept (one every SampleEvery: ten minutes).
 const (
-	DefaultHistory = 2048
-	maxTransitions = 32
-	maxMembers     = 256
-	maxSamples     = 120
-	sampleWidth    = 8 // members a sample has room for before the ring widens
-	SampleEvery    = 5 * time.Second
+	DefaultRecorderEvents = 2048
+	maxTransitions        = 32
+	maxMembers            = 256
+	maxSamples            = 120
+	sampleWidth           = 8 // members a sample has room for before the ring widens
+	SampleEvery           = 5 * time.Second
 )
 
-// History keeps what a page opened late must still show: the last events
-// every member sent this node (a ring), each member's membership timeline
-// and the cluster's connections and actors over the last minutes. Memory is
-// bounded by the constants above. Safe for concurrent use.
-type History struct {
+// Recorder keeps what a page opened late must still show (GET
+// /api/history): the last events every member sent this node (a ring),
+// each member's membership timeline and the cluster's connections and
+// actors over the last minutes. Not the store's HistoryStore (attempt
+// floors, last-seen times). Memory is bounded by the constants above.
+// Safe for concurrent use.
+type Recorder struct {
 	mu       sync.Mutex
 	ring     []slot
 	next     int
@@ -54,12 +56,12 @@ type Sample struct {
 	Renewals map[string]uint64 `json:"renewals"`
 }
 
-// NewHistory makes a history of capacity events (0: DefaultHistory).
-func NewHistory(capacity int) *History {
+// NewRecorder makes a recorder of capacity events (0: DefaultRecorderEvents).
+func NewRecorder(capacity int) *Recorder {
 	if capacity <= 0 {
-		capacity = DefaultHistory
+		capacity = DefaultRecorderEvents
 	}
-	return &History{ring: make([]slot, 0, capacity), timeline: map[string][]Transition{}, samples: newSamples(sampleWidth)}
+	return &Recorder{ring: make([]slot, 0, capacity), timeline: map[string][]Transition{}, samples: newSamples(sampleWidth)}
 }
 
 // slotText is the bytes a ring slot holds for its event's strings; at
@@ -111,7 +113,7 @@ func (s *slot) event() Event {
 // Run subscribes to every member's events (as a GET /api/events stream
 // does, members that join later included) and samples the cluster's
 // actors and lease renewals every SampleEvery, until ctx ends.
-func (h *History) Run(ctx context.Context, n *actors.Node) {
+func (h *Recorder) Run(ctx context.Context, n *actors.Node) {
 	ch, _ := n.Events(ctx)
 	tick := time.NewTicker(SampleEvery)
 	defer tick.Stop()
@@ -130,7 +132,7 @@ func (h *History) Run(ctx context.Context, n *actors.Node) {
 	}
 }
 
-func (h *History) sample(counts map[string]map[string]int, renewals map[string]uint64) {
+func (h *Recorder) sample(counts map[string]map[string]int, renewals map[string]uint64) {
 	total := map[string]int{}
 	for _, c := range counts {
 		for k, v := range c {
@@ -143,7 +145,7 @@ func (h *History) sample(counts map[string]map[string]int, renewals map[string]u
 }
 
 // Add records an event, evicting the oldest when full.
-func (h *History) Add(ev Event) {
+func (h *Recorder) Add(ev Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.ring) < cap(h.ring) {
@@ -165,7 +167,7 @@ func (h *History) Add(ev Event) {
 
 // transition appends a member's new state, if it differs from the last
 // one recorded (every member reports the same change).
-func (h *History) transition(member, state string, ev Event) {
+func (h *Recorder) transition(member, state string, ev Event) {
 	tl, known := h.timeline[member]
 	if known && len(tl) > 0 {
 		last := tl[len(tl)-1].State
@@ -198,8 +200,8 @@ type Snapshot struct {
 	Samples  []Sample                `json:"samples"`
 }
 
-// Snapshot copies the history.
-func (h *History) Snapshot() Snapshot {
+// Snapshot copies what the recorder keeps.
+func (h *Recorder) Snapshot() Snapshot {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := Snapshot{Capacity: cap(h.ring), Events: make([]Event, 0, len(h.ring)), Members: map[string][]Transition{}, Samples: h.samples.list()}
@@ -215,11 +217,11 @@ func (h *History) Snapshot() Snapshot {
 }
 
 func (s *Server) history(w http.ResponseWriter, _ *http.Request) {
-	if s.History == nil {
-		writeJSON(w, http.StatusOK, NewHistory(1).Snapshot())
+	if s.Recorder == nil {
+		writeJSON(w, http.StatusOK, NewRecorder(1).Snapshot())
 		return
 	}
-	writeJSON(w, http.StatusOK, s.History.Snapshot())
+	writeJSON(w, http.StatusOK, s.Recorder.Snapshot())
 }
 
 func toEvent(ev *messages.ObsEvent) Event {

@@ -1,4 +1,4 @@
-package loadbench
+package bench
 
 import (
 	"fmt"
@@ -21,7 +21,7 @@ func fanout(o Options, sys system, ws []*workerProc, res *RunResult) error {
 		}
 		f, err := w.ask(fmt.Sprintf("sub %s %d", target, k), "subscribed", cfSubscribeWithin+time.Minute)
 		if err == nil && f[0] != strconv.Itoa(k) {
-			err = fmt.Errorf("loadbench: %s of %d subscribers got a snapshot", f[0], k)
+			err = fmt.Errorf("bench: %s of %d subscribers got a snapshot", f[0], k)
 		}
 		return err
 	}); err != nil {

@@ -7,7 +7,7 @@ WEBHOOK ?= 0
 FUZZTIME ?=
 BIN     := bin
 
-.PHONY: all build run test centrifugo fuzz sim bench bench-cluster bench-store bench-storm bench-micro bench-churn chaos proto tools lint verify docker docker-postgres compose-up compose-down clean
+.PHONY: all build run test centrifugo fuzz sim bench bench-cluster bench-store bench-storm bench-scale bench-micro bench-churn chaos proto tools lint verify docker docker-postgres compose-up compose-down clean
 
 all: build
 
@@ -134,6 +134,17 @@ bench-store: tools
 bench-storm: tools
 	$(GO) build -o $(BIN)/ ./cmd/presenced ./cmd/bench
 	$(BIN)/bench storm --n $(SN) --nodes $(NODES) --runs $(RUNS) --bin $(BIN) | tee bench-storm.out
+
+## bench-scale: issue 30's costs that grow with the cluster: a fresh
+## cluster of each of SIZES nodes, PER_NODE heartbeating devices per node,
+## each node's gossip and actor-transport traffic over 30 s and the join's
+## convergence (BENCHMARKS.md, "What grows with the cluster")
+SIZES    ?= 3,5,9
+PER_NODE ?= 1000
+SRUNS    ?= 3
+bench-scale: tools
+	$(GO) build -o $(BIN)/ ./cmd/presenced ./cmd/bench
+	$(BIN)/bench scale --sizes $(SIZES) --per-node $(PER_NODE) --runs $(SRUNS) --bin $(BIN) | tee bench-scale.out
 
 ## bench-micro: the Go micro-benchmarks, for benchstat
 bench-micro:

@@ -100,6 +100,7 @@ type presenceSys struct {
 	token        string
 	debounce     time.Duration
 	settled      time.Time // a cluster's views have settled (docs/bounds.md)
+	lastStart    time.Time // the last node's process started
 	closesBefore string
 	hooks        *hookSink // with Options.Webhook: the nodes' one endpoint
 }
@@ -132,6 +133,7 @@ func startPresence(o Options, dir string) (system, error) {
 		if join != "" {
 			args = append(args, "--join", join)
 		}
+		s.lastStart = time.Now()
 		p, err := startProc(dir, fmt.Sprintf("presenced%d", i+1), filepath.Join(o.Bin, "presenced"), args...)
 		if err != nil {
 			s.Stop()

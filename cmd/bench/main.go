@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -27,6 +28,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 const usage = `usage:
   bench run [--n 19000] [--nodes 1] [--runs 3] [--idle 60s] [--hold 0] [--bin bin] [--systems presence,redis-ttl,centrifugo] [--binary]
   bench storm [--n 19000] [--nodes 1] [--runs 3] [--realtime 2] [--batched 20] [--leave 0.5] [--away 3s] [--degrade-at D ...]
+  bench scale [--sizes 3,5,9] [--per-node 1000] [--window 30s] [--runs 1]
   bench store [--n 19000] [--runs 3] [--stores sqlite,postgres] [--steady 20s]
   bench peer --listen ADDR --http ADDR --redis ADDR --secret S [--heartbeat 5s] [--ttl 15s]
   bench worker --url WS --src IP --first I --count N [--concurrency C] [--interval 5s] [--binary] [--centrifugo]
@@ -46,6 +48,8 @@ func run(args []string, in io.Reader, out, errOut io.Writer) int {
 		return storeCmd(ctx, args[1:], out, errOut)
 	case "storm":
 		return stormCmd(ctx, args[1:], out, errOut)
+	case "scale":
+		return scaleCmd(ctx, args[1:], out, errOut)
 	case "peer":
 		return peerCmd(ctx, args[1:], errOut)
 	case "worker":
@@ -249,6 +253,49 @@ func stormCmd(ctx context.Context, args []string, out, errOut io.Writer) int {
 		return 1
 	}
 	bench.StormReport(out, o, before+" at the start; "+bench.Machine()+" at the end", results)
+	_ = os.RemoveAll(o.Dir)
+	return 0
+}
+
+func scaleCmd(ctx context.Context, args []string, out, errOut io.Writer) int {
+	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	var o bench.ScaleOptions
+	sizes := fs.String("sizes", "3,5,9", "cluster sizes, comma-separated, each a fresh cluster")
+	fs.IntVar(&o.PerNode, "per-node", 1000, "heartbeating devices per node")
+	fs.DurationVar(&o.Window, "window", 30*time.Second, "the steady window each node's traffic is read over")
+	fs.IntVar(&o.Runs, "runs", 1, "runs of each size (min / median / max)")
+	fs.DurationVar(&o.Interval, "interval", 5*time.Second, "heartbeat period")
+	fs.DurationVar(&o.Renew, "renew", 0, "presenced --renew (--ttl 2.5 x it; 0: the seed's 60s)")
+	fs.StringVar(&o.Bin, "bin", "bin", "directory holding presenced")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	for _, f := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			fmt.Fprintf(errOut, "bench: --sizes: %q is not a cluster size\n", f)
+			return 2
+		}
+		o.Sizes = append(o.Sizes, n)
+	}
+	self, err := os.Executable()
+	if err == nil {
+		o.Self = self
+		o.Dir, err = os.MkdirTemp("", "presence-scale-")
+	}
+	if err != nil {
+		fmt.Fprintln(errOut, "bench:", err)
+		return 1
+	}
+	o.Progress = errOut
+	before := bench.Machine()
+	results, err := bench.RunScale(ctx, o)
+	if err != nil {
+		fmt.Fprintln(errOut, "bench:", err)
+		return 1
+	}
+	bench.ScaleReport(out, o, before+" at the start; "+bench.Machine()+" at the end", results)
 	_ = os.RemoveAll(o.Dir)
 	return 0
 }

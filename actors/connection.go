@@ -140,7 +140,7 @@ func (a *connActor) Receive(ctx actor.Context) {
 	case connClosed:
 		a.end(ctx, messages.EndReason_close, now, 0, "")
 	case *messages.ConnLost:
-		a.onLost(ctx, m, now)
+		a.onLost(ctx, m)
 	case connSubscribe:
 		a.subscribe(ctx, m)
 	case connQuery:
@@ -252,14 +252,9 @@ func (a *connActor) onReregister(ctx actor.Context) {
 
 // onLost closes a connection whose lease went to another one (or was
 // reclaimed): it releases nothing, the lease is someone else's.
-func (a *connActor) onLost(ctx actor.Context, m *messages.ConnLost, now time.Time) {
+func (a *connActor) onLost(ctx actor.Context, m *messages.ConnLost) {
 	if m.GetEpoch() != a.epoch || a.ended {
 		return
-	}
-	if a.n.deps.Unfenced {
-		// Negative control: a naive gateway cleans up after its socket
-		// whatever happened; only fencing stops that from hurting.
-		a.release(messages.EndReason_close, now)
 	}
 	a.ended = true
 	code := messages.CloseGoingAway

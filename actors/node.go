@@ -37,9 +37,6 @@ type Deps struct {
 	History  store.HistoryStore
 	Metrics  *Metrics     // nil: unregistered collectors
 	Logger   *slog.Logger // nil: discard
-	// Unfenced switches lease epoch fencing off for the negative-control
-	// test only (see core.Lease.Unfenced).
-	Unfenced bool
 	// Degrade is when the node degrades its batched subscriptions to pull
 	// (all zero: config.DefaultDegrade; At 0 with the rest set: never).
 	Degrade config.Degrade
@@ -518,7 +515,7 @@ func (n *Node) onMember(ev cluster.Event) {
 // actors: each actor takes its identity from the births (spawnIdentity).
 func (n *Node) identityProps() {
 	n.leaseProps = actor.PropsFromProducer(func() actor.Actor {
-		return &leaseActor{n: n, l: core.Lease{Unfenced: n.deps.Unfenced}}
+		return &leaseActor{n: n}
 	}, perDeviceMailbox)
 	n.viewProps = actor.PropsFromProducer(func() actor.Actor { return &viewActor{n: n} }, perDeviceMailbox)
 }

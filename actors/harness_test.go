@@ -60,7 +60,7 @@ func startWith(d Deps, s seams) (*Node, error) {
 		return nil, err
 	}
 	if s.wrapDir != nil {
-		n.dir = s.wrapDir(n.dir)
+		n.useDirectory(s.wrapDir(n.dir))
 	}
 	g, err := n.StartGateway(d.NodeID)
 	if err != nil {

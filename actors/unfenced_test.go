@@ -18,10 +18,10 @@ import (
 // clean up after their socket whatever happened (unfencedConn).
 func unfence(n *Node, g *Gateway) {
 	n.leaseProps = actor.PropsFromProducer(func() actor.Actor {
-		return &leaseActor{n: n, l: core.Lease{Unfenced: true}}
+		return &leaseActor{env: n.envs.lease, l: core.Lease{Unfenced: true}}
 	}, perDeviceMailbox)
 	g.connProps = actor.PropsFromProducer(func() actor.Actor {
-		return &unfencedConn{connActor{g: g, n: n, t: &n.deps.Timing}}
+		return &unfencedConn{connActor{g: g, env: n.envs.conn}}
 	}, perDeviceMailbox)
 }
 

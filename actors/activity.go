@@ -59,7 +59,7 @@ func (d *devState) count(m *Metrics, delta float64) {
 // generation: any change since makes it stale.
 func (a *connActor) armLapse(ctx actor.Context) {
 	if at, ok := a.dev.LapseAt(); ok {
-		a.dev.lapse.arm(a.n.sched, time.Until(at), ctx.Self(), lapseDue{a.dev.Gen})
+		a.dev.lapse.arm(a.env.sched, time.Until(at), ctx.Self(), lapseDue{a.dev.Gen})
 	}
 }
 
@@ -68,14 +68,14 @@ func (a *connActor) armLapse(ctx actor.Context) {
 // derives what viewers see from it.
 func (a *connActor) tellState(ctx actor.Context) {
 	if a.active && !a.ended {
-		a.n.post.send(KindLease, leaseID(a.user, a.device), &messages.LeaseRenew{User: a.user, Device: a.device, Holder: a.holder()})
+		a.env.post.send(KindLease, leaseID(a.user, a.device), &messages.LeaseRenew{User: a.user, Device: a.device, Holder: a.holder()})
 	}
 }
 
 // onActivity takes a declared activity (set_activity): a change is told,
 // a renewed active moves its lapse only.
 func (a *connActor) onActivity(ctx actor.Context, act messages.Activity, now time.Time) {
-	if a.dev.Declare(act, now, a.n.deps.Timing.IdleAfter) {
+	if a.dev.Declare(act, now, a.env.timing.IdleAfter) {
 		a.tellState(ctx)
 	}
 	a.armLapse(ctx)
@@ -100,13 +100,13 @@ func (a *connActor) onDrift(ctx actor.Context, d core.Drift, now time.Time) {
 	if a.ended || !a.dev.SetDirty(true) {
 		return
 	}
-	a.n.metrics.Fuses.WithLabelValues(platformLabel(a.dev.Platform), FuseTripped).Inc()
-	a.n.log.Info("connection: heartbeats drifted: routed to last, state sync asked",
+	a.env.metrics.Fuses.WithLabelValues(platformLabel(a.dev.Platform), FuseTripped).Inc()
+	a.env.log.Info("connection: heartbeats drifted: routed to last, state sync asked",
 		"user", a.user, "device", a.device, "conn", a.id, "before", d.Before.String(), "after", d.After.String(), "cause", d.Cause)
 	a.tellState(ctx)
 	a.dev.nonce = newNonce()
 	a.dev.syncGen++
-	a.dev.sync.arm(a.n.sched, a.n.deps.Timing.StateSync, ctx.Self(), syncDue{a.dev.syncGen})
+	a.dev.sync.arm(a.env.sched, a.env.timing.StateSync, ctx.Self(), syncDue{a.dev.syncGen})
 	a.send(ctx, &messages.Frame{Kind: &messages.Frame_StateSyncRequest{StateSyncRequest: &messages.StateSyncRequest{Nonce: a.dev.nonce}}})
 }
 
@@ -126,8 +126,8 @@ func (a *connActor) onStateSync(ctx actor.Context, m connStateSync, now time.Tim
 	a.live.beats.Reset()
 	a.live.mu.Unlock()
 	a.dev.SetDirty(false)
-	a.dev.Declare(m.activity, now, a.n.deps.Timing.IdleAfter)
-	a.n.metrics.Fuses.WithLabelValues(platformLabel(a.dev.Platform), FuseSynced).Inc()
+	a.dev.Declare(m.activity, now, a.env.timing.IdleAfter)
+	a.env.metrics.Fuses.WithLabelValues(platformLabel(a.dev.Platform), FuseSynced).Inc()
 	a.tellState(ctx)
 	a.armLapse(ctx)
 }
@@ -138,8 +138,8 @@ func (a *connActor) onSyncDue(ctx actor.Context, m syncDue) {
 	if m.gen != a.dev.syncGen || a.dev.nonce == "" {
 		return
 	}
-	a.n.metrics.Fuses.WithLabelValues(platformLabel(a.dev.Platform), FuseClosed).Inc()
-	a.n.log.Info("connection: no state sync in time: closed", "user", a.user, "device", a.device, "conn", a.id, "waited", a.n.deps.Timing.StateSync)
+	a.env.metrics.Fuses.WithLabelValues(platformLabel(a.dev.Platform), FuseClosed).Inc()
+	a.env.log.Info("connection: no state sync in time: closed", "user", a.user, "device", a.device, "conn", a.id, "waited", a.env.timing.StateSync)
 	a.end(ctx, messages.EndReason_close, time.Unix(0, a.live.alive.Load()), messages.CloseStateSync, "state sync failed: authenticate again")
 }
 

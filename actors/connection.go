@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
 	"google.golang.org/protobuf/proto"
@@ -41,8 +40,7 @@ type (
 // its gateway.
 type connActor struct {
 	g            *Gateway
-	n            *Node
-	t            *config.Timing // the node's, shared: a copy would cost every connection its size
+	env          *connEnv
 	user, device string
 	id           string
 	epoch        uint64
@@ -86,11 +84,11 @@ type connBirth struct {
 func (a *connActor) born(ctx actor.Context, b connBirth) {
 	r := b.req
 	sink := core.NewSink()
-	sink.Max = a.n.deps.Limits.Subscriptions
+	sink.Max = a.env.subscriptions
 	a.user, a.device, a.id, a.epoch, a.since, a.live = r.User, r.Device, r.ConnID, r.Attempt, r.since, r.live
-	a.rng = core.Rand(a.n.deps.Seed, r.ConnID)
+	a.rng = core.Rand(a.env.seed, r.ConnID)
 	a.out = connOut{sink: sink, sock: r.Socket}
-	a.dev = devState{DeviceState: core.NewDeviceState(platformOr(r.Platform), r.Activity, r.since, a.n.deps.Timing.IdleAfter), class: r.Class}
+	a.dev = devState{DeviceState: core.NewDeviceState(platformOr(r.Platform), r.Activity, r.since, a.env.timing.IdleAfter), class: r.Class}
 	a.armLapse(ctx)
 	if b.active {
 		a.activate(ctx)
@@ -106,7 +104,7 @@ func (a *connActor) rebirth() connBirth {
 // activate starts renewing the lease the handshake acquired.
 func (a *connActor) activate(ctx actor.Context) {
 	a.active = true
-	a.dev.count(a.n.metrics, 1)
+	a.dev.count(a.env.metrics, 1)
 	a.armRenew(ctx, true)
 }
 
@@ -114,15 +112,15 @@ func (a *connActor) Receive(ctx actor.Context) {
 	now := time.Now()
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		a.born(ctx, a.n.births.take(ctx).(connBirth))
+		a.born(ctx, a.env.births.take(ctx).(connBirth))
 		a.c = core.NewConn(now)
-		a.n.index[KindConnection].add(leaseID(a.user, a.device), ctx.Self())
+		a.env.index.add(leaseID(a.user, a.device), ctx.Self())
 	case *messages.ActorStateQuery:
 		ctx.Respond(a.info(now))
 	case connActivate:
 		a.activate(ctx)
 	case connBeat: // a seq that did not grow (core.Beats, run by Conn.Heartbeat)
-		a.n.metrics.ClientRestarts.Inc()
+		a.env.metrics.ClientRestarts.Inc()
 	case connDrift, connActivity, connStateSync, lapseDue, syncDue:
 		a.onState(ctx, m, now)
 	case checkTick:
@@ -140,7 +138,7 @@ func (a *connActor) Receive(ctx actor.Context) {
 	case connClosed:
 		a.end(ctx, messages.EndReason_close, now, 0, "")
 	case *messages.ConnLost:
-		a.onLost(ctx, m, now)
+		a.onLost(ctx, m)
 	case connSubscribe:
 		a.subscribe(ctx, m)
 	case connQuery:
@@ -154,7 +152,7 @@ func (a *connActor) Receive(ctx actor.Context) {
 		a.unsubscribe(ctx, dropped)
 	case connShow:
 		a.status = &messages.DeviceShow{User: a.user, Device: a.device, Show: m.show, Text: m.text, ExpiresMs: m.expiresMs, SetAtMs: now.UnixMilli()}
-		a.n.post.send(KindView, a.user, a.status)
+		a.env.post.send(KindView, a.user, a.status)
 	case *messages.ConnStatus:
 		a.heardStatus(m)
 	case *messages.SnapshotPart:
@@ -173,13 +171,13 @@ func (a *connActor) Receive(ctx actor.Context) {
 // onRestarting leaves the instance that replaces this one its birth and
 // stops what it arms anew.
 func (a *connActor) onRestarting(ctx actor.Context) {
-	a.n.births.leave(ctx.Self().GetId(), a.rebirth())
+	a.env.births.leave(ctx.Self().GetId(), a.rebirth())
 	a.unhub(ctx)
 	a.renew.stop()
 	a.rereg.stop()
 	a.dev.stop()
 	if a.active {
-		a.dev.count(a.n.metrics, -1) // the new instance counts itself
+		a.dev.count(a.env.metrics, -1) // the new instance counts itself
 	}
 }
 
@@ -188,11 +186,11 @@ func (a *connActor) onRestarting(ctx actor.Context) {
 // an earlier version, or for a connection the fan-out does not know yet
 // (sinkHub.deliver); the fan-out writes the others.
 func (a *connActor) onEvent(ctx actor.Context, p *messages.Presence) {
-	if a.n.dropStale(ctx, p.GetUser()) {
+	if a.env.stale.dropStale(ctx, p.GetUser()) {
 		return
 	}
 	n, ok := a.out.event(p)
-	a.n.realtimeFrames.Add(float64(n))
+	a.env.frames.Add(float64(n))
 	if !ok {
 		a.overflow(ctx)
 	}
@@ -218,12 +216,12 @@ func (a *connActor) overflow(ctx actor.Context) {
 func (a *connActor) onCheck(ctx actor.Context, now time.Time) {
 	// After a stall of this node the next check decides: the heartbeats of
 	// the stall are still being read.
-	if !a.n.gate(ctx, gate{}) {
+	if !a.env.guard.gate(ctx, gate{}) {
 		return
 	}
 	a.c.Alive(time.Unix(0, a.live.alive.Load())) // the socket's last sign of life
 	if a.active && a.c.Stale(now, a.live.stale) {
-		a.n.metrics.HalfOpen.WithLabelValues(platformLabel(a.dev.Platform)).Inc()
+		a.env.metrics.HalfOpen.WithLabelValues(platformLabel(a.dev.Platform)).Inc()
 		a.end(ctx, messages.EndReason_ping_timeout, a.c.LastAlive, messages.CloseGoingAway, "ping timeout")
 	}
 }
@@ -232,12 +230,12 @@ func (a *connActor) onRenewDue(ctx actor.Context) {
 	if a.ended {
 		return
 	}
-	a.n.post.send(KindLease, leaseID(a.user, a.device), &messages.LeaseRenew{User: a.user, Device: a.device, Holder: a.holder()})
+	a.env.post.send(KindLease, leaseID(a.user, a.device), &messages.LeaseRenew{User: a.user, Device: a.device, Holder: a.holder()})
 	a.armRenew(ctx, false)
 }
 
 func (a *connActor) armRenew(ctx actor.Context, first bool) {
-	a.renew.arm(a.n.sched, core.RenewDelay(a.rng, a.t.Renew, a.t.RenewJitter, first), ctx.Self(), renewDue{})
+	a.renew.arm(a.env.sched, core.RenewDelay(a.rng, a.env.timing.Renew, a.env.timing.RenewJitter, first), ctx.Self(), renewDue{})
 }
 
 // onReregister waits until the change has reached every member (so all
@@ -246,20 +244,15 @@ func (a *connActor) armRenew(ctx actor.Context, first bool) {
 func (a *connActor) onReregister(ctx actor.Context) {
 	a.reregGen++
 	a.reregTries = 0
-	spread := time.Duration(a.rng.Float64() * float64(a.t.Renew/2))
-	a.rereg.arm(a.n.sched, a.n.propagation()+spread, ctx.Self(), reregisterDue{a.reregGen})
+	spread := time.Duration(a.rng.Float64() * float64(a.env.timing.Renew/2))
+	a.rereg.arm(a.env.sched, a.env.propagation+spread, ctx.Self(), reregisterDue{a.reregGen})
 }
 
 // onLost closes a connection whose lease went to another one (or was
 // reclaimed): it releases nothing, the lease is someone else's.
-func (a *connActor) onLost(ctx actor.Context, m *messages.ConnLost, now time.Time) {
+func (a *connActor) onLost(ctx actor.Context, m *messages.ConnLost) {
 	if m.GetEpoch() != a.epoch || a.ended {
 		return
-	}
-	if a.n.deps.Unfenced {
-		// Negative control: a naive gateway cleans up after its socket
-		// whatever happened; only fencing stops that from hurting.
-		a.release(messages.EndReason_close, now)
 	}
 	a.ended = true
 	code := messages.CloseGoingAway
@@ -274,13 +267,13 @@ func (a *connActor) onLost(ctx actor.Context, m *messages.ConnLost, now time.Tim
 // onStopping unsubscribes everywhere and, on a graceful stop (not a
 // crash), releases the lease and closes the socket.
 func (a *connActor) onStopping(ctx actor.Context, now time.Time) {
-	a.n.index[KindConnection].remove(leaseID(a.user, a.device), ctx.Self())
+	a.env.index.remove(leaseID(a.user, a.device), ctx.Self())
 	a.unhub(ctx)
 	a.renew.stop()
 	a.rereg.stop()
 	a.dev.stop()
 	if a.active {
-		a.dev.count(a.n.metrics, -1)
+		a.dev.count(a.env.metrics, -1)
 	}
 	a.out.mu.Lock()
 	targets := make([]string, 0, len(a.out.sink.Targets()))
@@ -297,7 +290,7 @@ func (a *connActor) onStopping(ctx actor.Context, now time.Time) {
 
 func (a *connActor) unsubscribe(ctx actor.Context, targets []string) {
 	for _, target := range targets {
-		a.n.post.send(KindView, target, &messages.ViewUnsubscribe{Target: target, Sink: refOf(ctx.Self())})
+		a.env.post.send(KindView, target, &messages.ViewUnsubscribe{Target: target, Sink: refOf(ctx.Self())})
 	}
 }
 
@@ -311,8 +304,8 @@ func (a *connActor) reregisterNow(ctx actor.Context) {
 	}
 	self, gen := ctx.Self(), a.reregGen
 	acq := &messages.LeaseAcquire{User: a.user, Device: a.device, Holder: a.holder()}
-	a.n.post.request(KindLease, leaseID(a.user, a.device), acq, a.reregTimeout(), func(res any, err error) {
-		a.n.root.Send(self, reregistered{gen: gen, res: res, err: err})
+	a.env.post.request(KindLease, leaseID(a.user, a.device), acq, a.reregTimeout(), func(res any, err error) {
+		a.env.root.Send(self, reregistered{gen: gen, res: res, err: err})
 	})
 	a.out.mu.Lock()
 	subs := make([]*messages.ViewSubscribe, 0, len(a.out.sink.Targets()))
@@ -326,12 +319,12 @@ func (a *connActor) reregisterNow(ctx actor.Context) {
 			Message: "query: the cluster's membership changed before every answer came: ask again"}}})
 	}
 	for _, s := range subs {
-		a.n.post.send(KindView, s.GetTarget(), s)
+		a.env.post.send(KindView, s.GetTarget(), s)
 	}
 	if a.status != nil {
 		replay := proto.CloneOf(a.status)
 		replay.User, replay.Device, replay.Replay = a.user, a.device, true
-		a.n.post.send(KindView, a.user, replay)
+		a.env.post.send(KindView, a.user, replay)
 	}
 }
 
@@ -347,7 +340,7 @@ func (a *connActor) heardStatus(m *messages.ConnStatus) {
 
 // reregTimeout bounds the wait for the lease's answer to a re-register: a
 // renewal interval, at most 5 s.
-func (a *connActor) reregTimeout() time.Duration { return min(a.t.Renew, 5*time.Second) }
+func (a *connActor) reregTimeout() time.Duration { return min(a.env.timing.Renew, 5*time.Second) }
 
 // onReregistered tries a re-register that got no answer (its owner died,
 // or no member hosts the identity yet) again after a back-off, unless a
@@ -358,9 +351,9 @@ func (a *connActor) onReregistered(ctx actor.Context, m reregistered) {
 		return
 	}
 	a.reregTries++
-	wait := core.Backoff(a.rng, a.t.Check, a.t.Renew/2, a.reregTries)
-	a.n.log.Debug("connection: re-register failed, retrying", "conn", a.id, "tries", a.reregTries, "wait", wait, "err", m.err)
-	a.rereg.arm(a.n.sched, wait, ctx.Self(), reregisterDue{a.reregGen})
+	wait := core.Backoff(a.rng, a.env.timing.Check, a.env.timing.Renew/2, a.reregTries)
+	a.env.log.Debug("connection: re-register failed, retrying", "conn", a.id, "tries", a.reregTries, "wait", wait, "err", m.err)
+	a.rereg.arm(a.env.sched, wait, ctx.Self(), reregisterDue{a.reregGen})
 }
 
 func (a *connActor) holder() *messages.Holder {
@@ -374,9 +367,9 @@ func (a *connActor) release(reason messages.EndReason, lastAlive time.Time) {
 	rel := &messages.LeaseRelease{
 		User: a.user, Device: a.device, ConnId: a.id, Epoch: a.epoch, Reason: reason, LastAliveMs: lastAlive.UnixMilli(),
 	}
-	a.n.post.send(KindLease, leaseID(a.user, a.device), rel)
-	if a.t.FailureDetection > 0 { // members can die: keep it for a replay
-		a.n.root.Send(a.g.pid, released{rel: rel, at: time.Now()})
+	a.env.post.send(KindLease, leaseID(a.user, a.device), rel)
+	if a.env.timing.FailureDetection > 0 { // members can die: keep it for a replay
+		a.env.root.Send(a.g.pid, released{rel: rel, at: time.Now()})
 	}
 }
 
@@ -421,7 +414,7 @@ func (a *connActor) refuse(ctx actor.Context, requestID string, err, limitErr er
 	c := messages.ErrBadRequest
 	if errors.Is(err, limitErr) {
 		c = code
-		a.n.metrics.Refused.WithLabelValues(limit).Inc()
+		a.env.metrics.Refused.WithLabelValues(limit).Inc()
 	}
 	a.send(ctx, &messages.Frame{Kind: &messages.Frame_Error{Error: &messages.Error{
 		Code: uint32(c), RequestId: requestID, Message: err.Error(),
@@ -441,7 +434,7 @@ func (a *connActor) subscribe(ctx actor.Context, m connSubscribe) {
 	}
 	if err == nil && !a.hubbed { // before any view knows the sink
 		a.hubbed = true
-		a.n.hub.add(ctx.Self(), &a.out)
+		a.env.hub.add(ctx.Self(), &a.out)
 	}
 	a.out.mu.Unlock()
 	if degraded != nil {
@@ -452,6 +445,6 @@ func (a *connActor) subscribe(ctx actor.Context, m connSubscribe) {
 		return
 	}
 	for _, target := range targets {
-		a.n.post.send(KindView, target, &messages.ViewSubscribe{Target: target, Viewer: a.user, Sink: refOf(ctx.Self()), RequestId: m.requestID})
+		a.env.post.send(KindView, target, &messages.ViewSubscribe{Target: target, Viewer: a.user, Sink: refOf(ctx.Self()), RequestId: m.requestID})
 	}
 }

@@ -117,12 +117,12 @@ func degradedFrame(pull time.Duration, targets []string) *messages.Frame {
 // degraded: the connection is told to pull its new targets too; o.mu
 // held (so that a restore walking the connections comes after it).
 func (a *connActor) degradeNewLocked(targets []string) *messages.Frame {
-	w := a.n.degrade
+	w := a.env.degrade
 	if w == nil || !w.degraded.Load() {
 		return nil
 	}
 	if ts := a.out.sink.Degrade(); ts != nil { // its first batched targets
-		a.n.metrics.DegradedConnections.Inc()
+		a.env.metrics.DegradedConnections.Inc()
 		return degradedFrame(w.pull, ts)
 	}
 	return degradedFrame(w.pull, targets)

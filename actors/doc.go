@@ -23,6 +23,8 @@
 // each message to core.Conn, core.Sink, core.Lease or core.View (or a named
 // method that does) and carries out what the core returned: send, arm
 // timers, write through to the stores. A verdict by time passes one guard
-// first, Node.gate (stall, fence, ownership). Time is time.Now, so tests
-// drive the actors in testing/synctest bubbles.
+// first, Node.gate (stall, fence, ownership). What an actor reaches beyond
+// its own state is its kind's environment (env.go: leaseEnv, viewEnv,
+// connEnv), which the node builds, not the node itself. Time is
+// time.Now, so tests drive the actors in testing/synctest bubbles.
 package actors

@@ -29,7 +29,7 @@ var ErrRefused = errors.New("actors: handshake refused")
 // staleness, and it routes ConnLost to them by conn id.
 type gatewayActor struct {
 	g      *Gateway
-	n      *Node
+	env    *connEnv
 	conns  map[string]*liveConn
 	due    deadlines // conns by when to look at them next
 	tick   timer
@@ -55,7 +55,7 @@ const maxRecent = 10000
 // failure is declared at most FailureDetection after it, and the
 // re-created lease must have time to exist.
 func (a *gatewayActor) replayWindow() time.Duration {
-	t := a.n.deps.Timing
+	t := a.env.timing
 	return t.FailureDetection + t.Settle
 }
 
@@ -85,7 +85,7 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.conns = map[string]*liveConn{}
-		a.tick.arm(a.n.sched, a.n.deps.Timing.Check, ctx.Self(), checkTick{})
+		a.tick.arm(a.env.sched, a.env.timing.Check, ctx.Self(), checkTick{})
 	case *actor.Stopping:
 		a.tick.stop()
 		a.replay.stop()
@@ -93,7 +93,7 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 		// Re-armed each round rather than SendRepeatedly: proto.actor's
 		// repeating timer reads its state without an atomic (a data race
 		// under -race when cancelled while firing).
-		a.tick.arm(a.n.sched, a.n.deps.Timing.Check, ctx.Self(), checkTick{})
+		a.tick.arm(a.env.sched, a.env.timing.Check, ctx.Self(), checkTick{})
 		a.checkDue(ctx)
 		a.prune(time.Now()) // releases age out with no new one too
 	case *messages.ConnStatus: // from the user's view; the connection keeps the newest
@@ -103,13 +103,13 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 	case spawnConn:
 		a.spawn(ctx, m.req)
 	case *messages.ConnLost: // from a lease: dropped if its member was declared dead
-		if c := a.conns[m.GetConnId()]; c != nil && !a.n.dropStale(ctx, m.GetConnId()) {
+		if c := a.conns[m.GetConnId()]; c != nil && !a.env.stale.dropStale(ctx, m.GetConnId()) {
 			ctx.Send(c.pid, m)
 		}
 	case topologyChanged:
 		a.tell(ctx, reregister{})
 		if len(a.recent) > 0 { // after the change reached every member
-			a.replay.arm(a.n.sched, a.n.propagation(), ctx.Self(), replayReleases{})
+			a.replay.arm(a.env.sched, a.env.propagation, ctx.Self(), replayReleases{})
 		}
 	case released:
 		a.recent = append(a.recent, m)
@@ -117,7 +117,7 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 	case replayReleases:
 		a.prune(time.Now())
 		for _, r := range a.recent {
-			a.n.post.send(KindLease, leaseID(r.rel.GetUser(), r.rel.GetDevice()), r.rel)
+			a.env.post.send(KindLease, leaseID(r.rel.GetUser(), r.rel.GetDevice()), r.rel)
 		}
 	case *actor.Terminated:
 		a.forget(ctx, m.GetWho())
@@ -134,9 +134,9 @@ func (a *gatewayActor) tell(ctx actor.Context, msg any) {
 // checkDue tells the connections that are due to check their staleness:
 // only those silent for stale, not every connection every check.
 func (a *gatewayActor) checkDue(ctx actor.Context) {
-	t := a.n.deps.Timing
+	t := a.env.timing
 	a.due.due(time.Now(), t.Check, func(pid *actor.PID) {
-		a.n.metrics.StaleChecks.Inc()
+		a.env.metrics.StaleChecks.Inc()
 		ctx.Send(pid, checkTick{})
 	})
 }
@@ -162,10 +162,10 @@ func (a *gatewayActor) spawn(ctx actor.Context, r OpenRequest) {
 		return
 	}
 	birth := ctx.Self().GetId() + "/" + r.ConnID // the child's PID id
-	a.n.births.leave(birth, connBirth{req: r})
+	a.env.births.leave(birth, connBirth{req: r})
 	pid, err := ctx.SpawnNamed(a.g.connProps, r.ConnID)
 	if err != nil {
-		a.n.births.forget(birth)
+		a.env.births.forget(birth)
 		ctx.Respond(fmt.Errorf("actors: spawn connection %s: %w", r.ConnID, err))
 		return
 	}

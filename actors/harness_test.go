@@ -38,12 +38,15 @@ func newEnv(t *testing.T, timing config.Timing, s ...seams) *env {
 }
 
 // seams are what a test puts into its node as it starts (at most one):
-// a membership of its own, a directory in front of the node's.
+// a membership of its own, a directory in front of the node's, epoch
+// fencing switched off.
 type seams struct {
 	members cluster.Roster
 	// wrapDir puts a directory in front of the node's (one that hangs or
 	// fails, as a dying member's does).
 	wrapDir func(Directory) Directory
+	// unfenced: the negative control (unfenced_test.go).
+	unfenced bool
 }
 
 // startWith is Start with the seams put in.
@@ -57,11 +60,15 @@ func startWith(d Deps, s seams) (*Node, error) {
 		return nil, err
 	}
 	if s.wrapDir != nil {
-		n.dir = s.wrapDir(n.dir)
+		n.useDirectory(s.wrapDir(n.dir))
 	}
-	if _, err := n.StartGateway(d.NodeID); err != nil {
+	g, err := n.StartGateway(d.NodeID)
+	if err != nil {
 		n.Stop()
 		return nil, err
+	}
+	if s.unfenced {
+		unfence(n, g)
 	}
 	return n, nil
 }

@@ -17,7 +17,7 @@ import (
 // subscribers see (a device's node) raises the view's version first, so a
 // receiver keeping the highest version per user keeps the latest state.
 func (a *viewActor) hook(now time.Time) {
-	if a.n.deps.Changes == nil || a.v.Unsettled || a.v.Version == 0 {
+	if a.env.changes == nil || a.v.Unsettled || a.v.Version == 0 {
 		return
 	}
 	ev := a.hookEvent(now)
@@ -30,7 +30,7 @@ func (a *viewActor) hook(now time.Time) {
 		ev.Version = a.v.Version
 	}
 	a.hooked, a.hookedAt = sig, ev.Version
-	a.n.deps.Changes.Changed(ev)
+	a.env.changes.Changed(ev)
 }
 
 // hookEvent is the user's untrimmed state as the backend receives it.

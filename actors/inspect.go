@@ -244,7 +244,7 @@ func (a *viewActor) info(now time.Time) *messages.ActorState {
 		vi.DebounceInMs = max(at.Sub(now).Milliseconds(), 0)
 	}
 	if a.v.Unsettled {
-		vi.SettleInMs = max(a.started.Add(a.n.deps.Timing.Settle).Sub(now).Milliseconds(), 0)
+		vi.SettleInMs = max(a.started.Add(a.env.timing.Settle).Sub(now).Milliseconds(), 0)
 	}
 	if !a.v.LastSeen.IsZero() {
 		vi.LastSeenMs = a.v.LastSeen.UnixMilli()

@@ -15,7 +15,7 @@ import (
 // user's view of every up and down, and tells a superseded or refused
 // connection's gateway to close it.
 type leaseActor struct {
-	n            *Node
+	env          *leaseEnv
 	user, device string
 	l            core.Lease
 	received     uint64 // directory messages handled, for passivation (kept across a restart: births)
@@ -29,29 +29,29 @@ type leaseActor struct {
 func (a *leaseActor) Receive(ctx actor.Context) {
 	now := time.Now()
 	held, stopping := a.l.Live(), false
-	defer func() { a.n.heldDelta(held, a.l.Live() && !stopping) }()
+	defer func() { a.env.metrics.heldDelta(held, a.l.Live() && !stopping) }()
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.onStarted(ctx)
 	case *actor.Stopping, *actor.Restarting: // a restart (a panic) starts it anew
 		stopping = true // its holder no longer counts
 		if _, ok := m.(*actor.Restarting); ok {
-			a.n.births.leave(ctx.Self().GetId(), identity{leaseID(a.user, a.device), a.received})
+			a.env.births.leave(ctx.Self().GetId(), identity{leaseID(a.user, a.device), a.received})
 		}
-		a.n.deactivated(KindLease, leaseID(a.user, a.device), ctx.Self())
+		a.env.life.deactivated(KindLease, leaseID(a.user, a.device), ctx.Self())
 		a.expiry.stop()
 		a.idle.stop()
 	case *messages.LeaseAcquire:
-		a.n.handled(KindLease, &a.received)
+		a.env.life.handled(KindLease, &a.received)
 		res := a.acquire(ctx, m, now)
 		if ctx.Sender() != nil { // re-registers are sent, not requested
 			ctx.Respond(res)
 		}
 	case *messages.LeaseRenew:
-		a.n.handled(KindLease, &a.received)
+		a.env.life.handled(KindLease, &a.received)
 		a.renew(ctx, m, now)
 	case *messages.LeaseRelease:
-		a.n.handled(KindLease, &a.received)
+		a.env.life.handled(KindLease, &a.received)
 		res := a.l.Release(m.GetConnId(), m.GetEpoch(), m.GetReason(), time.UnixMilli(m.GetLastAliveMs()))
 		a.apply(ctx, res, "release", now)
 	case *messages.ActorStateQuery: // from the inspector, not the directory
@@ -63,12 +63,12 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		// firing). The gate stops a leftover of an earlier topology: the
 		// owner's lease is the one that counts; expiring here would report a
 		// live device gone.
-		if m.gen == a.l.Gen && a.n.gate(ctx, gate{&a.expiry, m, KindLease, leaseID(a.user, a.device)}) {
+		if m.gen == a.l.Gen && a.env.guard.gate(ctx, gate{&a.expiry, m, KindLease, leaseID(a.user, a.device)}) {
 			a.apply(ctx, a.l.Expire(m.gen, now), "expire", now)
 		}
 	case idleCheck:
 		if m.gen == a.idleGen && !a.l.Live() {
-			if !a.n.passivate(ctx, KindLease, leaseID(a.user, a.device), a.received) {
+			if !a.env.life.passivate(ctx, KindLease, leaseID(a.user, a.device), a.received) {
 				a.armIdle(ctx) // a message on its way: check again later
 			}
 		}
@@ -78,10 +78,10 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 // onStarted loads the device's attempt floor: a lease re-created empty
 // never accepts an attempt it refused before.
 func (a *leaseActor) onStarted(ctx actor.Context) {
-	b := a.n.births.take(ctx).(identity)
+	b := a.env.births.take(ctx).(identity)
 	a.user, a.device, _ = cutID(b.id)
 	a.received = b.received
-	a.n.activated(KindLease, leaseID(a.user, a.device), ctx.Self())
+	a.env.life.activated(KindLease, leaseID(a.user, a.device), ctx.Self())
 	a.l.Floor, a.floorUnread = a.readFloor()
 	a.armIdle(ctx)
 }
@@ -89,9 +89,9 @@ func (a *leaseActor) onStarted(ctx actor.Context) {
 // readFloor reads the device's attempt floor from the store; unread: it
 // could not.
 func (a *leaseActor) readFloor() (floor uint64, unread bool) {
-	floor, err := a.n.deps.History.Floor(context.Background(), a.user, a.device)
+	floor, err := a.env.floors.Floor(context.Background(), a.user, a.device)
 	if err != nil {
-		a.n.log.Debug("lease: reading attempt floor", "user", a.user, "device", a.device, "err", err)
+		a.env.log.Debug("lease: reading attempt floor", "user", a.user, "device", a.device, "err", err)
 	}
 	return floor, err != nil
 }
@@ -100,12 +100,12 @@ func (a *leaseActor) readFloor() (floor uint64, unread bool) {
 // lease, and writes a floor the renewal raised.
 func (a *leaseActor) renew(ctx actor.Context, m *messages.LeaseRenew, now time.Time) {
 	floor := a.l.Floor
-	res := a.l.Renew(m.GetHolder(), now, a.n.deps.Timing.TTL)
+	res := a.l.Renew(m.GetHolder(), now, a.env.timing.TTL)
 	if res.Err != nil {
 		a.lost(ctx, m.GetHolder())
 	} else {
-		a.n.metrics.Renewals.Inc()
-		a.n.renewals.Add(1)
+		a.env.metrics.Renewals.Inc()
+		a.env.renewals.Add(1)
 	}
 	a.saveFloor(floor)
 	a.apply(ctx, res, "renew", now)
@@ -125,13 +125,13 @@ func (a *leaseActor) acquire(ctx actor.Context, m *messages.LeaseAcquire, now ti
 		a.l.Floor, a.floorUnread = max(a.l.Floor, floor), false
 	}
 	if m.GetHandshake() && h.GetEpoch() > a.l.Floor {
-		if err := a.n.deps.History.RaiseFloor(context.Background(), a.user, a.device, h.GetEpoch()); err != nil {
-			a.n.log.Debug("lease: writing attempt floor", "user", a.user, "device", a.device, "err", err)
+		if err := a.env.floors.RaiseFloor(context.Background(), a.user, a.device, h.GetEpoch()); err != nil {
+			a.env.log.Debug("lease: writing attempt floor", "user", a.user, "device", a.device, "err", err)
 			return &messages.LeaseAcquired{Floor: a.l.Floor, Error: "attempt floor not stored: " + err.Error()}
 		}
 	}
 	floor := a.l.Floor
-	res := a.l.Acquire(h, m.GetHandshake(), now, a.n.deps.Timing.TTL)
+	res := a.l.Acquire(h, m.GetHandshake(), now, a.env.timing.TTL)
 	if !m.GetHandshake() {
 		a.saveFloor(floor)
 	}
@@ -148,8 +148,8 @@ func (a *leaseActor) saveFloor(was uint64) {
 	if a.l.Floor <= was {
 		return
 	}
-	if err := a.n.deps.History.RaiseFloor(context.Background(), a.user, a.device, a.l.Floor); err != nil {
-		a.n.log.Debug("lease: writing attempt floor", "user", a.user, "device", a.device, "err", err)
+	if err := a.env.floors.RaiseFloor(context.Background(), a.user, a.device, a.l.Floor); err != nil {
+		a.env.log.Debug("lease: writing attempt floor", "user", a.user, "device", a.device, "err", err)
 	}
 }
 
@@ -167,12 +167,12 @@ func (a *leaseActor) lost(ctx actor.Context, h *messages.Holder) {
 
 func (a *leaseActor) apply(ctx actor.Context, res core.LeaseResult, op string, now time.Time) {
 	if res.Err != nil {
-		a.n.metrics.RejectedStale.WithLabelValues(op).Inc()
-		a.n.log.Debug("lease: refused", "op", op, "user", a.user, "device", a.device, "err", res.Err)
+		a.env.metrics.RejectedStale.WithLabelValues(op).Inc()
+		a.env.log.Debug("lease: refused", "op", op, "user", a.user, "device", a.device, "err", res.Err)
 		return
 	}
 	if res.Expiry != nil {
-		a.expiry.arm(a.n.sched, res.Expiry.At.Sub(now), ctx.Self(), leaseExpire{res.Expiry.Gen})
+		a.expiry.arm(a.env.sched, res.Expiry.At.Sub(now), ctx.Self(), leaseExpire{res.Expiry.Gen})
 	}
 	if old := res.Superseded; old != nil {
 		if gw := pidOf(old.GetGateway()); gw != nil {
@@ -183,19 +183,19 @@ func (a *leaseActor) apply(ctx actor.Context, res core.LeaseResult, op string, n
 	case res.Up:
 		a.idleGen++
 		a.idle.stop()
-		a.n.metrics.DeviceTransitions.WithLabelValues("up", "").Inc()
-		a.n.log.Debug("lease: up", "user", a.user, "device", a.device, "holder_node", a.l.Holder.GetNode(), slog.Uint64("epoch", a.l.Holder.GetEpoch()))
-		a.n.emit(&messages.ObsEvent{Kind: "device_up", User: a.user, Device: a.device, Gateway: a.l.Holder.GetNode()})
-		a.n.dir.Send(KindView, a.user, &messages.DeviceUp{User: a.user, Device: a.device, Holder: a.l.Holder, SinceMs: now.UnixMilli()})
+		a.env.metrics.DeviceTransitions.WithLabelValues("up", "").Inc()
+		a.env.log.Debug("lease: up", "user", a.user, "device", a.device, "holder_node", a.l.Holder.GetNode(), slog.Uint64("epoch", a.l.Holder.GetEpoch()))
+		a.env.emit(&messages.ObsEvent{Kind: "device_up", User: a.user, Device: a.device, Gateway: a.l.Holder.GetNode()})
+		a.env.dir.Send(KindView, a.user, &messages.DeviceUp{User: a.user, Device: a.device, Holder: a.l.Holder, SinceMs: now.UnixMilli()})
 	case res.Changed: // the device's declared state: the view derives from it
-		a.n.dir.Send(KindView, a.user, &messages.DeviceUp{User: a.user, Device: a.device, Holder: a.l.Holder, SinceMs: now.UnixMilli()})
+		a.env.dir.Send(KindView, a.user, &messages.DeviceUp{User: a.user, Device: a.device, Holder: a.l.Holder, SinceMs: now.UnixMilli()})
 	case res.Down:
 		a.expiry.stop()
-		a.n.metrics.DeviceTransitions.WithLabelValues("down", res.Reason.String()).Inc()
-		a.n.log.Debug("lease: ended", "user", a.user, "device", a.device, "reason", res.Reason.String(), slog.Uint64("epoch", a.l.EndedEpoch))
-		a.n.emit(&messages.ObsEvent{Kind: "device_down", User: a.user, Device: a.device, Reason: res.Reason.String()})
+		a.env.metrics.DeviceTransitions.WithLabelValues("down", res.Reason.String()).Inc()
+		a.env.log.Debug("lease: ended", "user", a.user, "device", a.device, "reason", res.Reason.String(), slog.Uint64("epoch", a.l.EndedEpoch))
+		a.env.emit(&messages.ObsEvent{Kind: "device_down", User: a.user, Device: a.device, Reason: res.Reason.String()})
 		if a.tellsView(res.Reason) {
-			a.n.dir.Send(KindView, a.user, &messages.DeviceDown{User: a.user, Device: a.device, Epoch: a.l.EndedEpoch, Reason: res.Reason, LastAliveMs: res.LastAlive.UnixMilli()})
+			a.env.dir.Send(KindView, a.user, &messages.DeviceDown{User: a.user, Device: a.device, Epoch: a.l.EndedEpoch, Reason: res.Reason, LastAliveMs: res.LastAlive.UnixMilli()})
 		}
 		a.armIdle(ctx)
 	}
@@ -208,10 +208,10 @@ func (a *leaseActor) apply(ctx actor.Context, res core.LeaseResult, op string, n
 // moved since the settle window began, a new one that never had the
 // device (the old one died with the member, or lived elsewhere).
 func (a *leaseActor) tellsView(reason messages.EndReason) bool {
-	return reason != messages.EndReason_gateway_down || a.n.mayHaveMoved(KindView, a.user)
+	return reason != messages.EndReason_gateway_down || a.env.place.mayHaveMoved(KindView, a.user)
 }
 
 func (a *leaseActor) armIdle(ctx actor.Context) {
 	a.idleGen++
-	a.idle.arm(a.n.sched, a.n.deps.Timing.Idle, ctx.Self(), idleCheck{a.idleGen})
+	a.idle.arm(a.env.sched, a.env.timing.Idle, ctx.Self(), idleCheck{a.idleGen})
 }

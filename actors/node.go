@@ -37,9 +37,6 @@ type Deps struct {
 	History  store.HistoryStore
 	Metrics  *Metrics     // nil: unregistered collectors
 	Logger   *slog.Logger // nil: discard
-	// Unfenced switches lease epoch fencing off for the negative-control
-	// test only (see core.Lease.Unfenced).
-	Unfenced bool
 	// Degrade is when the node degrades its batched subscriptions to pull
 	// (all zero: config.DefaultDegrade; At 0 with the rest set: never).
 	Degrade config.Degrade
@@ -123,6 +120,13 @@ type Node struct {
 	// the node, which takes its identity from births (births.go).
 	leaseProps, viewProps *actor.Props
 	births                births
+	// envs are what the node's actors reach beyond their own state
+	// (env.go): one per kind, shared by its actors.
+	envs struct {
+		lease *leaseEnv
+		view  *viewEnv
+		conn  *connEnv
+	}
 
 	cluster *pcluster.Cluster // nil alone
 	// members is what the actors read of the membership: the cluster's
@@ -353,6 +357,7 @@ func newNode(d Deps) (*Node, error) {
 	n.degrade = startDegradeWatch(n, d.Degrade)
 	n.eventSinks = map[string]*messages.EventsSubscribe{}
 	n.post = newCourier(n)
+	n.environments()
 	n.identityProps()
 	return n, nil
 }
@@ -371,7 +376,7 @@ func (n *Node) open() (err error) {
 	if n.deps.Cluster != nil {
 		return n.join()
 	}
-	n.dir = NewLocalDirectory(n.sys.Root, n.spawnIdentity)
+	n.useDirectory(NewLocalDirectory(n.sys.Root, n.spawnIdentity))
 	return n.spawnNamed()
 }
 
@@ -434,11 +439,12 @@ func (n *Node) join() error {
 	n.cluster = pcluster.New(n.sys, cfg)
 	// Before StartMember: other members may send to this node's directory
 	// host at once.
-	n.dir, err = NewClusterDirectory(n.sys, NewLocalDirectory(n.sys.Root, n.spawnIdentity),
+	dir, err := NewClusterDirectory(n.sys, NewLocalDirectory(n.sys.Root, n.spawnIdentity),
 		func(k Kind, id string) string { return co.Member.Owner(string(k), id) }, n.goneAddr, n.log)
 	if err != nil {
 		return err
 	}
+	n.useDirectory(dir)
 	var startErr error
 	func() {
 		defer func() { // StartMember panics on error
@@ -518,9 +524,9 @@ func (n *Node) onMember(ev cluster.Event) {
 // actors: each actor takes its identity from the births (spawnIdentity).
 func (n *Node) identityProps() {
 	n.leaseProps = actor.PropsFromProducer(func() actor.Actor {
-		return &leaseActor{n: n, l: core.Lease{Unfenced: n.deps.Unfenced}}
+		return &leaseActor{env: n.envs.lease}
 	}, perDeviceMailbox)
-	n.viewProps = actor.PropsFromProducer(func() actor.Actor { return &viewActor{n: n} }, perDeviceMailbox)
+	n.viewProps = actor.PropsFromProducer(func() actor.Actor { return &viewActor{env: n.envs.view} }, perDeviceMailbox)
 }
 
 // perDeviceMailbox is the mailbox of the actors there are one or more of
@@ -545,8 +551,8 @@ func cutID(id string) (user, device string, ok bool) {
 // nodes sharing one lease and view layer.
 func (n *Node) StartGateway(name string) (*Gateway, error) {
 	g := &Gateway{n: n, node: name}
-	g.connProps = actor.PropsFromProducer(func() actor.Actor { return &connActor{g: g, n: n, t: &n.deps.Timing} }, perDeviceMailbox)
-	pid, err := n.root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &gatewayActor{g: g, n: n} }), "gateway-"+name)
+	g.connProps = actor.PropsFromProducer(func() actor.Actor { return &connActor{g: g, env: n.envs.conn} }, perDeviceMailbox)
+	pid, err := n.root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &gatewayActor{g: g, env: n.envs.conn} }), "gateway-"+name)
 	if err != nil {
 		return nil, fmt.Errorf("actors: gateway %s: %w", name, err)
 	}

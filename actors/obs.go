@@ -133,12 +133,12 @@ func ModeBounds(b config.Bounds) map[string]time.Duration {
 }
 
 // heldDelta moves presence_leases_held by a lease actor's change.
-func (n *Node) heldDelta(before, after bool) {
+func (m *Metrics) heldDelta(before, after bool) {
 	switch {
 	case after && !before:
-		n.metrics.LeasesHeld.Inc()
+		m.LeasesHeld.Inc()
 	case before && !after:
-		n.metrics.LeasesHeld.Dec()
+		m.LeasesHeld.Dec()
 	}
 }
 
@@ -158,12 +158,12 @@ func viewCounts(v *core.View, stopping bool) viewGauge {
 }
 
 // viewDelta moves the online gauges by a view actor's change.
-func (n *Node) viewDelta(before, after viewGauge) {
+func (m *Metrics) viewDelta(before, after viewGauge) {
 	if d := after.devices - before.devices; d != 0 {
-		n.metrics.DevicesOnline.Add(d)
+		m.DevicesOnline.Add(d)
 	}
 	if d := after.online - before.online; d != 0 {
-		n.metrics.UsersOnline.Add(d)
+		m.UsersOnline.Add(d)
 	}
 }
 

@@ -234,7 +234,7 @@ func (s *fanShard) run() {
 func (a *connActor) unhub(ctx actor.Context) {
 	if a.hubbed {
 		a.hubbed = false
-		a.n.hub.remove(ctx.Self().GetId(), &a.out)
+		a.env.hub.remove(ctx.Self().GetId(), &a.out)
 	}
 }
 

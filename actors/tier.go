@@ -66,10 +66,10 @@ func (a *connActor) onBatchFlush(ctx actor.Context) {
 		sent += len(f.GetPresenceBatch().GetPresences())
 	}
 	if sent > 0 {
-		a.n.metrics.BatchPresences.Observe(float64(sent))
-		a.n.metrics.FanoutFrames.WithLabelValues("batched").Add(float64(len(frames)))
+		a.env.metrics.BatchPresences.Observe(float64(sent))
+		a.env.metrics.FanoutFrames.WithLabelValues("batched").Add(float64(len(frames)))
 	}
-	a.n.metrics.BatchUnchanged.Add(float64(due - sent))
+	a.env.metrics.BatchUnchanged.Add(float64(due - sent))
 	if !ok {
 		a.overflow(ctx)
 	}
@@ -78,7 +78,7 @@ func (a *connActor) onBatchFlush(ctx actor.Context) {
 // batchedLocked readies the connection's batched tier; o.mu held.
 func (a *connActor) batchedLocked(self *actor.PID) {
 	if a.out.batch == nil {
-		a.out.batch = &batchOut{sched: a.n.sched, self: self, window: a.t.BatchWindow}
+		a.out.batch = &batchOut{sched: a.env.sched, self: self, window: a.env.timing.BatchWindow}
 	}
 }
 
@@ -93,9 +93,9 @@ func (a *connActor) query(ctx actor.Context, m connQuery) {
 		a.refuse(ctx, m.requestID, err, core.ErrQueriesPending, messages.ErrSlowDown, LimitQueriesPending)
 		return
 	}
-	a.n.metrics.QueryTargets.Add(float64(len(targets)))
+	a.env.metrics.QueryTargets.Add(float64(len(targets)))
 	for _, target := range targets {
-		a.n.post.send(KindView, target, &messages.ViewSubscribe{Target: target, Viewer: a.user, Sink: refOf(ctx.Self()), RequestId: m.requestID, Query: true})
+		a.env.post.send(KindView, target, &messages.ViewSubscribe{Target: target, Viewer: a.user, Sink: refOf(ctx.Self()), RequestId: m.requestID, Query: true})
 	}
 }
 

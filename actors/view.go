@@ -19,7 +19,7 @@ type viewActor struct {
 	// mu is held while the actor handles a message; a lookup on another
 	// goroutine reads the state under it (read) only if it is free.
 	mu       sync.Mutex
-	n        *Node
+	env      *viewEnv
 	user     string
 	v        *core.View
 	sinks    map[string]*actor.PID
@@ -43,7 +43,7 @@ func (a *viewActor) Receive(ctx actor.Context) {
 	defer a.mu.Unlock()
 	now := time.Now()
 	before, stopping := viewCounts(a.v, false), false
-	defer func() { a.n.viewDelta(before, viewCounts(a.v, stopping)) }()
+	defer func() { a.env.metrics.viewDelta(before, viewCounts(a.v, stopping)) }()
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.onStarted(ctx, now)
@@ -51,38 +51,38 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		stopping = true
 		a.onStopping(ctx, m)
 	case *messages.DeviceUp:
-		a.n.handled(KindView, &a.received)
+		a.env.life.handled(KindView, &a.received)
 		a.onDeviceUp(ctx, m, now)
 	case *messages.DeviceDown:
-		a.n.handled(KindView, &a.received)
+		a.env.life.handled(KindView, &a.received)
 		a.onDeviceDown(ctx, m, now)
 	case *messages.GatewayDown:
 		a.mode = ModeGatewayCrash
 		a.apply(ctx, a.v.GatewayDownBefore(m.GetNode(), openedBefore(m), lastHeard(m), now))
 	case *messages.DeviceShow:
-		a.n.handled(KindView, &a.received)
+		a.env.life.handled(KindView, &a.received)
 		a.onShow(ctx, m, now)
 	case *messages.ViewSubscribe:
-		a.n.handled(KindView, &a.received)
+		a.env.life.handled(KindView, &a.received)
 		a.loaded()
 		a.subscribe(ctx, m, now)
 	case *messages.ViewUnsubscribe:
-		a.n.handled(KindView, &a.received)
+		a.env.life.handled(KindView, &a.received)
 		a.onUnsubscribe(ctx, m)
 	case *messages.PolicyChanged: // sent, or requested (Node.ApplyPolicy)
-		a.n.handled(KindView, &a.received)
+		a.env.life.handled(KindView, &a.received)
 		a.onPolicyChanged(ctx, now)
 	case *messages.ViewQuery:
-		a.n.handled(KindView, &a.received)
+		a.env.life.handled(KindView, &a.received)
 		a.onQuery(ctx, m.GetFloor(), now)
 	case *messages.ActorStateQuery: // from the inspector, not the directory
 		a.loaded()
 		ctx.Respond(a.info(now))
 	case *messages.DeviceAdmit:
-		a.n.handled(KindView, &a.received)
+		a.env.life.handled(KindView, &a.received)
 		a.onAdmit(ctx, m, now)
 	case *messages.DeviceAdmitWithdraw:
-		a.n.handled(KindView, &a.received)
+		a.env.life.handled(KindView, &a.received)
 		a.v.Withdraw(m.GetDevice())
 	case *actor.Terminated:
 		a.drop(ctx, m.GetWho())
@@ -177,7 +177,7 @@ func (a *viewActor) onAdmit(ctx actor.Context, m *messages.DeviceAdmit, now time
 // onIdleCheck passivates an idle view, unless an admission holds its
 // place or a message is on its way: then it checks again later.
 func (a *viewActor) onIdleCheck(ctx actor.Context, m idleCheck, now time.Time) {
-	if m.gen == a.idleGen && a.v.Idle() && (a.v.Admitting(now) || !a.n.passivate(ctx, KindView, a.user, a.received)) {
+	if m.gen == a.idleGen && a.v.Idle() && (a.v.Admitting(now) || !a.env.life.passivate(ctx, KindView, a.user, a.received)) {
 		a.armIdle(ctx)
 	}
 }
@@ -188,14 +188,14 @@ func (a *viewActor) onIdleCheck(ctx actor.Context, m idleCheck, now time.Time) {
 // does (loaded). A view activated soon after a membership change may
 // replace one on another member, and waits to settle.
 func (a *viewActor) onStarted(ctx actor.Context, now time.Time) {
-	b := a.n.births.take(ctx).(identity)
+	b := a.env.births.take(ctx).(identity)
 	a.user, a.received = b.id, b.received
-	a.n.activated(KindView, a.user, ctx.Self())
-	a.v = core.NewUnloadedView(a.user, a.n.deps.Timing.Debounce) // read at the first need (loaded)
+	a.env.life.activated(KindView, a.user, ctx.Self())
+	a.v = core.NewUnloadedView(a.user, a.env.timing.Debounce) // read at the first need (loaded)
 	a.started = now
 	a.attach(ctx, a)
 	a.armIdle(ctx)
-	if a.n.mayHaveMoved(KindView, a.user) {
+	if a.env.place.mayHaveMoved(KindView, a.user) {
 		a.unsettle(ctx, now)
 	}
 }
@@ -204,10 +204,10 @@ func (a *viewActor) onStarted(ctx actor.Context, now time.Time) {
 // instance that replaces it (births.go).
 func (a *viewActor) onStopping(ctx actor.Context, m any) {
 	if _, ok := m.(*actor.Restarting); ok {
-		a.n.births.leave(ctx.Self().GetId(), identity{a.user, a.received})
+		a.env.births.leave(ctx.Self().GetId(), identity{a.user, a.received})
 	}
 	a.attach(ctx, nil) // a restarted view reloads its state: lookups ask it until it started
-	a.n.deactivated(KindView, a.user, ctx.Self())
+	a.env.life.deactivated(KindView, a.user, ctx.Self())
 	a.settle.stop()
 	a.debounce.stop()
 	a.age.stop()
@@ -218,8 +218,8 @@ func (a *viewActor) onStopping(ctx actor.Context, m any) {
 // onDeviceUp ignores a device up for a connection of an earlier
 // incarnation of its node (Node.earlier).
 func (a *viewActor) onDeviceUp(ctx actor.Context, m *messages.DeviceUp, now time.Time) {
-	if a.n.earlier(m.GetHolder()) {
-		a.n.log.Debug("view: device up from an earlier incarnation of its node ignored", "user", a.user, "device", m.GetDevice(), "node", m.GetHolder().GetNode())
+	if a.env.place.earlier(m.GetHolder()) {
+		a.env.log.Debug("view: device up from an earlier incarnation of its node ignored", "user", a.user, "device", m.GetDevice(), "node", m.GetHolder().GetNode())
 		return
 	}
 	a.apply(ctx, a.v.DeviceUp(m.GetDevice(), m.GetHolder(), now))
@@ -255,14 +255,14 @@ func (a *viewActor) onQuery(ctx actor.Context, floor uint64, now time.Time) {
 	}
 	ctx.Respond(a.state())
 	if a.queries == a.received && a.v.Idle() && !a.v.Unsettled {
-		a.n.passivate(ctx, KindView, a.user, a.received)
+		a.env.life.passivate(ctx, KindView, a.user, a.received)
 	}
 }
 
 // attach lets lookups read the state of view (nil: none) while it is the
 // user's actor in the directory (viewReader).
 func (a *viewActor) attach(ctx actor.Context, view *viewActor) {
-	if r, ok := a.n.dir.(viewReader); ok {
+	if r := a.env.reader; r != nil {
 		r.attachView(a.user, ctx.Self(), view)
 	}
 }
@@ -292,7 +292,7 @@ func (a *viewActor) read(sent uint64, now time.Time) (*messages.ViewState, bool)
 	if a.v == nil || a.received != sent || a.v.Idle() || a.v.Unloaded {
 		return nil, false
 	}
-	if !a.v.Unsettled && now.Sub(a.started) < a.n.deps.Timing.Settle && a.n.mayHaveMoved(KindView, a.user) {
+	if !a.v.Unsettled && now.Sub(a.started) < a.env.timing.Settle && a.env.place.mayHaveMoved(KindView, a.user) {
 		return nil, false
 	}
 	return a.state(), true
@@ -306,7 +306,7 @@ const admitHold = 10 * time.Second
 // heard of the change that moved it here only after activating it (members
 // hear up to a propagation apart).
 func (a *viewActor) recheck(ctx actor.Context, now time.Time) {
-	if !a.v.Unsettled && a.n.mayHaveMoved(KindView, a.user) {
+	if !a.v.Unsettled && a.env.place.mayHaveMoved(KindView, a.user) {
 		a.evidence(ctx, now)
 	}
 }
@@ -315,20 +315,20 @@ func (a *viewActor) recheck(ctx actor.Context, now time.Time) {
 // (re-arming it would cancel the live one) or the gate holds it: after a
 // stall a device may be back in what came meanwhile.
 func (a *viewActor) onDebounce(ctx actor.Context, m debounceFired, now time.Time) {
-	if m.gen == a.v.Gen && a.n.gate(ctx, gate{&a.debounce, m, KindView, a.user}) {
+	if m.gen == a.v.Gen && a.env.guard.gate(ctx, gate{&a.debounce, m, KindView, a.user}) {
 		a.apply(ctx, a.v.DebounceFired(m.gen, now))
 	}
 }
 
 func (a *viewActor) onSettle(ctx actor.Context, m settleView, now time.Time) {
-	if left := a.settleLeft(now); a.v.Unsettled && left > 0 && a.n.mayHaveMoved(KindView, a.user) {
-		a.settle.arm(a.n.sched, left, ctx.Self(), m) // a later change: its re-registrations are still to come
+	if left := a.settleLeft(now); a.v.Unsettled && left > 0 && a.env.place.mayHaveMoved(KindView, a.user) {
+		a.settle.arm(a.env.sched, left, ctx.Self(), m) // a later change: its re-registrations are still to come
 		return
 	}
-	if !a.n.gate(ctx, gate{&a.settle, m, KindView, a.user}) {
+	if !a.env.guard.gate(ctx, gate{&a.settle, m, KindView, a.user}) {
 		return
 	}
-	a.n.log.Debug("view: settled", "user", a.user, "devices", a.v.Devices.Len(), "online", a.v.Online, "subscribers", len(a.v.Subs))
+	a.env.log.Debug("view: settled", "user", a.user, "devices", a.v.Devices.Len(), "online", a.v.Online, "subscribers", len(a.v.Subs))
 	if a.v.Unsettled {
 		a.mode = ModeOwnerCrash // re-created: its departures happened with the old view
 	}
@@ -355,7 +355,7 @@ func (a *viewActor) unsettle(ctx actor.Context, now time.Time) {
 		return
 	}
 	a.v.Unsettled = true
-	a.settle.arm(a.n.sched, max(a.started.Add(a.n.deps.Timing.Settle).Sub(now), a.settleLeft(now), 0), ctx.Self(), settleView{})
+	a.settle.arm(a.env.sched, max(a.started.Add(a.env.timing.Settle).Sub(now), a.settleLeft(now), 0), ctx.Self(), settleView{})
 }
 
 // settleLeft is how long until Timing.Settle after the latest membership
@@ -364,8 +364,8 @@ func (a *viewActor) unsettle(ctx actor.Context, now time.Time) {
 // member crash-looping) do not keep it unsettled for ever, holding its
 // departures; the owner-crash bound counts from the crash the same way.
 func (a *viewActor) settleLeft(now time.Time) time.Duration {
-	t := a.n.deps.Timing
-	return min(a.n.lastChange().Add(t.Settle).Sub(now), a.started.Add(t.FailureDetection+t.Settle).Sub(now))
+	t := a.env.timing
+	return min(a.env.place.lastChange().Add(t.Settle).Sub(now), a.started.Add(t.FailureDetection+t.Settle).Sub(now))
 }
 
 // evidence is a sign of an earlier incarnation of this view (a down for a
@@ -373,7 +373,7 @@ func (a *viewActor) settleLeft(now time.Time) time.Duration {
 // even if its node had not yet heard of the change that moved it here when
 // it was activated (members hear of a change up to a propagation apart).
 func (a *viewActor) evidence(ctx actor.Context, now time.Time) {
-	if now.Sub(a.started) < a.n.deps.Timing.Settle && a.n.mayHaveMoved(KindView, a.user) {
+	if now.Sub(a.started) < a.env.timing.Settle && a.env.place.mayHaveMoved(KindView, a.user) {
 		a.unsettle(ctx, now)
 	}
 }
@@ -381,13 +381,13 @@ func (a *viewActor) evidence(ctx actor.Context, now time.Time) {
 // policy loads the user's policy; a store error makes the user visible to
 // nobody until the next PolicyChanged, rather than to the wrong viewers.
 func (a *viewActor) policy() *core.Policy {
-	doc, ok, err := a.n.deps.Policies.Get(context.Background(), a.user)
+	doc, ok, err := a.env.policies.Get(context.Background(), a.user)
 	return a.policyOf(doc, ok, err)
 }
 
 func (a *viewActor) policyOf(doc store.PolicyDoc, ok bool, err error) *core.Policy {
 	if err != nil {
-		a.n.log.Debug("view: reading policy; visible to nobody", "user", a.user, "err", err)
+		a.env.log.Debug("view: reading policy; visible to nobody", "user", a.user, "err", err)
 		return nil
 	}
 	if !ok {
@@ -411,13 +411,13 @@ func (a *viewActor) loaded() {
 // in one round trip when the policy store can (store.ViewLoader; an error
 // then costs both: visible to nobody, never seen), else in two.
 func (a *viewActor) load() (*core.Policy, time.Time) {
-	if l, ok := a.n.deps.Policies.(store.ViewLoader); ok {
+	if l, ok := a.env.policies.(store.ViewLoader); ok {
 		doc, ok, last, err := l.LoadView(context.Background(), a.user)
 		return a.policyOf(doc, ok, err), last
 	}
-	last, err := a.n.deps.History.LastSeen(context.Background(), a.user)
+	last, err := a.env.history.LastSeen(context.Background(), a.user)
 	if err != nil {
-		a.n.log.Debug("view: reading last seen", "user", a.user, "err", err)
+		a.env.log.Debug("view: reading last seen", "user", a.user, "err", err)
 	}
 	return a.policy(), last
 }
@@ -470,22 +470,22 @@ func (a *viewActor) apply(ctx actor.Context, res core.ViewResult) {
 	now := time.Now()
 	for _, g := range route(res.Deliveries, a.sinks) {
 		if g.addr == ctx.Self().GetAddress() {
-			a.n.fanout(g.presence, g.sinks)
-			a.n.metrics.EventMessages.WithLabelValues("local").Inc()
+			a.env.fanout(g.presence, g.sinks)
+			a.env.metrics.EventMessages.WithLabelValues("local").Inc()
 		} else {
 			sendFrom(ctx, actor.NewPID(g.addr, FanoutName), g.fanoutMsg())
-			a.n.metrics.EventMessages.WithLabelValues("fanout").Inc()
+			a.env.metrics.EventMessages.WithLabelValues("fanout").Inc()
 		}
-		a.n.metrics.Delivered.Add(float64(len(g.sinks)))
+		a.env.metrics.Delivered.Add(float64(len(g.sinks)))
 	}
 	if res.Debounce != nil {
-		a.debounce.arm(a.n.sched, res.Debounce.At.Sub(now), ctx.Self(), debounceFired{res.Debounce.Gen})
+		a.debounce.arm(a.env.sched, res.Debounce.At.Sub(now), ctx.Self(), debounceFired{res.Debounce.Gen})
 	}
 	if res.Age != nil {
-		a.age.arm(a.n.sched, res.Age.Sub(now), ctx.Self(), ageView{})
+		a.age.arm(a.env.sched, res.Age.Sub(now), ctx.Self(), ageView{})
 	}
 	if res.Expiry != nil {
-		a.expiry.arm(a.n.sched, res.Expiry.Sub(now), ctx.Self(), ageView{})
+		a.expiry.arm(a.env.sched, res.Expiry.Sub(now), ctx.Self(), ageView{})
 	}
 	if res.Published {
 		a.published(now)
@@ -511,23 +511,23 @@ func (a *viewActor) published(now time.Time) {
 	status := "offline"
 	if a.v.Online {
 		status = "online"
-	} else if err := a.n.deps.History.SetLastSeen(context.Background(), a.user, a.v.LastSeen); err != nil {
-		a.n.log.Debug("view: writing last seen", "user", a.user, "err", err)
+	} else if err := a.env.history.SetLastSeen(context.Background(), a.user, a.v.LastSeen); err != nil {
+		a.env.log.Debug("view: writing last seen", "user", a.user, "err", err)
 	}
-	a.n.metrics.Published.WithLabelValues(status).Inc()
+	a.env.metrics.Published.WithLabelValues(status).Inc()
 	ev := &messages.ObsEvent{Kind: "published", User: a.user, Status: status}
 	if !a.v.Online && !a.v.LastSeen.IsZero() {
 		ev.LatencyMs = now.Sub(a.v.LastSeen).Milliseconds() // from the departure
 		ev.Reason = a.mode
 		if a.mode != "" {
-			a.n.metrics.Detection.WithLabelValues(a.mode).Observe(now.Sub(a.v.LastSeen).Seconds())
+			a.env.metrics.Detection.WithLabelValues(a.mode).Observe(now.Sub(a.v.LastSeen).Seconds())
 		}
-		if late := now.Sub(a.v.LastSeen) - a.n.deps.Timing.Debounce; a.mode == ModeClose && late > 0 {
-			a.n.hub.took(late) // the push path is behind upstream of the fan-out (degrade.go)
+		if late := now.Sub(a.v.LastSeen) - a.env.timing.Debounce; a.mode == ModeClose && late > 0 {
+			a.env.pushLate(late) // the push path is behind upstream of the fan-out (degrade.go)
 		}
 	}
-	a.n.emit(ev)
-	a.n.log.Debug("view: published", "user", a.user, "status", status, "devices", a.v.Devices.Len(), "unsettled", a.v.Unsettled)
+	a.env.emit(ev)
+	a.env.log.Debug("view: published", "user", a.user, "status", status, "devices", a.v.Devices.Len(), "unsettled", a.v.Unsettled)
 }
 
 // changed counts a new version published to subscribers, by kind: the
@@ -537,7 +537,7 @@ func (a *viewActor) changed(res core.ViewResult) {
 	if res.Published || res.Unmeasured {
 		kind = ChangeStatus
 	}
-	a.n.metrics.Changes.WithLabelValues(kind).Inc()
+	a.env.metrics.Changes.WithLabelValues(kind).Inc()
 }
 
 // unmeasured records an offline this view told subscribers that saw the
@@ -547,10 +547,10 @@ func (a *viewActor) changed(res core.ViewResult) {
 // count, every owner_crash offline is counted, and among the published
 // offlines, which subscribers saw as one (docs/operations.md "Metrics").
 func (a *viewActor) unmeasured() {
-	a.n.metrics.Unmeasured.WithLabelValues(ModeOwnerCrash).Inc()
-	a.n.metrics.Published.WithLabelValues("offline").Inc()
-	a.n.emit(&messages.ObsEvent{Kind: "published", User: a.user, Status: "offline", Reason: ModeOwnerCrash + "_unmeasured"})
-	a.n.log.Debug("view: published offline without a departure", "user", a.user, "subscribers", len(a.v.Subs))
+	a.env.metrics.Unmeasured.WithLabelValues(ModeOwnerCrash).Inc()
+	a.env.metrics.Published.WithLabelValues("offline").Inc()
+	a.env.emit(&messages.ObsEvent{Kind: "published", User: a.user, Status: "offline", Reason: ModeOwnerCrash + "_unmeasured"})
+	a.env.log.Debug("view: published offline without a departure", "user", a.user, "subscribers", len(a.v.Subs))
 }
 
 // lastHeard is when the node that sent m last heard from the member it
@@ -573,7 +573,7 @@ func openedBefore(m *messages.GatewayDown) time.Time {
 
 func (a *viewActor) armIdle(ctx actor.Context) {
 	a.idleGen++
-	a.idle.arm(a.n.sched, a.n.deps.Timing.Idle, ctx.Self(), idleCheck{a.idleGen})
+	a.idle.arm(a.env.sched, a.env.timing.Idle, ctx.Self(), idleCheck{a.idleGen})
 }
 
 // state is the user's raw state for lookups and routing: the derived

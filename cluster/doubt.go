@@ -51,8 +51,26 @@ type doubt struct {
 	// holder is the lease's holder while FenceWatch serves on it (the lease
 	// strategy), else "": a side whose holder answers needs no majority.
 	holder atomic.Pointer[string]
-	// ping, in tests, replaces memberlist's ping.
-	ping func(id, addr string) bool
+	pinger pinger // memberlist's (NewGossip)
+}
+
+// pinger sends one ping to a member (at most ProbeTimeout) and reports
+// whether it answered.
+type pinger interface {
+	ping(id, addr string) bool
+}
+
+// memberlistPinger pings through the gossip's memberlist (none yet: no
+// answer).
+type memberlistPinger struct{ g *Gossip }
+
+func (p memberlistPinger) ping(id, addr string) bool {
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil || p.g.ml == nil {
+		return false
+	}
+	_, err = p.g.ml.Ping(id, ua)
+	return err == nil
 }
 
 // Doubt is how long this node has been in doubt of a death verdict not
@@ -183,16 +201,10 @@ func (g *Gossip) confirm(now, since time.Time) (Verdict, []Voter) {
 	return v, base
 }
 
-// pingMember sends one memberlist ping (at most ProbeTimeout); an answer
-// is the member's latest sign of life here, as an acknowledged probe.
+// pingMember sends one ping (the doubt's pinger); an answer is the
+// member's latest sign of life here, as an acknowledged probe.
 func (g *Gossip) pingMember(id, addr string) bool {
-	ok := false
-	if g.doubt.ping != nil {
-		ok = g.doubt.ping(id, addr)
-	} else if ua, err := net.ResolveUDPAddr("udp", addr); err == nil && g.ml != nil {
-		_, err = g.ml.Ping(id, ua)
-		ok = err == nil
-	}
+	ok := g.doubt.pinger.ping(id, addr)
 	if ok {
 		g.mu.Lock()
 		if _, alive := g.heard[id]; alive { // deleted when the member fails

@@ -31,7 +31,7 @@ func doubting(now time.Time, states map[string]State, a *answering) *Gossip {
 	g := members(now, states, nil)
 	g.preset, g.heard, g.done, g.start = "fast", map[string]time.Time{}, make(chan struct{}), time.Now()
 	g.log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	g.doubt.ping = a.ping
+	g.doubt.pinger = a
 	return g
 }
 
@@ -188,11 +188,11 @@ func (c *cutTransport) DialTimeout(addr string, d time.Duration) (net.Conn, erro
 func startCuttable(t *testing.T, name string, join ...string) (*Gossip, *cutTransport) {
 	t.Helper()
 	ct := &cutTransport{}
-	g, err := NewGossip(GossipConfig{Name: name, Bind: "127.0.0.1:0", Join: join, Preset: "fast", Key: []byte("0123456789abcdef"),
-		Meta: Meta{Actor: "127.0.0.1:9" + name[len(name)-1:]}, wrap: func(nt memberlist.Transport) memberlist.Transport {
-			ct.Transport = nt
-			return ct
-		}})
+	g, err := newGossip(GossipConfig{Name: name, Bind: "127.0.0.1:0", Join: join, Preset: "fast", Key: []byte("0123456789abcdef"),
+		Meta: Meta{Actor: "127.0.0.1:9" + name[len(name)-1:]}}, func(nt memberlist.Transport) memberlist.Transport {
+		ct.Transport = nt
+		return ct
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,9 +103,6 @@ type GossipConfig struct {
 	Context context.Context
 	// Resolve looks a seed's host name up; nil: net.DefaultResolver.
 	Resolve func(ctx context.Context, host string) ([]string, error)
-	// wrap, in tests, puts a transport of their own (a partition) around
-	// memberlist's network transport.
-	wrap func(memberlist.Transport) memberlist.Transport
 }
 
 // Gossip is a Membership over hashicorp/memberlist. Subscribers are called
@@ -270,7 +267,11 @@ func encodeMeta(m Meta) ([]byte, error) {
 }
 
 // NewGossip starts the memberlist, joins the seeds, and returns.
-func NewGossip(cfg GossipConfig) (*Gossip, error) {
+func NewGossip(cfg GossipConfig) (*Gossip, error) { return newGossip(cfg, nil) }
+
+// newGossip is NewGossip over memberlist's network transport with wrap
+// around it (nil: memberlist's own; tests: a partition).
+func newGossip(cfg GossipConfig, wrap func(memberlist.Transport) memberlist.Transport) (*Gossip, error) {
 	start := time.Now()
 	if cfg.Meta.Up == 0 {
 		cfg.Meta.Up = start.UnixMilli()
@@ -280,16 +281,13 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 	if err != nil {
 		return nil, err
 	}
-	host, port, err := net.SplitHostPort(cfg.Bind)
+	host, p, err := splitBind(cfg.Bind)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: gossip address %q: %w", cfg.Bind, err)
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: gossip port %q: %w", port, err)
+		return nil, err
 	}
 	g := &Gossip{self: cfg.Meta, meta: meta, log: cfg.Logger, start: start, preset: cfg.Preset, members: map[string]Member{}, metas: map[string]Meta{}, gone: map[string]time.Time{}, heard: map[string]time.Time{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
+	g.doubt.pinger = memberlistPinger{g}
 	if g.log == nil {
 		g.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -303,7 +301,7 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 	c.Delegate, c.Events, c.Ping, c.SecretKey = g, g, g, cfg.Key
 	c.Logger = log.New(&memberlistLog{l: g.log, refuted: g.refutedDeath}, "", 0)
 	g.conf = c
-	if err := wrapTransport(c, cfg.wrap); err != nil {
+	if err := wrapTransport(c, wrap); err != nil {
 		return nil, err
 	}
 	go g.deliver()
@@ -439,6 +437,19 @@ func resolveSeeds(ctx context.Context, resolve func(context.Context, string) ([]
 		return nil, errors.Join(errs...)
 	}
 	return out, nil
+}
+
+// splitBind splits the gossip's bind address into host and port.
+func splitBind(addr string) (string, int, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("cluster: gossip address %q: %w", addr, err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return "", 0, fmt.Errorf("cluster: gossip port %q: %w", port, err)
+	}
+	return host, p, nil
 }
 
 // splitAdvertise parses an advertised ip:port.

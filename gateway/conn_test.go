@@ -167,21 +167,6 @@ func TestTakeoverKeepsNewRoute(t *testing.T) {
 	}
 }
 
-// Negative control: with fencing switched off, the superseded connection's
-// cleanup removes the new owner's route while its socket lives.
-func TestTakeoverWithoutFencingLosesNewRoute(t *testing.T) {
-	nd := startNode(t, func(_ *Options, d *actors.Deps) { d.Unfenced = true })
-	old := nd.dial("alice", "phone", 1)
-	cur := nd.dial("alice", "phone", 2)
-	closeCode(t, old, 2*time.Second)
-	eventually(t, 2*time.Second, "unfenced cleanup removes the new route", func() bool { return len(nd.route("alice")) == 0 })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if err := cur.Heartbeat(ctx, 1); err != nil {
-		t.Fatalf("the new socket is not alive: %v", err)
-	}
-}
-
 // Both subprotocols carry the same Frame: binary frames for
 // presence.v1.proto.
 func TestBinarySubprotocol(t *testing.T) {

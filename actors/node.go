@@ -711,9 +711,9 @@ func (n *Node) stop() {
 // (propagation), then stops the actor system and the remote at once.
 // proto.actor's graceful shutdown (Cluster.Shutdown(true)) ends with gRPC's
 // graceful stop, which waits for the others' streams to this node to end,
-// and they do not: it gives up after 10 s. A SIGTERM then took 10.5 s to
-// exit, and a rolling restart ran on two members that much longer (the
-// rolling scenario, docs/bounds.md).
+// and they do not: it gives up after 10 s. A SIGTERM then took all of
+// that to exit, and a rolling restart ran on two members that much longer
+// (the rolling scenario, docs/bounds.md).
 func (n *Node) leave() {
 	if err := n.deps.Cluster.Member.Shutdown(true); err != nil {
 		n.log.Warn("leaving the gossip", "err", err)

@@ -238,10 +238,8 @@ func (s *Server) Stop() {
 }
 
 // handshakeWait bounds a handshake's wait for its lease (a slow or paused
-// store delays its floor): 5 s, or less than nbio's read deadline on the
-// request (KeepaliveTime, twice Stale), so that the client gets its 503
-// and Retry-After, not a connection cut without an answer.
-func (s *Server) handshakeWait() time.Duration { return min(5*time.Second, s.timing.Stale) }
+// store delays its floor; config.Timing.HandshakeWait).
+func (s *Server) handshakeWait() time.Duration { return s.timing.HandshakeWait() }
 
 // refuse answers a handshake with code and closes the connection, so that
 // the client's next attempt comes on a new one: nbio's read deadline on a

@@ -155,3 +155,13 @@ func (t timedHistory) SetLastSeen(ctx context.Context, user string, at time.Time
 	t.m.observe("set_last_seen", start, err)
 	return err
 }
+
+// KeepLastSeen hands t to the store's writer (LastSeenKeeper), untimed: it
+// does not wait for the store; a store without a writer is timed as
+// SetLastSeen.
+func (t timedHistory) KeepLastSeen(user string, at time.Time) error {
+	if k, ok := t.HistoryStore.(LastSeenKeeper); ok {
+		return k.KeepLastSeen(user, at)
+	}
+	return t.SetLastSeen(context.Background(), user, at)
+}

@@ -2,11 +2,13 @@ package actors
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/presence-im/presence/config"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
@@ -83,12 +85,48 @@ func TestViewAnswersWhileTheStoreHangs(t *testing.T) {
 			t.Fatalf("last seen %v stored while the store hangs", at)
 		}
 		e.connect(e.n.Gateway(), "alice", "phone", 2) // the view takes her back
-		time.Sleep(10 * time.Second)                  // the store still hangs: the writer's commit gives up and keeps it
+		time.Sleep(40 * time.Second)                  // past the writer's commit deadline: it keeps the last seen, tries again
 		close(h.resume)
 		time.Sleep(2 * store.RetryEvery)
 		at, err := h.MemoryHistory.LastSeen(context.Background(), "alice")
 		if err != nil || at.UnixMilli() != st.GetLastSeenMs() || at.Before(left.Add(-timing.Heartbeat)) {
 			t.Fatalf("last seen in the store %v (%v) once it answers, want %v", at, err, time.UnixMilli(st.GetLastSeenMs()))
+		}
+	})
+}
+
+// A node tells the cluster which of its store's operations fail
+// (NodeCounts.store_failing, from store.Health), and stops once a call
+// works again.
+func TestNodeCountsSayTheStoreFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		down := downHistory{store.NewMemoryHistory(), &atomic.Bool{}} // view_test.go
+		down.down.Store(true)
+		m := store.NewStoreMetrics(nil)
+		m.Health = store.NewHealth(nil, nil)
+		h := m.InstrumentHistory(down)
+		e := newEnvWith(t, Deps{Timing: config.Fast(), History: h})
+		counts := func() []string {
+			t.Helper()
+			res, err := e.n.System().Root.RequestFuture(actor.NewPID(e.n.System().Address(), StatsName), &messages.CountsQuery{}, time.Second).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res.(*messages.NodeCounts).GetStoreFailing()
+		}
+		if ops := counts(); len(ops) != 0 {
+			t.Fatalf("store failing %v before any call failed", ops)
+		}
+		if _, err := e.tryConnect(e.n.Gateway(), "alice", "phone", 1); err == nil {
+			t.Fatal("a handshake accepted with its floor unread")
+		}
+		if ops := counts(); !slices.Equal(ops, []string{"floor"}) {
+			t.Fatalf("store failing %v with floors unread, want [floor]", ops)
+		}
+		down.down.Store(false)
+		e.connect(e.n.Gateway(), "alice", "phone", 2)
+		if ops := counts(); len(ops) != 0 {
+			t.Fatalf("store failing %v once it answers", ops)
 		}
 	})
 }

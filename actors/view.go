@@ -506,12 +506,13 @@ func (a *viewActor) apply(ctx actor.Context, res core.ViewResult) {
 }
 
 // published records a published change: the last seen of an offline
-// (written through), the metric, the dashboard's event and the debug log.
+// (handed to the store's writer, not waited for: a paused store must not
+// stop the view), the metric, the dashboard's event and the debug log.
 func (a *viewActor) published(now time.Time) {
 	status := "offline"
 	if a.v.Online {
 		status = "online"
-	} else if err := a.env.history.SetLastSeen(context.Background(), a.user, a.v.LastSeen); err != nil {
+	} else if err := store.KeepLastSeen(context.Background(), a.env.history, a.user, a.v.LastSeen); err != nil {
 		a.env.log.Debug("view: writing last seen", "user", a.user, "err", err)
 	}
 	a.env.metrics.Published.WithLabelValues(status).Inc()

@@ -252,8 +252,12 @@ type Cluster struct {
 	// Degraded is, for each member whose batched subscriptions are
 	// degraded to pull, since when (RFC 3339; docs/protocol.md, "Degraded
 	// mode").
-	Degraded   map[string]string `json:"degraded,omitempty"`
-	Unanswered []string          `json:"unanswered,omitempty"`
+	Degraded map[string]string `json:"degraded,omitempty"`
+	// StoreFailing is, for each member whose store calls fail, the
+	// operations failing (presence_store_failing; docs/operations.md,
+	// "The store down, paused or slow").
+	StoreFailing map[string][]string `json:"store_failing,omitempty"`
+	Unanswered   []string            `json:"unanswered,omitempty"`
 }
 
 // cluster answers Cluster, asking every member through the actor system.
@@ -269,7 +273,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 		degraded[id] = time.UnixMilli(ms).UTC().Format(time.RFC3339)
 	}
 	writeJSON(w, http.StatusOK, Cluster{Self: s.Members.Self().ID, Members: s.Members.Members(), Actors: st.Counts, Renewals: st.Renewals,
-		Degraded: degraded, Unanswered: st.Missing})
+		Degraded: degraded, StoreFailing: st.StoreFailing, Unanswered: st.Missing})
 }
 
 // webhooks is GET /api/webhooks: every endpoint's state ([] without any).

@@ -301,13 +301,19 @@ func (e *Env) checkStoreMetrics(ctx context.Context, r *Round) {
 }
 
 // checkStoreLog: a node says the store is failing once per burst and
-// operation (its start, a sum a minute, its end), never once per call.
+// operation (its start, a sum a minute, its end), never once per call;
+// no node fences for it, with the lease strategy either (--node-flags
+// "--split-brain lease": the arbiter is asked only when a member is
+// unreachable, and then falls back to the majority rule).
 func (e *Env) checkStoreLog(r *Round) {
 	for _, n := range e.Cluster.Nodes {
 		lines := 0
 		for _, l := range strings.Split(n.Log(), "\n") {
 			if strings.Contains(l, "store: ") && (strings.Contains(l, "failing") || strings.Contains(l, "works again")) {
 				lines++
+			}
+			if strings.Contains(l, "fenced: closing devices") {
+				r.find("fenced", "", "", fmt.Sprintf("%s fenced during a store fault: %s", n.ID, l))
 			}
 		}
 		r.Notes = append(r.Notes, fmt.Sprintf("%s: %d log lines about the store", n.ID, lines))

@@ -78,3 +78,11 @@ func (t Timing) Bounds() Bounds {
 	}
 	return b
 }
+
+// HandshakeWait bounds a handshake's wait for its lease and each store
+// call (the store's calls of a node, store.StoreMetrics.Wait): Stale, at
+// most 5 s. Less than nbio's read deadline on a request (twice Stale), so a
+// handshake waiting on a slow or paused store gets its 503 and
+// Retry-After, not a connection cut without an answer; a store call that
+// cannot finish within it would not serve its handshake anyway.
+func (t Timing) HandshakeWait() time.Duration { return min(5*time.Second, t.Stale) }

@@ -14,6 +14,7 @@ import (
 	"github.com/presence-im/presence/client"
 	"github.com/presence-im/presence/messages"
 	"github.com/presence-im/presence/store"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // The handshake checks of docs/protocol.md, in order, each with its status
@@ -205,5 +206,28 @@ func TestStoreSlowHandshakeGets503(t *testing.T) {
 	}
 	if f, _ := slow.Floor(context.Background(), "bob", "phone"); f != 0 {
 		t.Fatalf("floor %d after a refused handshake, want 0", f)
+	}
+}
+
+// TestStoreSlowRetryIsNotSentTwice: a client tried again after a 503
+// (Retry-After) with a new attempt, as the SDKs do, while the store still
+// hangs. Each try reaches the server once: on a connection kept alive
+// after the 503, nbio's read deadline ran from that answer and cut the
+// next handshake as it waited, and the Go client sent that same attempt
+// again, which a store that had meanwhile written its floor refused 409.
+func TestStoreSlowRetryIsNotSentTwice(t *testing.T) {
+	slow := slowHistory{store.NewMemoryHistory(), make(chan struct{})}
+	defer close(slow.release)
+	nd := startNode(t, func(_ *Options, d *actors.Deps) { d.History = slow })
+	for attempt := uint64(1); attempt <= 2; attempt++ {
+		_, err := client.Dial(context.Background(), nd.url(), client.DialOptions{Token: nd.token("bob", "phone"), Attempt: attempt})
+		var he *client.HandshakeError
+		if !errors.As(err, &he) || he.Status != http.StatusServiceUnavailable || he.RetryAfter <= 0 {
+			t.Fatalf("attempt %d with the store hanging: %v, want 503 with Retry-After", attempt, err)
+		}
+		if got := testutil.ToFloat64(nd.srv.metrics.handshakes.WithLabelValues("503")); got != float64(attempt) {
+			t.Fatalf("after %d tries the server answered %v handshakes 503: a try was sent twice", attempt, got)
+		}
+		time.Sleep(he.RetryAfter)
 	}
 }

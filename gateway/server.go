@@ -238,26 +238,23 @@ func (s *Server) Stop() {
 }
 
 // handshakeWait bounds a handshake's wait for its lease (a slow or paused
-// store delays its floor): 5 s, or less than nbio's read deadline on the
-// request (KeepaliveTime, twice Stale), so that the client gets its 503
-// and Retry-After, not a connection cut without an answer.
-func (s *Server) handshakeWait() time.Duration { return min(5*time.Second, s.timing.Stale) }
+// store delays its floor; config.Timing.HandshakeWait).
+func (s *Server) handshakeWait() time.Duration { return s.timing.HandshakeWait() }
 
-func (s *Server) refuse(w http.ResponseWriter, code int, retryAfter bool, format string, args ...any) {
+// refuse answers a handshake with code and closes the connection, so that
+// the client's next attempt comes on a new one: nbio's read deadline on a
+// kept-alive connection runs from this answer, and a next handshake
+// waiting on a slow store would be cut unanswered, which an HTTP client
+// (Go's) answers by sending the same attempt again (docs/operations.md,
+// "The store down, paused or slow").
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, code int, retryAfter bool, format string, args ...any) {
 	s.metrics.handshake(code)
+	r.Close = true
+	w.Header().Set("Connection", "close")
 	if retryAfter {
 		w.Header().Set("Retry-After", "1")
 	}
 	http.Error(w, fmt.Sprintf(format, args...), code)
-}
-
-// unauthorized answers 401 and closes the connection: a client without a
-// token pays a new TCP connection per try instead of pipelining handshakes
-// on one.
-func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, err error) {
-	r.Close = true
-	w.Header().Set("Connection", "close")
-	s.refuse(w, http.StatusUnauthorized, false, "%v", err)
 }
 
 func hasToken(h http.Header, name, token string) bool {
@@ -292,13 +289,13 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		Platform: dev.platform, Activity: dev.activity, Class: dev.class.Name})
 	switch {
 	case errors.Is(err, core.ErrStaleAttempt):
-		s.refuse(w, http.StatusConflict, false, "%v", err)
+		s.refuse(w, r, http.StatusConflict, false, "%v", err)
 		return
 	case errors.Is(err, actors.ErrTooManyDevices):
-		s.refuse(w, http.StatusForbidden, false, "%v", err)
+		s.refuse(w, r, http.StatusForbidden, false, "%v", err)
 		return
 	case err != nil:
-		s.refuse(w, http.StatusServiceUnavailable, true, "%v", err)
+		s.refuse(w, r, http.StatusServiceUnavailable, true, "%v", err)
 		return
 	}
 	if !s.upgrade(w, r, sock, conn) {
@@ -335,7 +332,7 @@ func (s *Server) deviceParams(w http.ResponseWriter, r *http.Request) (device, b
 		err = fmt.Errorf("class %q: must be standard or battery", q.Get("class"))
 	}
 	if err != nil {
-		s.refuse(w, http.StatusBadRequest, false, "%v", err)
+		s.refuse(w, r, http.StatusBadRequest, false, "%v", err)
 		return device{}, false
 	}
 	return device{p, a, class}, true
@@ -346,30 +343,30 @@ func (s *Server) deviceParams(w http.ResponseWriter, r *http.Request) (device, b
 func (s *Server) check(w http.ResponseWriter, r *http.Request) (Claims, uint64, bool) {
 	h := r.Header
 	if r.Method != http.MethodGet || !hasToken(h, "Connection", "upgrade") || !hasToken(h, "Upgrade", "websocket") || h.Get("Sec-WebSocket-Key") == "" {
-		s.refuse(w, http.StatusBadRequest, false, "not a WebSocket upgrade")
+		s.refuse(w, r, http.StatusBadRequest, false, "not a WebSocket upgrade")
 		return Claims{}, 0, false
 	}
 	if h.Get("Sec-WebSocket-Version") != "13" {
 		w.Header().Set("Sec-WebSocket-Version", "13")
-		s.refuse(w, http.StatusUpgradeRequired, false, "Sec-WebSocket-Version must be 13")
+		s.refuse(w, r, http.StatusUpgradeRequired, false, "Sec-WebSocket-Version must be 13")
 		return Claims{}, 0, false
 	}
 	if s.draining.Load() {
-		s.refuse(w, http.StatusServiceUnavailable, true, "node draining: reconnect elsewhere")
+		s.refuse(w, r, http.StatusServiceUnavailable, true, "node draining: reconnect elsewhere")
 		return Claims{}, 0, false
 	}
 	if !s.admit.Allow() {
-		s.refuse(w, http.StatusTooManyRequests, true, "too many handshakes: retry later")
+		s.refuse(w, r, http.StatusTooManyRequests, true, "too many handshakes: retry later")
 		return Claims{}, 0, false
 	}
 	claims, err := s.tokens.Verify(bearer(r))
 	if err != nil {
-		s.unauthorized(w, r, err)
+		s.refuse(w, r, http.StatusUnauthorized, false, "%v", err)
 		return Claims{}, 0, false
 	}
 	attempt, err := strconv.ParseUint(r.URL.Query().Get("attempt"), 10, 64)
 	if err != nil || attempt == 0 || attempt > MaxAttempt {
-		s.refuse(w, http.StatusBadRequest, false, "attempt must be an integer in [1, %d]", uint64(MaxAttempt))
+		s.refuse(w, r, http.StatusBadRequest, false, "attempt must be an integer in [1, %d]", uint64(MaxAttempt))
 		return Claims{}, 0, false
 	}
 	return claims, attempt, true

@@ -1647,6 +1647,7 @@ type NodeCounts struct {
 	Counts          map[string]int64       `protobuf:"bytes,2,rep,name=counts,proto3" json:"counts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"` // by kind: gateway, connection, lease, view
 	Renewals        uint64                 `protobuf:"varint,3,opt,name=renewals,proto3" json:"renewals,omitempty"`                                                                       // lease renewals accepted by the node since it started
 	DegradedSinceMs int64                  `protobuf:"varint,4,opt,name=degraded_since_ms,json=degradedSinceMs,proto3" json:"degraded_since_ms,omitempty"`                                // when its batched subscriptions were degraded to pull; 0: pushing
+	StoreFailing    []string               `protobuf:"bytes,5,rep,name=store_failing,json=storeFailing,proto3" json:"store_failing,omitempty"`                                            // the store operations whose latest calls failed (store.Health), sorted; none: the store answers
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -1707,6 +1708,13 @@ func (x *NodeCounts) GetDegradedSinceMs() int64 {
 		return x.DegradedSinceMs
 	}
 	return 0
+}
+
+func (x *NodeCounts) GetStoreFailing() []string {
+	if x != nil {
+		return x.StoreFailing
+	}
+	return nil
 }
 
 // ViewQuery asks a view for its user's raw state; answered with ViewState.
@@ -3070,13 +3078,14 @@ const file_actors_proto_rawDesc = "" +
 	"\bidentity\x18\x02 \x01(\tR\bidentity\x12.\n" +
 	"\amessage\x18\x03 \x01(\v2\x14.google.protobuf.AnyR\amessage\x12\x12\n" +
 	"\x04from\x18\x04 \x01(\tR\x04from\"\r\n" +
-	"\vCountsQuery\"\xe0\x01\n" +
+	"\vCountsQuery\"\x85\x02\n" +
 	"\n" +
 	"NodeCounts\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12;\n" +
 	"\x06counts\x18\x02 \x03(\v2#.presence.v1.NodeCounts.CountsEntryR\x06counts\x12\x1a\n" +
 	"\brenewals\x18\x03 \x01(\x04R\brenewals\x12*\n" +
-	"\x11degraded_since_ms\x18\x04 \x01(\x03R\x0fdegradedSinceMs\x1a9\n" +
+	"\x11degraded_since_ms\x18\x04 \x01(\x03R\x0fdegradedSinceMs\x12#\n" +
+	"\rstore_failing\x18\x05 \x03(\tR\fstoreFailing\x1a9\n" +
 	"\vCountsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"5\n" +

@@ -65,8 +65,8 @@ type Batcher struct {
 	done     chan struct{}
 
 	seenMu sync.Mutex
-	seen   map[string]time.Time // last seens that found the queue full
-	kick   chan struct{}        // the writer has seen to do
+	seen   map[string]seenAt // last seens kept to write next (queue full, Keep, a failed commit)
+	kick   chan struct{}     // the writer has seen to do
 
 	written, failed, refused prometheus.Counter
 	deferred, kept, lost     prometheus.Counter
@@ -79,8 +79,16 @@ type Batcher struct {
 const RetryEvery = time.Second
 
 type pending struct {
-	w   Write
-	res chan error
+	w      Write
+	res    chan error
+	failed bool // a kept last seen whose commit failed before: counted kept once
+}
+
+// seenAt is a kept last seen; failed: a commit of it failed (counted in
+// presence_store_last_seen_kept_total).
+type seenAt struct {
+	at     time.Time
+	failed bool
 }
 
 // NewBatcher starts the writer of the store named name (a metric label);
@@ -95,7 +103,7 @@ func NewBatcher(name string, commit Commit, queue, maxBatch int) *Batcher {
 	l := prometheus.Labels{"store": name}
 	b := &Batcher{
 		commit: commit, maxBatch: maxBatch, q: make(chan pending, queue), quit: make(chan struct{}), done: make(chan struct{}),
-		seen: map[string]time.Time{}, kick: make(chan struct{}, 1),
+		seen: map[string]seenAt{}, kick: make(chan struct{}, 1),
 		written:  prometheus.NewCounter(prometheus.CounterOpts{Name: "presence_store_writes_total", Help: "History writes committed.", ConstLabels: l}),
 		failed:   prometheus.NewCounter(prometheus.CounterOpts{Name: "presence_store_write_failures_total", Help: "History writes whose commit failed.", ConstLabels: l}),
 		refused:  prometheus.NewCounter(prometheus.CounterOpts{Name: "presence_store_writes_refused_total", Help: "History writes refused: write queue full or store closed.", ConstLabels: l}),
@@ -129,7 +137,7 @@ func (b *Batcher) Do(ctx context.Context, w Write) error {
 	err := ErrClosed
 	if !b.closed {
 		select {
-		case b.q <- pending{w, res}:
+		case b.q <- pending{w: w, res: res}:
 			err = nil
 		default:
 			err = ErrQueueFull
@@ -153,6 +161,22 @@ func (b *Batcher) Do(ctx context.Context, w Write) error {
 	}
 }
 
+// Keep hands a last seen (w.Device empty) to the writer without waiting
+// for its commit: kept as one that found the queue full (the latest per
+// user), written in the writer's next batch and retried while the store
+// fails. A departure's caller (a view) so never waits on the store.
+func (b *Batcher) Keep(w Write) error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		b.refused.Inc()
+		return ErrClosed
+	}
+	b.holdSeen(w, false)
+	b.keepGoing()
+	return nil
+}
+
 // Close commits what is queued and stops the writer.
 func (b *Batcher) Close() {
 	b.mu.Lock()
@@ -170,16 +194,19 @@ func (b *Batcher) Close() {
 // keepSeen keeps a last seen that found the queue full (the latest per
 // user) and wakes the writer.
 func (b *Batcher) keepSeen(w Write) {
-	b.holdSeen(w)
+	b.holdSeen(w, false)
 	b.deferred.Inc()
 	b.keepGoing()
 }
 
-// holdSeen keeps w, the latest per user.
-func (b *Batcher) holdSeen(w Write) {
+// holdSeen keeps w, the latest per user; failed: its commit failed.
+func (b *Batcher) holdSeen(w Write, failed bool) {
 	b.seenMu.Lock()
-	if w.At.After(b.seen[w.User]) {
-		b.seen[w.User] = w.At
+	if k := b.seen[w.User]; w.At.After(k.at) {
+		b.seen[w.User] = seenAt{w.At, failed || k.failed}
+	} else if failed {
+		k.failed = true
+		b.seen[w.User] = k
 	}
 	b.seenMu.Unlock()
 }
@@ -235,7 +262,7 @@ func (b *Batcher) drain(batch []pending) {
 		}
 		b.seenMu.Lock()
 		b.lost.Add(float64(len(b.seen)))
-		b.seen = map[string]time.Time{}
+		b.seen = map[string]seenAt{}
 		b.seenMu.Unlock()
 		return
 	}
@@ -245,15 +272,15 @@ func (b *Batcher) drain(batch []pending) {
 func (b *Batcher) takeSeen(batch []pending) []pending {
 	b.seenMu.Lock()
 	defer b.seenMu.Unlock()
-	for user, at := range b.seen {
+	for user, k := range b.seen {
 		if len(batch) >= b.maxBatch {
 			break
 		}
-		batch = append(batch, pending{w: Write{User: user, At: at}})
+		batch = append(batch, pending{w: Write{User: user, At: k.at}, failed: k.failed})
 		delete(b.seen, user)
 	}
 	if len(b.seen) == 0 && len(batch) > 0 && batch[len(batch)-1].res == nil {
-		b.seen = map[string]time.Time{} // emptied: a peak's buckets go with it
+		b.seen = map[string]seenAt{} // emptied: a peak's buckets go with it
 	}
 	return batch
 }
@@ -307,8 +334,8 @@ func (b *Batcher) run(batch []pending) bool {
 	for _, p := range batch {
 		res := err
 		if err != nil && p.w.Device == "" {
-			b.holdSeen(p.w)
-			if p.res != nil { // not kept already: counted once
+			b.holdSeen(p.w, true)
+			if !p.failed { // counted once
 				b.kept.Inc()
 			}
 			res = nil

@@ -238,3 +238,58 @@ func TestStoreDownKeepsLastSeens(t *testing.T) {
 		}
 	})
 }
+
+// TestKeepDoesNotWaitForTheStore: Keep hands a last seen to the writer
+// and returns at once while every commit fails; the writer keeps it (one
+// per user, counted once however often it is retried) and writes it once
+// the store answers. After Close it is refused and counted.
+func TestKeepDoesNotWaitForTheStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		down, tries := true, 0
+		stored := map[string]time.Time{}
+		b := NewBatcher("test", func(_ context.Context, ws []Write) error {
+			mu.Lock()
+			defer mu.Unlock()
+			tries++
+			if down {
+				return errors.New("connection refused")
+			}
+			for _, w := range ws {
+				stored[w.User] = w.At
+			}
+			return nil
+		}, 0, 0)
+		defer b.Close()
+		t0 := time.Now()
+		for i := range 3 {
+			if err := b.Keep(Write{User: "ann", At: t0.Add(time.Duration(i) * time.Millisecond)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if time.Since(t0) != 0 {
+			t.Fatalf("Keep waited %v", time.Since(t0))
+		}
+		time.Sleep(5 * RetryEvery)
+		synctest.Wait()
+		mu.Lock()
+		n := tries
+		down = false
+		mu.Unlock()
+		if p, k := testutil.ToFloat64(b.pending), testutil.ToFloat64(b.kept); n < 2 || p != 1 || k != 1 {
+			t.Fatalf("%d commits, pending %v, kept %v with the store down: want retries, 1 and 1", n, p, k)
+		}
+		time.Sleep(RetryEvery)
+		synctest.Wait()
+		mu.Lock()
+		got := stored["ann"]
+		mu.Unlock()
+		if !got.Equal(t0.Add(2*time.Millisecond)) || testutil.ToFloat64(b.pending) != 0 {
+			t.Fatalf("stored %v, pending %v once the store answers, want her latest and 0", got, testutil.ToFloat64(b.pending))
+		}
+		b.Close()
+		if err := b.Keep(Write{User: "bob", At: t0}); !errors.Is(err, ErrClosed) || testutil.ToFloat64(b.refused) != 1 {
+			t.Fatalf("Keep after Close: %v, refused %v", err, testutil.ToFloat64(b.refused))
+		}
+	})
+}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -61,6 +62,36 @@ func (h *Health) Failing() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.bursts) > 0
+}
+
+// FailingOps are the operations in a burst of failures, sorted (nil: none
+// or no Health).
+func (h *Health) FailingOps() []string {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var ops []string
+	for op := range h.bursts {
+		ops = append(ops, op)
+	}
+	slices.Sort(ops)
+	return ops
+}
+
+// FailingOps are the operations of s failing now when s is a store timed
+// by StoreMetrics with a Health (Health.FailingOps), else nil.
+func FailingOps(s any) []string {
+	switch t := s.(type) {
+	case timedHistory:
+		return t.m.Health.FailingOps()
+	case timedPolicies:
+		return t.m.Health.FailingOps()
+	case timedViews:
+		return t.m.Health.FailingOps()
+	}
+	return nil
 }
 
 // note records the outcome of one call of op.

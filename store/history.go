@@ -18,6 +18,24 @@ type HistoryStore interface {
 	SetLastSeen(ctx context.Context, user string, t time.Time) error
 }
 
+// LastSeenKeeper is a HistoryStore whose writer keeps last seens and
+// writes them itself (Batcher): KeepLastSeen hands one over and returns
+// before its commit, ErrClosed once the store is closed.
+type LastSeenKeeper interface {
+	KeepLastSeen(user string, t time.Time) error
+}
+
+// KeepLastSeen hands a departure's last seen to h's writer without waiting
+// for the store (LastSeenKeeper), or sets it when h has none (a memory
+// store: at once). The writer keeps the latest per user and writes it once
+// the store answers.
+func KeepLastSeen(ctx context.Context, h HistoryStore, user string, t time.Time) error {
+	if k, ok := h.(LastSeenKeeper); ok {
+		return k.KeepLastSeen(user, t)
+	}
+	return h.SetLastSeen(ctx, user, t)
+}
+
 // ReadFloor is what a SQL store answers for a floor it read as n (a
 // signed column), err being the read's error and none whether the row was
 // missing (floor 0).

@@ -16,6 +16,11 @@ type StoreMetrics struct {
 	// Health, when set, follows the errors as bursts (logged once per
 	// burst, presence_store_failing).
 	Health *Health
+	// Wait, when > 0, bounds each call (a node's: config.Timing's
+	// HandshakeWait): a paused store's calls then fail, counted and
+	// followed as bursts, instead of hanging those who wait on them. A
+	// floor or last seen already queued is still written (Batcher.Do).
+	Wait time.Duration
 }
 
 // storeOps are the operations of PolicyStore and HistoryStore.
@@ -45,6 +50,14 @@ func NewStoreMetrics(reg prometheus.Registerer) *StoreMetrics {
 	return m
 }
 
+// bound is ctx with the call's deadline, Wait.
+func (m *StoreMetrics) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if m.Wait <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, m.Wait)
+}
+
 func (m *StoreMetrics) observe(op string, start time.Time, err error) {
 	m.Latency.WithLabelValues(op).Observe(time.Since(start).Seconds())
 	if err != nil {
@@ -71,6 +84,8 @@ type timedPolicies struct {
 }
 
 func (t timedPolicies) Get(ctx context.Context, user string) (PolicyDoc, bool, error) {
+	ctx, cancel := t.m.bound(ctx)
+	defer cancel()
 	start := time.Now()
 	doc, ok, err := t.PolicyStore.Get(ctx, user)
 	t.m.observe("policy_get", start, err)
@@ -78,6 +93,8 @@ func (t timedPolicies) Get(ctx context.Context, user string) (PolicyDoc, bool, e
 }
 
 func (t timedPolicies) Put(ctx context.Context, user string, doc PolicyDoc) error {
+	ctx, cancel := t.m.bound(ctx)
+	defer cancel()
 	start := time.Now()
 	err := t.PolicyStore.Put(ctx, user, doc)
 	t.m.observe("policy_put", start, err)
@@ -90,6 +107,8 @@ type timedViews struct {
 }
 
 func (t timedViews) LoadView(ctx context.Context, user string) (PolicyDoc, bool, time.Time, error) {
+	ctx, cancel := t.m.bound(ctx)
+	defer cancel()
 	start := time.Now()
 	doc, ok, last, err := t.v.LoadView(ctx, user)
 	t.m.observe("view_load", start, err)
@@ -102,6 +121,8 @@ type timedHistory struct {
 }
 
 func (t timedHistory) Floor(ctx context.Context, user, device string) (uint64, error) {
+	ctx, cancel := t.m.bound(ctx)
+	defer cancel()
 	start := time.Now()
 	f, err := t.HistoryStore.Floor(ctx, user, device)
 	t.m.observe("floor", start, err)
@@ -109,6 +130,8 @@ func (t timedHistory) Floor(ctx context.Context, user, device string) (uint64, e
 }
 
 func (t timedHistory) RaiseFloor(ctx context.Context, user, device string, attempt uint64) error {
+	ctx, cancel := t.m.bound(ctx)
+	defer cancel()
 	start := time.Now()
 	err := t.HistoryStore.RaiseFloor(ctx, user, device, attempt)
 	t.m.observe("raise_floor", start, err)
@@ -116,6 +139,8 @@ func (t timedHistory) RaiseFloor(ctx context.Context, user, device string, attem
 }
 
 func (t timedHistory) LastSeen(ctx context.Context, user string) (time.Time, error) {
+	ctx, cancel := t.m.bound(ctx)
+	defer cancel()
 	start := time.Now()
 	ls, err := t.HistoryStore.LastSeen(ctx, user)
 	t.m.observe("last_seen", start, err)
@@ -123,8 +148,20 @@ func (t timedHistory) LastSeen(ctx context.Context, user string) (time.Time, err
 }
 
 func (t timedHistory) SetLastSeen(ctx context.Context, user string, at time.Time) error {
+	ctx, cancel := t.m.bound(ctx)
+	defer cancel()
 	start := time.Now()
 	err := t.HistoryStore.SetLastSeen(ctx, user, at)
 	t.m.observe("set_last_seen", start, err)
 	return err
+}
+
+// KeepLastSeen hands t to the store's writer (LastSeenKeeper), untimed: it
+// does not wait for the store; a store without a writer is timed as
+// SetLastSeen.
+func (t timedHistory) KeepLastSeen(user string, at time.Time) error {
+	if k, ok := t.HistoryStore.(LastSeenKeeper); ok {
+		return k.KeepLastSeen(user, at)
+	}
+	return t.SetLastSeen(context.Background(), user, at)
 }

@@ -113,7 +113,7 @@ func run(args []string) int {
 		return code
 	}
 	reg, mem := runtimeMetrics(log)
-	policies, history, leases, closeStore, err := openTimedStore(cfg.PolicyDSN, reg, log)
+	policies, history, leases, closeStore, err := openTimedStore(cfg.PolicyDSN, cfg.Timing.HandshakeWait(), reg, log)
 	if err != nil {
 		return fail(1, err)
 	}
@@ -183,16 +183,17 @@ func runtimeMetrics(log *slog.Logger) (*prometheus.Registry, *memreturn.Returner
 	return reg, memreturn.New(reg, log)
 }
 
-// openTimedStore opens the store with every call timed and its errors
-// counted (presence_store_seconds, presence_store_errors_total) and logged
-// once per burst (store.Health).
-func openTimedStore(dsn string, reg prometheus.Registerer, log *slog.Logger) (store.PolicyStore, store.HistoryStore, store.ArbiterStore, func(), error) {
+// openTimedStore opens the store with every call timed, bounded by wait,
+// and its errors counted (presence_store_seconds,
+// presence_store_errors_total) and logged once per burst (store.Health).
+func openTimedStore(dsn string, wait time.Duration, reg prometheus.Registerer, log *slog.Logger) (store.PolicyStore, store.HistoryStore, store.ArbiterStore, func(), error) {
 	policies, history, leases, closeStore, err := openStore(dsn, reg)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
 	sm := store.NewStoreMetrics(reg)
 	sm.Health = store.NewHealth(log, reg)
+	sm.Wait = wait
 	return sm.InstrumentPolicies(policies), sm.InstrumentHistory(history), leases, closeStore, nil
 }
 

@@ -52,6 +52,11 @@ async function refreshCluster() {
         // Its fan-out is behind: contact lists pull (docs/protocol.md, "Degraded mode").
         state.append(" ", el("span", "degraded since " + new Date(degraded).toLocaleTimeString(), "degraded"));
       }
+      const failing = (body.store_failing || {})[m.id];
+      if (failing && m.state === "alive") {
+        // Its store calls fail: new handshakes get 503 (docs/operations.md, "The store down, paused or slow").
+        state.append(" ", el("span", "store failing: " + failing.join(", "), "store-failing"));
+      }
       tr.append(el("td", m.id), state, el("td", new Date(m.since).toLocaleTimeString()));
       for (const k of ["gateway", "connection", "lease", "view"]) {
         tr.append(el("td", m.state === "alive" && k in a ? String(a[k]) : "", "n"));

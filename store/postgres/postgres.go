@@ -127,6 +127,15 @@ func (s *Postgres) SetLastSeen(ctx context.Context, user string, t time.Time) er
 	return nil
 }
 
+// KeepLastSeen hands t to the writer without waiting for its commit
+// (store.LastSeenKeeper).
+func (s *Postgres) KeepLastSeen(user string, t time.Time) error {
+	if err := s.w.Keep(store.Write{User: user, At: t}); err != nil {
+		return fmt.Errorf("store: keep last seen of %s: %w", user, err)
+	}
+	return nil
+}
+
 // ArbiterClock is the database server's clock.
 func (s *Postgres) ArbiterClock(ctx context.Context) (time.Time, error) {
 	var us int64

@@ -209,6 +209,15 @@ func (s *SQLite) SetLastSeen(ctx context.Context, user string, t time.Time) erro
 	return nil
 }
 
+// KeepLastSeen hands t to the writer without waiting for its commit
+// (store.LastSeenKeeper).
+func (s *SQLite) KeepLastSeen(user string, t time.Time) error {
+	if err := s.w.Keep(store.Write{User: user, At: t}); err != nil {
+		return fmt.Errorf("store: keep last seen of %s: %w", user, err)
+	}
+	return nil
+}
+
 // ArbiterClock is SQLite's clock: the host's, which every node of one file
 // shares.
 func (s *SQLite) ArbiterClock(ctx context.Context) (time.Time, error) {

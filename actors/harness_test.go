@@ -125,7 +125,10 @@ func (r *fakeRoster) setUp(member string, ms int64) {
 func newEnvWith(t *testing.T, d Deps, s ...seams) *env {
 	t.Helper()
 	e := &env{t: t, policies: store.NewMemoryPolicies(), history: store.NewMemoryHistory(), start: time.Now()}
-	d.NodeID, d.Seed, d.Policies = "g1", 1, e.policies
+	d.NodeID, d.Seed = "g1", 1
+	if d.Policies == nil { // a test may bring its own, over e.policies
+		d.Policies = e.policies
+	}
 	if d.History == nil { // a test may bring its own
 		d.History = e.history
 	}

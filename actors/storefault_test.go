@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -127,6 +128,54 @@ func TestNodeCountsSayTheStoreFails(t *testing.T) {
 		e.connect(e.n.Gateway(), "alice", "phone", 2)
 		if ops := counts(); len(ops) != 0 {
 			t.Fatalf("store failing %v once it answers", ops)
+		}
+	})
+}
+
+// downPolicies is a policy store whose reads fail while down (the
+// writes, the test's own setup, go through).
+type downPolicies struct {
+	*store.MemoryPolicies
+	down  *atomic.Bool
+	reads atomic.Int64
+}
+
+func (p *downPolicies) Get(ctx context.Context, user string) (store.PolicyDoc, bool, error) {
+	p.reads.Add(1)
+	if p.down.Load() {
+		return store.PolicyDoc{}, false, errors.New("connection refused")
+	}
+	return p.MemoryPolicies.Get(ctx, user)
+}
+
+// A view loaded while the store could not give its policy shows the user
+// to nobody, and reads it again, backing off, until it can: once the
+// store answers, the subscriber that was trimmed out hears her online.
+func TestViewRereadsAPolicyItCouldNotRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pol := &downPolicies{down: &atomic.Bool{}}
+		e := newEnvWith(t, Deps{Timing: config.Fast(), Policies: pol})
+		pol.MemoryPolicies = e.policies
+		e.policy("alice", core.Exact, "bob")
+		pol.down.Store(true)
+		p := e.subscribe("alice", "bob")
+		e.connect(e.n.Gateway(), "alice", "phone", 1)
+		time.Sleep(time.Minute)
+		if evs := p.all(); len(evs) != 0 {
+			t.Fatalf("bob heard %v while alice's policy could not be read, want nothing", e.statuses(p))
+		}
+		if r := pol.reads.Load(); r < 3 || r > 8 {
+			t.Fatalf("%d policy reads in a minute of a failing store, want a few, backing off", r)
+		}
+		pol.down.Store(false)
+		time.Sleep(maxReread + time.Second)
+		if evs := p.all(); len(evs) == 0 || evs[len(evs)-1].p.GetStatus() != messages.Status_online {
+			t.Fatalf("bob heard %v once the store answers, want alice online", e.statuses(p))
+		}
+		reads := pol.reads.Load()
+		time.Sleep(5 * time.Minute)
+		if pol.reads.Load() != reads {
+			t.Fatalf("%d more policy reads after one worked", pol.reads.Load()-reads)
 		}
 	})
 }

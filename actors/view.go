@@ -32,6 +32,11 @@ type viewActor struct {
 
 	debounce, age, idle, settle, expiry timer
 	idleGen                             uint64
+	// reread reads the policy again while the last read failed
+	// (armReread): policyUnread says it did, rereadIn is the back-off.
+	reread                    timer
+	rereadIn                  time.Duration
+	policyUnread, rereadArmed bool
 	started                             time.Time // activation
 	mode                                string    // leave mode of the last departure (presence_offline_detection_seconds)
 	hooked                              string    // what the webhooks were last told (hook.go)
@@ -87,6 +92,17 @@ func (a *viewActor) Receive(ctx actor.Context) {
 	case *actor.Terminated:
 		a.drop(ctx, m.GetWho())
 		a.apply(ctx, core.ViewResult{})
+	default:
+		a.onTimer(ctx, m, now)
+	}
+	if !stopping {
+		a.armReread(ctx)
+	}
+}
+
+// onTimer handles the view's own timers' messages.
+func (a *viewActor) onTimer(ctx actor.Context, m any, now time.Time) {
+	switch m := m.(type) {
 	case debounceFired:
 		a.onDebounce(ctx, m, now)
 	case ageView: // a coarse recently turning long_ago, or the user's status expiring
@@ -95,6 +111,8 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.onSettle(ctx, m, now)
 	case idleCheck:
 		a.onIdleCheck(ctx, m, now)
+	case policyReread:
+		a.onReread(ctx, now)
 	}
 }
 
@@ -213,6 +231,7 @@ func (a *viewActor) onStopping(ctx actor.Context, m any) {
 	a.age.stop()
 	a.idle.stop()
 	a.expiry.stop()
+	a.reread.stop()
 }
 
 // onDeviceUp ignores a device up for a connection of an earlier
@@ -379,13 +398,15 @@ func (a *viewActor) evidence(ctx actor.Context, now time.Time) {
 }
 
 // policy loads the user's policy; a store error makes the user visible to
-// nobody until the next PolicyChanged, rather than to the wrong viewers.
+// nobody, rather than to the wrong viewers, until a read works: the next
+// PolicyChanged or the view's own reread (armReread).
 func (a *viewActor) policy() *core.Policy {
 	doc, ok, err := a.env.policies.Get(context.Background(), a.user)
 	return a.policyOf(doc, ok, err)
 }
 
 func (a *viewActor) policyOf(doc store.PolicyDoc, ok bool, err error) *core.Policy {
+	a.policyUnread = err != nil
 	if err != nil {
 		a.env.log.Debug("view: reading policy; visible to nobody", "user", a.user, "err", err)
 		return nil
@@ -394,6 +415,39 @@ func (a *viewActor) policyOf(doc store.PolicyDoc, ok bool, err error) *core.Poli
 		return nil
 	}
 	return doc.Policy()
+}
+
+// policyReread is the self-message of a view whose policy read failed.
+type policyReread struct{}
+
+// maxReread caps the back-off between a view's policy reads while the
+// store fails.
+const maxReread = 30 * time.Second
+
+// armReread reads the policy again while the last read failed, after
+// store.RetryEvery, doubling up to maxReread: a view loaded while the
+// store was down shows its user to nobody, and must not stay so once the
+// store answers.
+func (a *viewActor) armReread(ctx actor.Context) {
+	if !a.policyUnread || a.rereadArmed {
+		return
+	}
+	a.rereadIn = min(max(2*a.rereadIn, store.RetryEvery), maxReread)
+	a.rereadArmed = true
+	a.reread.arm(a.env.sched, a.rereadIn, ctx.Self(), policyReread{})
+}
+
+// onReread applies the policy read again, as a PolicyChanged does.
+func (a *viewActor) onReread(ctx actor.Context, now time.Time) {
+	a.rereadArmed = false
+	if a.v.Unloaded { // reads it at its first need
+		a.policyUnread = false
+	} else {
+		a.apply(ctx, a.v.SetPolicy(a.policy(), now))
+	}
+	if !a.policyUnread {
+		a.rereadIn = 0
+	}
 }
 
 // loaded reads the user's policy and last seen into the view if that is

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -185,7 +184,7 @@ func runCentrifugoWorker(ctx context.Context, base *worker, in io.Reader) error 
 	}
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
-		if !w.command(ctx, strings.Fields(sc.Text())) {
+		if !w.runCommand(ctx, w, strings.Fields(sc.Text())) {
 			break
 		}
 	}
@@ -276,50 +275,26 @@ func (w *cfWorker) handleCF(ctx context.Context, c *cfConn, b []byte, at time.Ti
 	return nil
 }
 
-// command answers one command as runCommand does; false ends the worker.
-func (w *cfWorker) command(ctx context.Context, cmd []string) bool {
-	if len(cmd) == 0 {
-		return true
-	}
-	switch cmd[0] {
-	case "sub":
-		w.setTarget(cmd[1])
-		k, _ := strconv.Atoi(cmd[2])
-		w.say("subscribed %d", w.subscribeAll(ctx, cmd[1], k))
-	case "open":
-		w.setTarget(cmd[1])
-		c, err := w.dialCF(ctx, cmd[1])
-		if err != nil {
-			w.say("error %v", err)
-			return true
-		}
+// The protocol of a load process on Centrifugo (runCommand).
+
+func (w *cfWorker) openTarget(ctx context.Context, user string) error {
+	c, err := w.dialCF(ctx, user)
+	if err == nil {
 		w.cfTarget = c
-		w.say("opened")
-	case "close":
-		w.cfTarget.closing.Store(true)
-		t0 := time.Now()
-		_ = w.cfTarget.ws.Close(websocket.StatusNormalClosure, "")
-		w.say("closed %d", t0.UnixNano())
-	case "lat":
-		w.say("lat %s", w.takeLatencies())
-	case "stats":
-		w.say("stats %s", w.cfStatsLine())
-	case "drop":
-		t0 := time.Now()
-		w.closeAllCF()
-		w.say("dropped %d", t0.UnixNano())
-	case "quit":
-		return false
-	default:
-		w.say("error unknown command %q", cmd[0])
 	}
-	return true
+	return err
 }
 
-func (w *cfWorker) setTarget(user string) {
-	w.mu.Lock()
-	w.targetUser = user
-	w.mu.Unlock()
+func (w *cfWorker) closeTarget() {
+	w.cfTarget.closing.Store(true)
+	_ = w.cfTarget.ws.Close(websocket.StatusNormalClosure, "")
+}
+
+func (w *cfWorker) statsLine() string { return w.cfStatsLine() }
+func (w *cfWorker) closeAll()         { w.closeAllCF() }
+
+func (w *cfWorker) other(_ context.Context, cmd []string) {
+	w.say("error unknown command %q", cmd[0])
 }
 
 // cfSubscribeWithin bounds the wait for the subscribers: every join is

@@ -102,7 +102,7 @@ func RunWorker(ctx context.Context, o WorkerOptions, in io.Reader, out io.Writer
 	}
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
-		if !w.runCommand(ctx, strings.Fields(sc.Text())) {
+		if !w.runCommand(ctx, w, strings.Fields(sc.Text())) {
 			break
 		}
 	}
@@ -304,57 +304,78 @@ func (w *worker) read(ctx context.Context, wc *wconn) {
 	}
 }
 
-// runCommand answers one command; false ends the worker.
-//
-//	sub T K    the first K connections subscribe to T -> "subscribed N"
-//	open T     a connection for user T -> "opened"
-//	close      closes T's connection cleanly -> "closed UNIX_NS"
-//	lat        -> "lat N t1,t2,..." receive times of T's offline events since the last lat
-//	stats      -> "stats ACKS SENT UNEXPECTED LIVE code:n,..."
-//	drop       closes every connection at once, without a close frame -> "dropped UNIX_NS"
-//	quit       ends
-func (w *worker) runCommand(ctx context.Context, cmd []string) bool {
+// protocol is what a load process does in the protocol it speaks
+// (presence's, or Centrifugo's: cfWorker); runCommand drives either.
+type protocol interface {
+	subscribeAll(ctx context.Context, target string, k int) int // the first k devices subscribe to target
+	openTarget(ctx context.Context, user string) error          // the target's own device connects
+	closeTarget()                                               // and closes cleanly
+	statsLine() string
+	closeAll()
+	other(ctx context.Context, cmd []string) // any other command
+}
+
+// runCommand answers one command in p's protocol; false ends the worker.
+func (w *worker) runCommand(ctx context.Context, p protocol, cmd []string) bool {
 	if len(cmd) == 0 {
 		return true
 	}
 	switch cmd[0] {
 	case "sub":
-		w.mu.Lock()
-		w.targetUser = cmd[1]
-		w.mu.Unlock()
+		w.setTarget(cmd[1])
 		k, _ := strconv.Atoi(cmd[2])
-		w.say("subscribed %d", w.subscribe(ctx, cmd[1], k))
+		w.say("subscribed %d", p.subscribeAll(ctx, cmd[1], k))
 	case "open":
-		w.mu.Lock()
-		w.targetUser = cmd[1]
-		w.mu.Unlock()
-		wc, err := w.dial(ctx, cmd[1])
-		if err != nil {
+		w.setTarget(cmd[1])
+		if err := p.openTarget(ctx, cmd[1]); err != nil {
 			w.say("error %v", err)
 			return true
 		}
-		w.target = wc
 		w.say("opened")
 	case "close":
-		w.target.closing.Store(true)
 		t0 := time.Now()
-		_ = w.target.c.Close()
+		p.closeTarget()
 		w.say("closed %d", t0.UnixNano())
 	case "lat":
 		w.say("lat %s", w.takeLatencies())
 	case "stats":
-		w.say("stats %s", w.statsLine())
+		w.say("stats %s", p.statsLine())
 	case "drop":
 		t0 := time.Now()
-		w.closeAll()
+		p.closeAll()
 		w.say("dropped %d", t0.UnixNano())
 	case "quit":
 		return false
 	default:
-		w.stormCommand(ctx, cmd)
+		p.other(ctx, cmd)
 	}
 	return true
 }
+
+func (w *worker) setTarget(user string) {
+	w.mu.Lock()
+	w.targetUser = user
+	w.mu.Unlock()
+}
+
+func (w *worker) subscribeAll(ctx context.Context, target string, k int) int {
+	return w.subscribe(ctx, target, k)
+}
+
+func (w *worker) openTarget(ctx context.Context, user string) error {
+	wc, err := w.dial(ctx, user)
+	if err == nil {
+		w.target = wc
+	}
+	return err
+}
+
+func (w *worker) closeTarget() {
+	w.target.closing.Store(true)
+	_ = w.target.c.Close()
+}
+
+func (w *worker) other(ctx context.Context, cmd []string) { w.stormCommand(ctx, cmd) }
 
 func (w *worker) subscribe(ctx context.Context, target string, k int) int {
 	w.mu.Lock()

@@ -48,11 +48,12 @@ type Config struct {
 	// Heartbeats false leaves heartbeating to the caller (tests of half-open
 	// devices); the default (nil) heartbeats.
 	Heartbeats *bool
-	// Silence: a connection that hears nothing (every heartbeat is acked)
-	// for this long is dropped and the next URL tried, as for 1001: its
-	// node died without closing (power, network, a killed container).
-	// Default 2.5 x hello's heartbeat interval (the server's own stale
-	// rule), at least 2 s.
+	// Silence: a connection that hears nothing (its heartbeats ask for an
+	// ack when it has heard nothing for a while: AckPolicy) for this long
+	// is dropped and the next URL tried, as for 1001: its node died
+	// without closing (power, network, a killed container). Default 2.5 x
+	// hello's heartbeat interval (the server's own stale rule), at least
+	// 2 s; 1.5 intervals or less has every heartbeat ask.
 	Silence time.Duration
 	// DialTimeout bounds one connection attempt (TCP, TLS, handshake): a
 	// node whose host vanished may leave SYNs unanswered for minutes.

@@ -108,7 +108,7 @@ func checkResult(t *testing.T, o Options, r RunResult) {
 	case r.ConnectRate <= 0 || r.RSSConnect <= 0 || r.Heap <= 0 || r.ConnectCPU <= 0 || r.LoadCPU <= 0:
 		t.Errorf("%s: connect rate %v, RSS %v, heap %v, CPU %v (load %v) per device: want all > 0", r.System, r.ConnectRate, r.RSSConnect, r.Heap, r.ConnectCPU, r.LoadCPU)
 	case r.Beats < int64(o.N) || r.CPUPerBeat <= 0:
-		t.Errorf("%s: %d heartbeats acked in %v, CPU %v each: want at least one per device", r.System, r.Beats, o.Idle, r.CPUPerBeat)
+		t.Errorf("%s: %d heartbeats sent in %v, CPU %v each: want at least one per device", r.System, r.Beats, o.Idle, r.CPUPerBeat)
 	case r.Lookups == 0 || r.LookupErrors > 0:
 		t.Errorf("%s: %d lookups, %d failed", r.System, r.Lookups, r.LookupErrors)
 	case len(r.Fanout) != r.FanoutExpected || r.FanoutExpected != o.Subs*max(o.Devices, 1)*o.Rounds:
@@ -318,5 +318,30 @@ func TestDialRetry(t *testing.T) {
 	}
 	if _, again := dialRetry(nil, 0, far); again {
 		t.Error("a success retried")
+	}
+}
+
+// A load device asks for acks as an SDK's idle device does, every other
+// heartbeat, though its beats come a full interval apart and a timer's
+// slack later, whatever the round trip up to a good part of an interval.
+func TestBenchBeatsAskEveryOther(t *testing.T) {
+	const interval = 5 * time.Second
+	for _, c := range []struct{ slack, rtt time.Duration }{
+		{0, 0}, {20 * time.Millisecond, 0}, {300 * time.Millisecond, time.Millisecond}, {0, 2 * time.Second},
+	} {
+		asks := benchAckPolicy(interval)
+		var heard, at time.Duration // the last frame heard, the beat; from the hello
+		var got []byte
+		for range 12 {
+			at += interval + c.slack
+			if asks.Ask(at - heard) {
+				got, heard = append(got, 'a'), at+c.rtt
+			} else {
+				got = append(got, '-')
+			}
+		}
+		if string(got) != "a-a-a-a-a-a-" {
+			t.Errorf("slack %v, round trip %v: asked %q, want every other", c.slack, c.rtt, got)
+		}
 	}
 }

@@ -165,6 +165,9 @@ func (p *Peer) readLoop(ctx context.Context, pc *peerConn, key string) {
 			if p.rdb.Set(ctx, key, p.host, p.o.TTL).Err() != nil {
 				return
 			}
+			if k.Heartbeat.Ack != nil && !*k.Heartbeat.Ack {
+				continue // asked for no ack, as presence honours it
+			}
 			_ = pc.send(ctx, &messages.Frame{Kind: &messages.Frame_HeartbeatAck{HeartbeatAck: &messages.HeartbeatAck{
 				Seq: k.Heartbeat.GetSeq(), ClientTsMs: k.Heartbeat.GetClientTsMs(), ServerTsMs: time.Now().UnixMilli()}}})
 		case *messages.Frame_Subscribe:

@@ -95,8 +95,9 @@ func reportSetup(w io.Writer, o Options, machine string) {
 	if o.Webhook {
 		fmt.Fprintln(w, "webhooks: presence posts every change to one endpoint (a receiver in the bench, answering 200); the peer has none")
 	}
-	fmt.Fprintf(w, "workload: %d devices per system, heartbeats every %v, %d runs each (min / median / max), lookups at %d/s, %d offline rounds, %s\n\n",
-		o.N, o.Interval, o.Runs, o.LookupRate, o.Rounds, map[bool]string{true: "presence.v1.proto", false: "presence.v1.json"}[o.Binary])
+	fmt.Fprintf(w, "workload: %d devices per system, heartbeats every %v (%s), %d runs each (min / median / max), lookups at %d/s, %d offline rounds, %s\n\n",
+		o.N, o.Interval, map[bool]string{true: "each acked", false: "acks asked as the SDKs ask"}[o.AckEvery],
+		o.Runs, o.LookupRate, o.Rounds, map[bool]string{true: "presence.v1.proto", false: "presence.v1.json"}[o.Binary])
 }
 
 // reportTable writes the table: a row per figure, a column per system,

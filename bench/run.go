@@ -33,6 +33,7 @@ type Options struct {
 	Rounds      int           // offlines per run
 	LookupRate  int           // lookups per second while the heartbeats flow
 	Binary      bool          // devices speak presence.v1.proto
+	AckEvery    bool          // every heartbeat without the ack field (acked), as before it; default: acks asked as the SDKs ask
 	Webhook     bool          // presenced posts its webhooks to one endpoint, a receiver in this process
 	NodeArgs    []string      // more presenced flags (the storm smoke test's short batch window)
 	Systems     []string      // "presence", "redis-ttl", "centrifugo"; empty: defaultSystems
@@ -321,8 +322,9 @@ func (o Options) bar(stop chan struct{}, what string, total int, ws []*workerPro
 }
 
 // idle lets the heartbeats flow for Idle (Hold when hold), measuring the
-// system's CPU per acknowledged heartbeat and, meanwhile, lookups of random
-// devices at LookupRate, one at a time.
+// system's CPU per heartbeat sent (acked or not: the SDKs ask for few
+// acks) and, meanwhile, lookups of random devices at LookupRate, one at a
+// time.
 func idle(ctx context.Context, o Options, sys system, ws []*workerProc, res *RunResult, hold bool) error {
 	st0, err := collectStats(ws)
 	if err != nil {
@@ -347,7 +349,7 @@ func idle(ctx context.Context, o Options, sys system, ws []*workerProc, res *Run
 	if p, ok := sys.(*presenceSys); ok && o.Profile != "" {
 		p.savePprof(time.Minute, "/debug/pprof/heap", filepath.Join(o.Profile, fmt.Sprintf("heap-%d.pprof", time.Now().Unix())))
 	}
-	res.Beats = st1.acks - st0.acks
+	res.Beats = st1.sent - st0.sent
 	if res.Beats > 0 {
 		res.CPUPerBeat = (cpu1 - cpu0) / time.Duration(res.Beats)
 	}

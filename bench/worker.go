@@ -39,6 +39,9 @@ type WorkerOptions struct {
 	Binary      bool          // presence.v1.proto instead of presence.v1.json
 	CPUProfile  string        // file for the CPU profile of the connect phase; "": none
 	Centrifugo  bool          // URL is Centrifugo's /connection/websocket: its JSON protocol (centrifugo_worker.go)
+	// AckEvery sends heartbeats without the ack field, each acked, as
+	// before the field; the default asks for acks as the SDKs do (beat).
+	AckEvery bool
 }
 
 // worker holds its connections and answers the orchestrator's commands, one
@@ -245,22 +248,44 @@ func (w *worker) noteErr(s string) {
 }
 
 // beat heartbeats every Interval, starting at a random phase so that the
-// node sees a steady rate.
+// node sees a steady rate, each asking for an ack as the SDKs' AckPolicy
+// says (unless AckEvery).
 func (w *worker) beat(ctx context.Context, wc *wconn) {
 	t := time.NewTimer(rand.N(w.o.Interval))
 	defer t.Stop()
+	asks := benchAckPolicy(w.o.Interval)
 	for seq := uint64(1); ; seq++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if wc.closing.Load() || wc.c.Heartbeat(ctx, seq) != nil {
+		if wc.closing.Load() || w.heartbeat(ctx, wc, seq, &asks) != nil {
 			return
 		}
 		w.sent.Add(1)
 		t.Reset(w.o.Interval)
 	}
+}
+
+// benchAckPolicy is the SDKs' rule for a worker's beats. An SDK shortens
+// every interval, so the heartbeat after an ack has heard nothing for less
+// than one; the worker's beats come a full interval apart plus a timer's
+// slack, so the rule counts an interval as a tenth longer (and the
+// silence as 2.5 of those): an idle device then asks every other
+// heartbeat, as an SDK's does.
+func benchAckPolicy(interval time.Duration) client.AckPolicy {
+	i := interval * 11 / 10
+	return client.AckPolicy{Interval: i, Silence: i * 5 / 2}
+}
+
+// heartbeat sends one heartbeat: with the ack field as asks says, or
+// without it (AckEvery).
+func (w *worker) heartbeat(ctx context.Context, wc *wconn, seq uint64, asks *client.AckPolicy) error {
+	if w.o.AckEvery {
+		return wc.c.Heartbeat(ctx, seq)
+	}
+	return wc.c.HeartbeatAsk(ctx, seq, asks.Ask(time.Since(wc.c.Heard())))
 }
 
 // read counts acks, records the target's offline events and counts every

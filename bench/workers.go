@@ -58,6 +58,9 @@ func spawnWorkers(o Options, urls []string, dir string) ([]*workerProc, error) {
 		if o.CFProtocol {
 			args = append(args, "--centrifugo")
 		}
+		if o.AckEvery {
+			args = append(args, "--ack-every")
+		}
 		if o.Profile != "" && w == 0 {
 			args = append(args, "--cpuprofile", filepath.Join(o.Profile, fmt.Sprintf("worker-%d.pprof", time.Now().Unix())))
 		}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -51,6 +52,7 @@ type Conn struct {
 	ws          *websocket.Conn
 	subprotocol string
 	Hello       *messages.Hello
+	heard       atomic.Int64 // Unix ns of the last frame read
 }
 
 // DialOptions are the knobs of one connection.
@@ -133,6 +135,7 @@ func (c *Conn) NextAt(ctx context.Context) (*messages.Frame, time.Time, error) {
 	if err != nil {
 		return nil, at, err
 	}
+	c.heard.Store(at.UnixNano())
 	f, err := c.decode(kind, b)
 	return f, at, err
 }
@@ -181,10 +184,23 @@ func (c *Conn) SendRaw(ctx context.Context, binary bool, b []byte) error {
 	return c.ws.Write(ctx, kind, b)
 }
 
-// Heartbeat sends a heartbeat frame.
+// Heartbeat sends a heartbeat frame without the ack field: the node acks
+// it, as every node did before the field.
 func (c *Conn) Heartbeat(ctx context.Context, seq uint64) error {
 	return c.Send(ctx, &messages.Frame{Kind: &messages.Frame_Heartbeat{Heartbeat: &messages.Heartbeat{Seq: seq, ClientTsMs: time.Now().UnixMilli()}}})
 }
+
+// HeartbeatAsk sends a heartbeat that asks for an ack (ack true) or for
+// none (false); a node before the field acks it either way
+// (docs/protocol.md, "Acks on request"). AckPolicy says when to ask.
+func (c *Conn) HeartbeatAsk(ctx context.Context, seq uint64, ack bool) error {
+	return c.Send(ctx, &messages.Frame{Kind: &messages.Frame_Heartbeat{Heartbeat: &messages.Heartbeat{
+		Seq: seq, ClientTsMs: time.Now().UnixMilli(), Ack: &ack,
+	}}})
+}
+
+// Heard is when the connection last read a frame (the hello at first).
+func (c *Conn) Heard() time.Time { return time.Unix(0, c.heard.Load()) }
 
 // Subscribe asks for a snapshot of targets and their changes, in real
 // time.

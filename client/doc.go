@@ -21,7 +21,13 @@
 // stops with ErrTokenExpired without one. A connection that hears nothing,
 // not even a heartbeat ack, for Config.Silence, or that is cut without a
 // close frame, moves to the next URL too: its node may have died without
-// closing. A handshake refused with 503 or 429 (that node drains, fenced or
+// closing. Heartbeats ask the node for an ack only as AckPolicy says
+// (docs/protocol.md, "Acks on request"): the first of a connection, every
+// AskEvery-th (Session.RTT keeps the round trip), and any sent after
+// hearing nothing for over an interval, so an idle connection asks every
+// other heartbeat and a live node's ack still comes within Silence; a node
+// before the field acks them all. Conn.Heartbeat sends no field (every
+// heartbeat acked, as before), Conn.HeartbeatAsk sets it. A handshake refused with 503 or 429 (that node drains, fenced or
 // admits no more for now) moves to the next URL at once; the node's
 // Retry-After is waited out only once every URL refused since the last
 // connection. Keep reading Events: a consumer that stalls stalls the

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/presence-im/presence/core"
@@ -47,11 +48,12 @@ type Config struct {
 	// Heartbeats false leaves heartbeating to the caller (tests of half-open
 	// devices); the default (nil) heartbeats.
 	Heartbeats *bool
-	// Silence: a connection that hears nothing (every heartbeat is acked)
-	// for this long is dropped and the next URL tried, as for 1001: its
-	// node died without closing (power, network, a killed container).
-	// Default 2.5 x hello's heartbeat interval (the server's own stale
-	// rule), at least 2 s.
+	// Silence: a connection that hears nothing (its heartbeats ask for an
+	// ack when it has heard nothing for a while: AckPolicy) for this long
+	// is dropped and the next URL tried, as for 1001: its node died
+	// without closing (power, network, a killed container). Default 2.5 x
+	// hello's heartbeat interval (the server's own stale rule), at least
+	// 2 s; 1.5 intervals or less has every heartbeat ask.
 	Silence time.Duration
 	// DialTimeout bounds one connection attempt (TCP, TLS, handshake): a
 	// node whose host vanished may leave SYNs unanswered for minutes.
@@ -119,6 +121,7 @@ type Session struct {
 	stopPull context.CancelFunc
 	pulls    map[string]bool
 	pullers  sync.WaitGroup
+	rtt      atomic.Int64  // the last heartbeat's round trip (RTT)
 	conns    int           // successful connections
 	ended    time.Time     // when the last connection ended
 	gap      time.Duration // from then to the current one's hello
@@ -480,7 +483,10 @@ func (s *Session) serve(ctx context.Context, c *Conn) (code int, healthy bool) {
 		if err != nil {
 			return CloseCode(err), lasted()
 		}
-		acked = acked || f.GetHeartbeatAck() != nil
+		if ack := f.GetHeartbeatAck(); ack != nil {
+			acked = true
+			s.sampleRTT(ack)
+		}
 		s.handle(ctx, c, f)
 	}
 }
@@ -540,8 +546,11 @@ func (s *Session) draw(d time.Duration) time.Duration {
 	return time.Duration(s.cfg.Rand.Float64() * float64(d))
 }
 
+// heartbeat beats on c until ctx ends, each heartbeat asking for an ack
+// only as AckPolicy says: the silence rule and an RTT sample need no more.
 func (s *Session) heartbeat(ctx context.Context, c *Conn) {
 	interval := heartbeatInterval(c)
+	asks := AckPolicy{Interval: interval, Silence: s.silence(c)}
 	for seq := uint64(1); ; seq++ {
 		d := interval - time.Duration(s.cfg.Jitter*float64(s.draw(interval)))
 		select {
@@ -549,11 +558,24 @@ func (s *Session) heartbeat(ctx context.Context, c *Conn) {
 			return
 		case <-time.After(d):
 		}
-		if c.Heartbeat(ctx, seq) != nil {
+		if c.HeartbeatAsk(ctx, seq, asks.Ask(time.Since(c.Heard()))) != nil {
 			return
 		}
 	}
 }
+
+// sampleRTT keeps the round trip of an acked heartbeat that carried the
+// client's time.
+func (s *Session) sampleRTT(ack *messages.HeartbeatAck) {
+	if ts := ack.GetClientTsMs(); ts > 0 {
+		s.rtt.Store(int64(max(time.Since(time.UnixMilli(ts)).Truncate(time.Millisecond), 0)))
+	}
+}
+
+// RTT is the round trip of the last heartbeat the node acked, to the
+// millisecond (the ack echoes the client's time in ms); 0 before the
+// first. The session asks for an ack at least every AskEvery heartbeats.
+func (s *Session) RTT() time.Duration { return time.Duration(s.rtt.Load()) }
 
 // snapshot replaces the state of its targets: a target absent from it is
 // not visible and is forgotten.

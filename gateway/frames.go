@@ -34,10 +34,16 @@ func (s *socket) beat(seq uint64) {
 	}
 }
 
-// heartbeat records a sign of life and answers its ack; on the JSON
-// subprotocol the ack is written without protojson (heartbeat.go).
-func (s *socket) heartbeat(conn *actors.Conn, seq uint64, clientTS int64) {
+// heartbeat records a sign of life and, unless the heartbeat asked for
+// none (ack false), answers its ack; on the JSON subprotocol the ack is
+// written without protojson (heartbeat.go). Liveness is the same either
+// way: the beat is recorded before anything is written.
+func (s *socket) heartbeat(conn *actors.Conn, seq uint64, clientTS int64, ack askAck) {
 	conn.Heartbeat(max(seq, 1), clientTS)
+	if !ack.wanted() {
+		return
+	}
+	s.s.metrics.acks.Inc()
 	now := time.Now().UnixMilli()
 	if s.codec.kind == websocket.TextMessage {
 		s.write(websocket.TextMessage, appendJSONAck(make([]byte, 0, 96), seq, clientTS, now), true)
@@ -111,9 +117,9 @@ func (s *Server) onMessage(c *websocket.Conn, kind websocket.MessageType, data [
 		return
 	}
 	if kind == websocket.TextMessage {
-		if seq, ts, ok := parseJSONHeartbeat(data); ok {
+		if hb, ok := parseJSONHeartbeat(data); ok {
 			sock.errs = 0
-			sock.heartbeat(sock.conn.Load(), seq, ts)
+			sock.heartbeat(sock.conn.Load(), hb.seq, hb.ts, hb.ack)
 			return
 		}
 	}
@@ -124,7 +130,7 @@ func (s *Server) onMessage(c *websocket.Conn, kind websocket.MessageType, data [
 	conn := sock.conn.Load()
 	switch k := f.GetKind().(type) {
 	case *messages.Frame_Heartbeat:
-		sock.heartbeat(conn, k.Heartbeat.GetSeq(), k.Heartbeat.GetClientTsMs())
+		sock.heartbeat(conn, k.Heartbeat.GetSeq(), k.Heartbeat.GetClientTsMs(), askOf(k.Heartbeat))
 	case *messages.Frame_Subscribe:
 		s.onSubscribe(sock, kind, data, k.Subscribe)
 	case *messages.Frame_Query:

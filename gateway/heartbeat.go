@@ -3,6 +3,8 @@ package gateway
 import (
 	"math"
 	"strconv"
+
+	"github.com/presence-im/presence/messages"
 )
 
 // The heartbeat is nearly every frame a node reads and its ack nearly
@@ -14,59 +16,111 @@ import (
 // to the same frame (FuzzHeartbeatFastPath checks it), and what it does not
 // accept is decoded by protojson as before.
 
-// parseJSONHeartbeat reads `{"heartbeat":{"seq":S,"client_ts_ms":T}}`:
-// the keys in their proto names, in any order, each at most once, either
-// may be absent; values bare or quoted decimal integers with no sign other
-// than a leading minus on client_ts_ms, no leading zero, no escape; JSON
-// whitespace between tokens. ok is false for anything else.
-func parseJSONHeartbeat(b []byte) (seq uint64, ts int64, ok bool) {
+// askAck is a heartbeat's ack field: absent (a client before it), false
+// or true. Only false leaves the heartbeat unanswered.
+type askAck uint8
+
+const (
+	ackUnset askAck = iota
+	ackNo
+	ackYes
+)
+
+// wanted says whether the heartbeat is answered with an ack.
+func (a askAck) wanted() bool { return a != ackNo }
+
+// askOf is a decoded heartbeat's ack field.
+func askOf(hb *messages.Heartbeat) askAck {
+	switch {
+	case hb.Ack == nil:
+		return ackUnset
+	case *hb.Ack:
+		return ackYes
+	}
+	return ackNo
+}
+
+// jsonBeat is a heartbeat as the fast path reads it.
+type jsonBeat struct {
+	seq uint64
+	ts  int64
+	ack askAck
+}
+
+// parseJSONHeartbeat reads `{"heartbeat":{"seq":S,"client_ts_ms":T,"ack":A}}`:
+// the keys in their proto names, in any order, each at most once, any of
+// them may be absent; seq and client_ts_ms bare or quoted decimal integers
+// with no sign other than a leading minus on client_ts_ms, no leading
+// zero, no escape; ack a bare true or false; JSON whitespace between
+// tokens. ok is false for anything else.
+func parseJSONHeartbeat(b []byte) (hb jsonBeat, ok bool) {
 	p := jsonScan{b: b}
 	if !p.lit(`{`) || !p.lit(`"heartbeat"`) || !p.lit(`:`) || !p.lit(`{`) {
-		return 0, 0, false
+		return hb, false
 	}
 	var haveSeq, haveTS bool
 	if !p.lit(`}`) {
 		for {
-			switch {
-			case !haveSeq && p.lit(`"seq"`):
-				haveSeq = true
-				if !p.lit(`:`) {
-					return 0, 0, false
-				}
-				v, neg, ok := p.integer()
-				if !ok || neg {
-					return 0, 0, false
-				}
-				seq = v
-			case !haveTS && p.lit(`"client_ts_ms"`):
-				haveTS = true
-				if !p.lit(`:`) {
-					return 0, 0, false
-				}
-				v, neg, ok := p.integer()
-				if !ok || (!neg && v > math.MaxInt64) || (neg && v > 1<<63) {
-					return 0, 0, false
-				}
-				ts = int64(v)
-				if neg {
-					ts = -ts
-				}
-			default:
-				return 0, 0, false
+			if !p.field(&hb, &haveSeq, &haveTS) {
+				return jsonBeat{}, false
 			}
 			if p.lit(`}`) {
 				break
 			}
 			if !p.lit(`,`) {
-				return 0, 0, false
+				return jsonBeat{}, false
 			}
 		}
 	}
 	if !p.lit(`}`) {
-		return 0, 0, false
+		return jsonBeat{}, false
 	}
 	p.space()
-	return seq, ts, p.i == len(p.b)
+	return hb, p.i == len(p.b)
+}
+
+// field reads one key and its value of a heartbeat into hb; false for a
+// key not of a heartbeat, one seen already, or a value the fast path
+// leaves to protojson.
+func (p *jsonScan) field(hb *jsonBeat, haveSeq, haveTS *bool) bool {
+	switch {
+	case !*haveSeq && p.lit(`"seq"`):
+		*haveSeq = true
+		if !p.lit(`:`) {
+			return false
+		}
+		v, neg, ok := p.integer()
+		hb.seq = v
+		return ok && !neg
+	case !*haveTS && p.lit(`"client_ts_ms"`):
+		*haveTS = true
+		if !p.lit(`:`) {
+			return false
+		}
+		v, neg, ok := p.integer()
+		if !ok || (!neg && v > math.MaxInt64) || (neg && v > 1<<63) {
+			return false
+		}
+		hb.ts = int64(v)
+		if neg {
+			hb.ts = -hb.ts
+		}
+		return true
+	case hb.ack == ackUnset && p.lit(`"ack"`):
+		if !p.lit(`:`) {
+			return false
+		}
+		switch {
+		case p.lit(`true`):
+			hb.ack = ackYes
+		case p.lit(`false`):
+			hb.ack = ackNo
+		default:
+			return false
+		}
+		return true
+	}
+	return false
 }
 
 // jsonScan is a cursor over one JSON text.

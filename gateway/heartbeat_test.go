@@ -1,9 +1,15 @@
 package gateway
 
 import (
+	"context"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/presence-im/presence/client"
 	"github.com/presence-im/presence/messages"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
@@ -30,9 +36,34 @@ func TestParseJSONHeartbeat(t *testing.T) {
 		{`{"heartbeat":{"seq":"1"}}x`, 0, 0, false},
 		{`{"heartbeat":{"seq":"1\u0030"}}`, 0, 0, false},
 	} {
-		seq, ts, ok := parseJSONHeartbeat([]byte(c.in))
-		if ok != c.fastish || ok && (seq != c.seq || ts != c.ts) {
-			t.Errorf("%s: %d %d %v, want %d %d %v", c.in, seq, ts, ok, c.seq, c.ts, c.fastish)
+		hb, ok := parseJSONHeartbeat([]byte(c.in))
+		if ok != c.fastish || ok && (hb.seq != c.seq || hb.ts != c.ts || hb.ack != ackUnset) {
+			t.Errorf("%s: %+v %v, want %d %d %v", c.in, hb, ok, c.seq, c.ts, c.fastish)
+		}
+	}
+}
+
+// The fast path reads the ack field a bare true or false, and leaves
+// every other value (null, a string, a second ack) to protojson.
+func TestParseJSONHeartbeatAck(t *testing.T) {
+	for _, c := range []struct {
+		in      string
+		ack     askAck
+		fastish bool
+	}{
+		{`{"heartbeat":{"seq":"3","client_ts_ms":"7","ack":false}}`, ackNo, true},
+		{`{"heartbeat":{"ack" : true,"seq":"3"}}`, ackYes, true},
+		{`{"heartbeat":{"ack":false}}`, ackNo, true},
+		{`{"heartbeat":{"seq":"3"}}`, ackUnset, true},
+		{`{"heartbeat":{"ack":null}}`, 0, false},
+		{`{"heartbeat":{"ack":"false"}}`, 0, false},
+		{`{"heartbeat":{"ack":0}}`, 0, false},
+		{`{"heartbeat":{"ack":falsey}}`, 0, false},
+		{`{"heartbeat":{"ack":true,"ack":false}}`, 0, false},
+	} {
+		hb, ok := parseJSONHeartbeat([]byte(c.in))
+		if ok != c.fastish || ok && hb.ack != c.ack {
+			t.Errorf("%s: %+v %v, want ack %d %v", c.in, hb, ok, c.ack, c.fastish)
 		}
 	}
 }
@@ -42,11 +73,12 @@ func FuzzHeartbeatFastPath(f *testing.F) {
 	for _, s := range []string{
 		`{"heartbeat":{"seq":"42","client_ts_ms":"1795947512634"}}`, `{"heartbeat":{"client_ts_ms":-9223372036854775808}}`,
 		`{"heartbeat":{}}`, `{"heartbeat":{"seq":9999999999999999999}}`, `{"heartbeat":{"seq":"1","client_ts_ms":"-0"}}`,
+		`{"heartbeat":{"seq":"2","client_ts_ms":"5","ack":false}}`, `{"heartbeat":{"ack":true}}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		seq, ts, ok := parseJSONHeartbeat(data)
+		hb, ok := parseJSONHeartbeat(data)
 		if !ok {
 			return
 		}
@@ -54,7 +86,11 @@ func FuzzHeartbeatFastPath(f *testing.F) {
 		if err != nil {
 			t.Fatalf("fast path took %q, protojson refuses it: %v", data, err)
 		}
-		want := &messages.Frame{Kind: &messages.Frame_Heartbeat{Heartbeat: &messages.Heartbeat{Seq: seq, ClientTsMs: ts}}}
+		beat := &messages.Heartbeat{Seq: hb.seq, ClientTsMs: hb.ts}
+		if hb.ack != ackUnset {
+			beat.Ack = proto.Bool(hb.ack == ackYes)
+		}
+		want := &messages.Frame{Kind: &messages.Frame_Heartbeat{Heartbeat: beat}}
 		if !proto.Equal(fr, want) {
 			t.Fatalf("%q: fast path %v, protojson %v", data, want, fr)
 		}
@@ -75,4 +111,82 @@ func TestAppendJSONAck(t *testing.T) {
 			t.Errorf("%s decodes to %v, want %v", b, got, want)
 		}
 	}
+}
+
+// A heartbeat is acked unless it says ack false, on either subprotocol and
+// on both decoding paths of JSON (the fast path, and protojson for a shape
+// it leaves alone); a connection that never asks stays alive past stale
+// many times over, its heartbeats still its sign of life, and nothing is
+// written back to it. presence_heartbeat_acks_total counts the acks.
+func TestHeartbeatAckOnRequest(t *testing.T) {
+	nd := startNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, c := range []struct {
+		name, sub string
+		beat      func(c *client.Conn, seq uint64, ack *bool) error
+	}{
+		{"json", client.ProtoJSON, func(c *client.Conn, seq uint64, ack *bool) error {
+			if ack == nil {
+				return c.Heartbeat(ctx, seq)
+			}
+			return c.HeartbeatAsk(ctx, seq, *ack)
+		}},
+		{"json through protojson", client.ProtoJSON, func(c *client.Conn, seq uint64, ack *bool) error {
+			field := "" // the JSON name clientTsMs is protojson's alone
+			if ack != nil {
+				field = fmt.Sprintf(`,"ack":%v`, *ack)
+			}
+			return c.SendRaw(ctx, false, fmt.Appendf(nil, `{"heartbeat":{"seq":"%d","clientTsMs":"1"%s}}`, seq, field))
+		}},
+		{"binary", client.ProtoBinary, func(c *client.Conn, seq uint64, ack *bool) error {
+			return c.Send(ctx, &messages.Frame{Kind: &messages.Frame_Heartbeat{Heartbeat: &messages.Heartbeat{Seq: seq, Ack: ack}}})
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			user := "u" + strings.ReplaceAll(c.name, " ", "")
+			conn := nd.dial(user, "phone", 1, c.sub)
+			before := testutil.ToFloat64(nd.srv.metrics.acks)
+			seq := uint64(0)
+			beat := func(ack *bool) {
+				seq++
+				if err := c.beat(conn, seq, ack); err != nil {
+					t.Fatal(err)
+				}
+			}
+			beat(nil)
+			if got := nextAck(t, conn); got != seq {
+				t.Fatalf("a heartbeat without the field: ack of %d, want %d", got, seq)
+			}
+			// Beats that ask for none, every half interval for three times
+			// stale: no close, and the first frame after them is the ack
+			// of the one that asks.
+			for end := time.Now().Add(3 * nd.timing.Stale); time.Now().Before(end); time.Sleep(nd.timing.Heartbeat / 2) {
+				beat(proto.Bool(false))
+			}
+			if len(nd.route(user)) != 1 {
+				t.Fatalf("a device that never asked for an ack is not online: %v", nd.route(user))
+			}
+			beat(proto.Bool(true))
+			if got := nextAck(t, conn); got != seq {
+				t.Fatalf("first ack after heartbeats with ack false is of %d, want %d (the one with ack true)", got, seq)
+			}
+			if got := testutil.ToFloat64(nd.srv.metrics.acks) - before; got != 2 {
+				t.Fatalf("presence_heartbeat_acks_total grew by %v, want 2 of %d heartbeats", got, seq)
+			}
+		})
+	}
+}
+
+// nextAck reads the next frame, which must be a heartbeat ack, and returns
+// its seq.
+func nextAck(t *testing.T, c *client.Conn) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	f, err := c.Next(ctx)
+	if err != nil || f.GetHeartbeatAck() == nil {
+		t.Fatalf("next frame %v, %v: want a heartbeat ack", f, err)
+	}
+	return f.GetHeartbeatAck().GetSeq()
 }

@@ -758,11 +758,15 @@ func (x *Hello) GetPlatform() Platform {
 }
 
 // Heartbeat is the client's liveness beat; seq restarting at 1 marks a
-// client restart.
+// client restart. Every heartbeat counts as a sign of life, acked or not.
 type Heartbeat struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
-	ClientTsMs    int64                  `protobuf:"varint,2,opt,name=client_ts_ms,json=clientTsMs,proto3" json:"client_ts_ms,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Seq        uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	ClientTsMs int64                  `protobuf:"varint,2,opt,name=client_ts_ms,json=clientTsMs,proto3" json:"client_ts_ms,omitempty"`
+	// ack asks for a heartbeat_ack: absent (every client before it) or true,
+	// the node acks; false, it writes nothing back (docs/protocol.md, "Acks
+	// on request"). A node before it acks every heartbeat.
+	Ack           *bool `protobuf:"varint,3,opt,name=ack,proto3,oneof" json:"ack,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -809,6 +813,13 @@ func (x *Heartbeat) GetClientTsMs() int64 {
 		return x.ClientTsMs
 	}
 	return 0
+}
+
+func (x *Heartbeat) GetAck() bool {
+	if x != nil && x.Ack != nil {
+		return *x.Ack
+	}
+	return false
 }
 
 // HeartbeatAck echoes a heartbeat so the client can measure its RTT.
@@ -1754,11 +1765,13 @@ const file_frames_proto_rawDesc = "" +
 	"\x12half_open_bound_ms\x18\t \x01(\rR\x0fhalfOpenBoundMs\x12\"\n" +
 	"\ridle_after_ms\x18\n" +
 	" \x01(\rR\vidleAfterMs\x121\n" +
-	"\bplatform\x18\v \x01(\x0e2\x15.presence.v1.PlatformR\bplatform\"?\n" +
+	"\bplatform\x18\v \x01(\x0e2\x15.presence.v1.PlatformR\bplatform\"^\n" +
 	"\tHeartbeat\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12 \n" +
 	"\fclient_ts_ms\x18\x02 \x01(\x03R\n" +
-	"clientTsMs\"d\n" +
+	"clientTsMs\x12\x15\n" +
+	"\x03ack\x18\x03 \x01(\bH\x00R\x03ack\x88\x01\x01B\x06\n" +
+	"\x04_ack\"d\n" +
 	"\fHeartbeatAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12 \n" +
 	"\fclient_ts_ms\x18\x02 \x01(\x03R\n" +
@@ -1954,6 +1967,7 @@ func file_frames_proto_init() {
 		(*Frame_Degraded)(nil),
 		(*Frame_Restored)(nil),
 	}
+	file_frames_proto_msgTypes[2].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

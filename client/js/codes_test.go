@@ -12,6 +12,7 @@ import (
 	"testing"
 	"unicode"
 
+	"github.com/presence-im/presence/client"
 	"github.com/presence-im/presence/messages"
 )
 
@@ -52,8 +53,8 @@ func screaming(name string) string {
 
 // Close in presence.js and presence.d.ts names every close code of
 // messages.CloseCode with its number (GoingAway: GOING_AWAY: 1001), and
-// MAX_MESSAGE is messages.MaxMessage: the browser SDK cannot drift from
-// the Go table.
+// MAX_MESSAGE is messages.MaxMessage and ASK_EVERY client.AskEvery: the
+// browser SDK cannot drift from the Go table.
 func TestBrowserSDKConstantsMatchGo(t *testing.T) {
 	codes := closeCodes(t)
 	var listed []int
@@ -90,6 +91,10 @@ func TestBrowserSDKConstantsMatchGo(t *testing.T) {
 		limit := regexp.MustCompile(`export const MAX_MESSAGE\s*[:=]\s*(\d+);`).FindSubmatch(src)
 		if limit == nil || string(limit[1]) != strconv.Itoa(messages.MaxMessage) {
 			t.Errorf("%s: MAX_MESSAGE %q, want messages.MaxMessage, %d", file, limit, messages.MaxMessage)
+		}
+		every := regexp.MustCompile(`export const ASK_EVERY\s*[:=]\s*(\d+);`).FindSubmatch(src)
+		if every == nil || string(every[1]) != strconv.Itoa(client.AskEvery) {
+			t.Errorf("%s: ASK_EVERY %q, want client.AskEvery, %d", file, every, client.AskEvery)
 		}
 	}
 }

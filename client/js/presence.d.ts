@@ -65,6 +65,8 @@ export function nextBackoff(cur: number, max: number): number;
 export function drawBackoff(bound: number, random?: () => number): number;
 export function heartbeatDelay(intervalMs: number, jitter?: number, random?: () => number): number;
 export function silenceLimit(intervalMs: number): number;
+export const ASK_EVERY: 10;
+export function asksAck(beats: number, quietMs: number, intervalMs: number, silenceMs: number): boolean;
 export function nextAttempt(storage: Pick<Storage, 'getItem' | 'setItem'> | null, key: string, now?: number): number;
 /** nextAttempt claimed in an IndexedDB transaction: never the same number in two tabs. */
 export function claimAttempt(storage: Pick<Storage, 'getItem' | 'setItem'> | null, key: string, now?: number): Promise<number>;
@@ -156,6 +158,8 @@ export class PresenceClient extends EventTarget {
   readonly attempt: number;
   readonly connections: number;
   readonly gapMs: number;
+  /** The round trip of the last heartbeat the node acked, in ms (0 before the first); one is asked for at least every ASK_EVERY heartbeats. */
+  readonly rttMs: number;
   readonly activity: Activity | '';
   /** The targets the node degraded to pull, sorted: the client queries them itself until restored or the connection ends. */
   pulling(): string[];

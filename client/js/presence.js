@@ -109,6 +109,23 @@ export function heartbeatDelay(intervalMs, jitter = 0.1, random = Math.random) {
 /** How long a connection may hear nothing: 2.5 heartbeat intervals, at least 2 s. */
 export function silenceLimit(intervalMs) { return Math.max(2.5 * intervalMs, 2000); }
 
+/** The most heartbeats in a row of which none asks for an ack: an RTT sample at least this often. */
+export const ASK_EVERY = 10;
+
+/**
+ * Whether a heartbeat asks the node for an ack (docs/protocol.md, "Acks on
+ * request"), as the Go SDK's AckPolicy: beats is the heartbeats since the
+ * last that asked, this one included (Infinity before any), quietMs how
+ * long the connection heard nothing. The first asks, the ASK_EVERY-th
+ * after the last that asked, and any sent after hearing nothing for longer
+ * than the interval or than silence - 1.5 intervals, whichever is less: an
+ * idle connection asks every other heartbeat, and an ack asked for has at
+ * least half an interval left before the silence limit.
+ */
+export function asksAck(beats, quietMs, intervalMs, silenceMs) {
+  return beats >= ASK_EVERY || quietMs > Math.min(intervalMs, silenceMs - 1.5 * intervalMs);
+}
+
 /**
  * The next attempt number, max(stored + 1, now), kept in storage under key
  * so that it grows across reloads (a storage that throws, as in some
@@ -353,7 +370,7 @@ export class PresenceClient extends EventTarget {
   #state = new Map(); // target -> latest presence kept
   #asked = new Map(); // subscribe request id -> its targets, until its snapshot
   #queries = new Map(); // query request id -> {resolve, reject}
-  #reqs = 0; #status = null; #activity = ''; #conns = 0; #lostAt = 0; #gap = 0; #ended = false; #gen = 0;
+  #reqs = 0; #status = null; #activity = ''; #conns = 0; #lostAt = 0; #gap = 0; #rtt = 0; #ended = false; #gen = 0;
   #wake = null; #inputAt = 0; #idleTimer = 0; #unwatch = null; #t = pageTimers;
   #pulling = new Set(); // targets the node degraded to pull, until restored or the connection ends
   #stopPull = null; // ends this connection's pull loop
@@ -394,6 +411,8 @@ export class PresenceClient extends EventTarget {
   get connections() { return this.#conns; }
   /** Ms without a connection before the current one (0 before a reconnect). */
   get gapMs() { return this.#gap; }
+  /** The round trip of the last heartbeat the node acked, in ms (0 before the first). */
+  get rttMs() { return this.#rtt; }
   /** The declared activity ('' while none is declared). */
   get activity() { return this.#activity; }
   /**
@@ -662,7 +681,7 @@ export class PresenceClient extends EventTarget {
     const interval = hello.heartbeat_interval_ms || 30000;
     const silence = this.#o.silenceMs || silenceLimit(interval);
     const start = Date.now();
-    let heard = start, seq = 0, beat = 0, acked = false;
+    let heard = start, seq = 0, beat = 0, acked = false, sinceAsk = Infinity;
     return new Promise((resolve) => {
       const stops = [];
       const done = (code, reason) => {
@@ -679,11 +698,19 @@ export class PresenceClient extends EventTarget {
       ws.onclose = (e) => done(e.code, e.reason);
       ws.onmessage = (m) => {
         heard = Date.now();
-        if (this.#frame(m.data)?.heartbeat_ack) acked = true;
+        const ack = this.#frame(m.data)?.heartbeat_ack;
+        if (!ack) return;
+        acked = true;
+        if (Number(ack.client_ts_ms) > 0) this.#rtt = Math.max(heard - Number(ack.client_ts_ms), 0);
+      };
+      // each heartbeat asks for an ack only as asksAck says
+      const send = () => {
+        const ack = asksAck(sinceAsk, Date.now() - heard, interval, silence);
+        sinceAsk = ack ? 1 : sinceAsk + 1;
+        this.#send({ heartbeat: { seq: String(++seq), client_ts_ms: String(Date.now()), ack } });
       };
       const tick = () => {
-        beat = this.#t.set(() => { this.#send({ heartbeat: { seq: String(++seq), client_ts_ms: String(Date.now()) } }); tick(); },
-          heartbeatDelay(interval, this.#o.jitter, this.#o.random));
+        beat = this.#t.set(() => { send(); tick(); }, heartbeatDelay(interval, this.#o.jitter, this.#o.random));
       };
       tick();
       stops.push(this.#every(Math.min(silence / 4, 1000), () => { if (Date.now() - heard > silence) done('silent', 'heard nothing'); }));

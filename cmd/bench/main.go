@@ -79,6 +79,7 @@ func runCmd(ctx context.Context, args []string, out, errOut io.Writer) int {
 	fs.IntVar(&o.Rounds, "rounds", 3, "offlines per run")
 	fs.IntVar(&o.LookupRate, "lookups", 20, "lookups per second while the heartbeats flow")
 	fs.BoolVar(&o.Binary, "binary", false, "devices speak presence.v1.proto (default presence.v1.json)")
+	fs.BoolVar(&o.AckEvery, "ack-every", false, "heartbeats without the ack field, every one acked, as before the field (default: acks asked as the SDKs ask, docs/protocol.md \"Acks on request\")")
 	fs.BoolVar(&o.Webhook, "webhook", false, "presenced posts its webhooks (docs/webhooks.md) to one endpoint, a receiver in the bench answering 200")
 	fs.StringVar(&o.Profile, "profile", "", "directory for presence's CPU profiles of each connect phase, idle window and the fan-out rounds, its heap profile after the idle window (go tool pprof -top), 5 s execution traces of the node and of the bench in the idle window (go tool trace) and each lookup's start and latency")
 	systems := fs.String("systems", "", "systems to run, comma-separated: presence, redis-ttl, centrifugo (default: all three, centrifugo where its binary is installed and on one node)")
@@ -192,6 +193,7 @@ func workerCmd(ctx context.Context, args []string, in io.Reader, out, errOut io.
 	fs.IntVar(&o.Concurrency, "concurrency", 20, "dials in flight")
 	fs.DurationVar(&o.Interval, "interval", 5*time.Second, "heartbeat period")
 	fs.BoolVar(&o.Binary, "binary", false, "presence.v1.proto")
+	fs.BoolVar(&o.AckEvery, "ack-every", false, "heartbeats without the ack field, every one acked")
 	fs.BoolVar(&o.Centrifugo, "centrifugo", false, "the URL is Centrifugo's /connection/websocket: its JSON protocol")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "file for this process's CPU profile of its connect phase")
 	if err := fs.Parse(args); err != nil {

@@ -64,6 +64,7 @@ export async function run() {
   await overflow(fails, eq);
   await battery(fails, eq);
   await heartbeats(fails, eq);
+  await ackAsks(fails, eq);
   await abortQuery(fails, eq);
   await refusedDials(fails, eq);
   await tooLarge(fails, eq);
@@ -451,6 +452,43 @@ async function heartbeats(fails, eq) {
       fails.push(`heartbeats with ${name}: gaps ${gaps.map(Math.round)} ms, want at least ${lo} and about ${lo} to 100`);
     }
     eq(`heartbeat seqs with ${name}`, w.kinds('heartbeat').map((h) => h.seq).slice(0, 8), ['1', '2', '3', '4', '5', '6', '7', '8']);
+  }
+}
+
+// heartbeats ask for an ack sparsely (docs/protocol.md, "Acks on request"),
+// against a node that acks only those that ask, 30 ms later: idle, the
+// first asks and never two in a row go without (the one after an
+// unanswered heartbeat heard nothing for over an interval: real timers
+// are never early), and the rest asks for none while timers keep time;
+// hearing a frame every 50 ms, only every tenth asks; each ack an RTT
+// sample; the connection never taken for silent
+async function ackAsks(fails, eq) {
+  for (const busy of [false, true]) {
+    const n = FakeWS.all.length;
+    const c = client({ random: () => 0.9 });
+    c.start();
+    if (!await dialed(n + 1, fails)) return;
+    const w = FakeWS.all[n];
+    w.hello('acks', { heartbeat_interval_ms: busy ? 100 : 400 });
+    let answered = 0;
+    const node = setInterval(() => {
+      for (const h of w.kinds('heartbeat').slice(answered)) {
+        if (h.ack !== false) setTimeout(() => w.frame({ heartbeat_ack: { seq: h.seq, client_ts_ms: h.client_ts_ms } }), 30);
+      }
+      answered = w.kinds('heartbeat').length;
+      if (busy) w.frame({ presence: { user: 'dave', status: 'online', version: String(Date.now()) } });
+    }, busy ? 50 : 5);
+    await until('eleven heartbeats', () => w.kinds('heartbeat').length >= 11, fails, 8000);
+    clearInterval(node);
+    const asks = w.kinds('heartbeat').slice(0, 11).map((h) => (h.ack === true ? 'a' : h.ack === false ? '-' : '?')).join('');
+    if (busy) {
+      eq('acks asked while hearing frames', asks, 'a---------a');
+    } else if (!asks.startsWith('a') || asks.includes('--') || asks.includes('?') || (asks.match(/-/g) || []).length < 3) {
+      fails.push(`acks asked while idle: ${asks}, want the first, then about every other one, never two in a row without`);
+    }
+    if (!(c.rttMs >= 30 && c.rttMs < 1000)) fails.push(`rttMs ${c.rttMs}, want the node's 30 ms or a little more`);
+    eq(`one connection (busy ${busy})`, c.connections, 1);
+    c.stop();
   }
 }
 

@@ -49,6 +49,14 @@ function backoff(eq, fails) {
     if (!(d > 270 && d <= 300)) fails.push(`heartbeat delay ${d} for ${r}: want (270, 300]`);
   }
   eq('silence: 2.5 intervals, at least 2 s', [m.silenceLimit(300), m.silenceLimit(30000)], [2000, 75000]);
+  // asksAck(beats since the last ask, quiet ms, interval, silence)
+  eq('acks asked: the first, after an interval of quiet, every tenth', [
+    m.asksAck(Infinity, 0, 30000, 75000), m.asksAck(1, 30000, 30000, 75000), m.asksAck(1, 30001, 30000, 75000),
+    m.asksAck(9, 0, 30000, 75000), m.asksAck(m.ASK_EVERY, 0, 30000, 75000),
+  ], [true, false, true, false, true]);
+  eq('acks asked: silence - 1.5 intervals when that is less', [
+    m.asksAck(1, 1000, 1000, 2000), m.asksAck(1, 501, 1000, 2000), m.asksAck(1, 1, 1000, 1000),
+  ], [true, true, true]);
 }
 
 function attempts(eq, fails) {

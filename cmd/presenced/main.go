@@ -274,7 +274,7 @@ func fenceWatch(cfg config.Config, leases store.ArbiterStore, log *slog.Logger) 
 	w := cluster.FenceWatch{Preset: cfg.Preset, Log: log}
 	if cfg.SplitBrain == cluster.StrategyLease {
 		// the TTL is the same for any cluster of up to ten members
-		w.Arbiter = cluster.NewArbiter(leases, cfg.NodeID, cfg.Preset, 3, log)
+		w.Arbiter = cluster.NewArbiter(leases, cfg.NodeID, cfg.Preset, cluster.ArbiterMembers, log)
 	}
 	return w
 }
@@ -402,7 +402,7 @@ func fence(log *slog.Logger, why fenceCause, ws *gateway.Server, g *cluster.Goss
 	// Leave first: members that still count this incarnation alive reclaim
 	// its leases and move its identities now, before the new one appears
 	// under the same name (which memberlist would report as a mere update).
-	if err := g.Leave(time.Second); err != nil {
+	if err := g.Leave(cluster.LeaveTimeout); err != nil {
 		log.Warn("fenced: leaving the gossip", "err", err)
 	}
 	drained, cancel := context.WithTimeout(context.Background(), cfg.Gateway.DrainSpread+2*time.Second)

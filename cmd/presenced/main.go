@@ -142,7 +142,7 @@ func run(args []string) int {
 	// /readyz says ready once the gateway listens, and not while draining.
 	api := &admin.Server{Node: node, Members: member, Timing: cfg.Timing, Policies: policies, Gatherer: reg,
 		Token: cfg.AdminToken, Log: log, Ready: ws.Ready, Addr: cfg.Admin, AllowedHosts: adminHosts(cfg), Recorder: admin.NewRecorder(0), MaxBatch: cfg.Limits.Batch,
-		Webhooks: hooks.api()}
+		Webhooks: hooks.api(), Size: sizeBounds(cfg)}
 	go api.Recorder.Run(ctx, node)
 	go mem.Run(ctx, cfg.MemoryReturn)
 	srv, ln, err := listen(api, ws, cfg, node, log)
@@ -266,6 +266,18 @@ func drain(log *slog.Logger, ws *gateway.Server, node *actors.Node, srv *http.Se
 	ws.Stop()
 	_ = srv.Shutdown(shutdown)
 	log.Info("stopped")
+}
+
+// sizeBounds derives /api/bounds' size section for n members alive from
+// the gossip preset, the split-brain strategy and the drain spread.
+func sizeBounds(cfg config.Config) func(n int) admin.SizeBounds {
+	return func(n int) admin.SizeBounds {
+		side := cluster.WorstMinority(n)
+		ms := func(d time.Duration) int64 { return d.Milliseconds() }
+		return admin.SizeBounds{Members: n, FenceDecisionMs: ms(cluster.MinorityDetection(cfg.Preset, n, side)),
+			FenceMs:           ms(cluster.FenceClose(cfg.Preset, n, side, cfg.SplitBrain == cluster.StrategyLease, cfg.Gateway.DrainSpread)),
+			JoinConvergenceMs: ms(cluster.Convergence(cfg.Preset, n))}
+	}
 }
 
 // fenceWatch is the node's FenceWatch (its Gossip set by watchFence) with

@@ -7,7 +7,7 @@ WEBHOOK ?= 0
 FUZZTIME ?=
 BIN     := bin
 
-.PHONY: all build run test centrifugo fuzz sim bench bench-cluster bench-store bench-storm bench-scale bench-micro bench-churn chaos proto tools lint verify docker docker-postgres compose-up compose-down clean
+.PHONY: all build run test centrifugo fuzz sim bench bench-cluster bench-store bench-storm bench-scale bench-micro bench-churn chaos chaos-nine proto tools lint verify docker docker-postgres compose-up compose-down clean
 
 all: build
 
@@ -151,7 +151,8 @@ bench-micro:
 	$(GO) test -run '^$$' -bench . -benchmem -count 10 ./... | tee bench-micro.out
 
 ## chaos: every scenario on a local 3-node cluster, 3 rounds each; reports
-## in chaos-report/<scenario>/report.{json,html}
+## in chaos-report/<scenario>/report.{json,html}; then (SCENARIO=all on
+## processes) chaos-nine
 ## (make chaos BACKEND=docker: on containers of presence:dev, built first)
 ## (make chaos SCENARIO=gateway-crash LOAD=19000: LOAD background devices
 ## per node from load processes, heartbeating, LOAD_TIMING=fast or seed;
@@ -169,6 +170,32 @@ LOAD_TIMING ?= fast
 chaos:
 	if [ "$(BACKEND)" = docker ]; then $(MAKE) --no-print-directory docker; fi
 	$(GO) run ./cmd/chaos run --scenario $(SCENARIO) --nodes 3 --devices $(DEVICES) --rounds $(ROUNDS) --backend $(BACKEND) --users $(USERS) --online $(ONLINE) --load $(LOAD) --load-timing $(LOAD_TIMING) --report chaos-report
+	if [ "$(SCENARIO)" = all ] && [ "$(BACKEND)" = process ]; then $(MAKE) --no-print-directory chaos-nine; fi
+
+## chaos-nine: issue 30's scenarios on NINE nodes (process backend; the
+## partitions as root), NINE_DEVICES devices, NINE_ROUNDS rounds each:
+## kill one, kill three one after another, partitions 1+8, 4+5 and 3+3+3
+## with both strategies, a rolling restart of all, a restart storm of the
+## largest node; reports in chaos-report/nine/<run>/ (docs/bounds.md "The
+## cluster's size"). About 25 minutes on 2 cores with one round each.
+NINE         ?= 9
+NINE_DEVICES ?= 18
+NINE_ROUNDS  ?= 1
+nine = $(GO) run ./cmd/chaos run --nodes $(NINE) --devices $(NINE_DEVICES) --rounds $(NINE_ROUNDS) --report chaos-report/nine
+chaos-nine:
+	$(nine)/gateway-crash --scenario gateway-crash
+	$(nine)/kill-seq --scenario kill-seq --kills 3
+	$(nine)/kill-two-at-once --scenario kill-two-at-once
+	$(nine)/rolling --scenario rolling
+	$(nine)/restart-storm --scenario restart-storm --devices $$(( $(NINE_DEVICES) * 5 ))
+	$(nine)/join --scenario join
+	if [ "$$(id -u)" = 0 ]; then \
+	  $(nine)/partition --scenario partition && \
+	  for g in 4+5 3+3+3; do \
+	    $(nine)/partition-$$g --scenario partition --groups $$g && \
+	    $(nine)/partition-lease-$$g --scenario partition-lease --groups $$g || exit 1; \
+	  done; \
+	else echo "not root: the nine-node partitions are not run"; fi
 
 ## bench-churn: memory under churn (docs/bounds.md, "Memory under churn"):
 ## USERS distinct users connect in waves to a local 3-node cluster, about

@@ -59,6 +59,9 @@ type Server struct {
 	Webhooks interface {
 		States(ctx context.Context) []webhook.State
 	}
+	// Size, when set, gives GET /api/bounds its size section for the
+	// members alive now.
+	Size    func(members int) SizeBounds
 	streams atomic.Int64
 }
 
@@ -178,6 +181,20 @@ type Bounds struct {
 	// Classes are the heartbeat classes (?class=): each one's interval,
 	// stale and half-open bound; the other bounds are the same for both.
 	Classes map[string]Class `json:"classes"`
+	// Size, in a cluster, are the bounds that grow with its size, for the
+	// members alive now (Server.Size).
+	Size *SizeBounds `json:"size,omitempty"`
+}
+
+// SizeBounds are the bounds that grow with the cluster, for members
+// members (cluster/size.go, docs/bounds.md "The cluster's size"): the
+// worst minority's fence decision after a cut and its last device closed,
+// and a join's convergence.
+type SizeBounds struct {
+	Members           int   `json:"members"`
+	FenceDecisionMs   int64 `json:"fence_decision_ms"`
+	FenceMs           int64 `json:"fence_ms"`
+	JoinConvergenceMs int64 `json:"join_convergence_ms"`
 }
 
 // Class is one heartbeat class in milliseconds (config.Class).
@@ -227,7 +244,23 @@ func (s *Server) bounds(w http.ResponseWriter, _ *http.Request) {
 			IdleAfterMs: ms(t.IdleAfter), StateSyncMs: ms(t.StateSync), BatchWindowMs: ms(t.BatchWindow), BatteryFactor: t.BatteryFactor,
 		},
 		Classes: classes(t),
+		Size:    s.size(),
 	})
+}
+
+// size is the size section for the members alive now, or nil.
+func (s *Server) size() *SizeBounds {
+	if s.Size == nil {
+		return nil
+	}
+	alive := 0
+	for _, m := range s.Members.Members() {
+		if m.State == cluster.Alive {
+			alive++
+		}
+	}
+	b := s.Size(alive)
+	return &b
 }
 
 func classes(t config.Timing) map[string]Class {

@@ -98,6 +98,24 @@ func TestRouteAndPresence(t *testing.T) {
 	}
 }
 
+// GET /api/bounds publishes, in a cluster, the bounds that grow with its
+// size for the members alive now.
+func TestBoundsSize(t *testing.T) {
+	var asked int
+	f := newFixture(t, "", func(s *Server) {
+		s.Size = func(n int) SizeBounds { asked = n; return SizeBounds{Members: n, FenceMs: 7700} }
+	})
+	var b Bounds
+	code, body := f.do(t, "GET", "/api/bounds", "")
+	if err := json.Unmarshal([]byte(body), &b); code != 200 || err != nil || b.Size == nil || b.Size.FenceMs != 7700 || asked != 1 {
+		t.Fatalf("bounds = %d %s (%v), asked for %d members", code, body, err, asked)
+	}
+	plain := newFixture(t, "")
+	if _, body := plain.do(t, "GET", "/api/bounds", ""); strings.Contains(body, `"size"`) {
+		t.Fatalf("a node without Size publishes a size section: %s", body)
+	}
+}
+
 // GET /api/bounds publishes each heartbeat class's interval, stale and
 // half-open bound as config computes them from the running timings: the
 // battery class's BatteryFactor times longer, the standard one's equal to

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/presence-im/presence/actors"
@@ -12,19 +13,12 @@ import (
 
 // The split-brain resolver under crashes (docs/bounds.md "Availability"):
 // kill-two kills the two youngest nodes one after the other, a stable period
-// apart: the oldest wins the 1-of-2 tie and serves on. kill-two-at-once
-// kills them together: with the majority rule the survivor cannot tell that
-// from a partition and fences, waiting for a peer or an operator.
-
-// three returns the oldest node (started first) and the two youngest, the
-// youngest first.
-func three(e *Env) (oldest, youngest, middle *Node, err error) {
-	n := e.Cluster.Nodes
-	if len(n) != 3 {
-		return nil, nil, nil, fmt.Errorf("chaos: this scenario needs --nodes 3, not %d", len(n))
-	}
-	return n[0], n[2], n[1], nil
-}
+// apart (kill-seq: --kills of them): after each stable period the quorum
+// base holds only the living, so the rest serve on, down to the oldest
+// winning a 1-of-2 tie. kill-two-at-once kills them together: of three,
+// with the majority rule, the survivor cannot tell that from a partition
+// and fences, waiting for a peer or an operator; of four or more the rest
+// hold a majority (or half with the oldest) and serve on.
 
 // killAndAwait kills victim and waits until the watchers on via's side
 // hear every one of its devices offline within its bound.
@@ -57,26 +51,70 @@ func (e *Env) stablePeriod(ctx context.Context, r *Round, via, victim *Node) {
 	r.find("not_declared_dead", "", via.ID, victim.ID+" still not dead within the failure detection")
 }
 
-func runKillTwo(ctx context.Context, e *Env, r *Round) error {
-	oldest, youngest, middle, err := three(e)
-	if err != nil {
-		return err
+func runKillTwo(ctx context.Context, e *Env, r *Round) error { return e.killSeq(ctx, r, 2) }
+
+func runKillSeq(ctx context.Context, e *Env, r *Round) error { return e.killSeq(ctx, r, e.kills) }
+
+// killSeq kills the k youngest nodes, the youngest first, each once the
+// one before was declared dead and a stable period passed; the others
+// serve on, and their watchers hear each victim's devices offline within
+// the crash bounds.
+func (e *Env) killSeq(ctx context.Context, r *Round, k int) error {
+	n := e.Cluster.Nodes
+	if k < 1 || k >= len(n) {
+		return fmt.Errorf("chaos: killing %d of %d nodes one after another: from 1 to nodes - 1", k, len(n))
 	}
-	r.Victim, r.Fault = youngest.ID+","+middle.ID, fmt.Sprintf("kill -9 %s, a stable period, kill -9 %s", youngest.ID, middle.ID)
+	oldest, victims := n[0], slices.Clone(n[len(n)-k:])
+	slices.Reverse(victims)
+	var ids []string
+	for _, v := range victims {
+		ids = append(ids, v.ID)
+	}
+	r.Victim, r.Fault = strings.Join(ids, ","), "kill -9 "+strings.Join(ids, ", a stable period, kill -9 ")
 	t0 := time.Now()
-	gone1, _, err := e.killAndAwait(ctx, r, oldest, youngest, e.watchersBut(youngest))
-	if err != nil {
-		return err
-	}
-	e.stablePeriod(ctx, r, oldest, youngest)
-	survivors := []*Watcher{e.watcherOn(oldest)}
-	gone2, deadline, err := e.killAndAwait(ctx, r, oldest, middle, survivors)
-	if err != nil {
-		return err
+	var gone []*Device
+	var deadline time.Time
+	for i, v := range victims {
+		ds, d, err := e.killAndAwait(ctx, r, oldest, v, e.watchersOf(e.aliveBut(v)))
+		if err != nil {
+			return err
+		}
+		gone, deadline = append(gone, ds...), d
+		if i < len(victims)-1 {
+			e.stablePeriod(ctx, r, oldest, v)
+		}
 	}
 	time.Sleep(time.Until(deadline))
-	e.checkSurvivor(ctx, r, oldest, survivors, append(gone1, gone2...), t0)
+	e.checkSurvivors(ctx, r, e.aliveBut(nil), gone, t0)
 	return nil
+}
+
+// aliveBut is the nodes still running, but not n.
+func (e *Env) aliveBut(n *Node) []*Node {
+	var out []*Node
+	for _, o := range e.Cluster.Nodes {
+		if o != n && o.Alive() {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// watchersOf are the watchers connected to nodes.
+func (e *Env) watchersOf(nodes []*Node) []*Watcher {
+	var out []*Watcher
+	for _, n := range nodes {
+		out = append(out, e.watcherOn(n))
+	}
+	return out
+}
+
+// checkSurvivors: checkSurvivor with the watchers of every survivor.
+func (e *Env) checkSurvivors(ctx context.Context, r *Round, survivors []*Node, gone []*Device, t0 time.Time) {
+	for _, s := range survivors[1:] {
+		e.checkServing(ctx, r, s)
+	}
+	e.checkSurvivor(ctx, r, survivors[0], e.watchersOf(survivors), gone, t0)
 }
 
 // checkSurvivor: the survivor serves (none of its devices closed), its
@@ -92,18 +130,19 @@ func (e *Env) checkSurvivor(ctx context.Context, r *Round, survivor *Node, ws []
 }
 
 func runKillTwoAtOnce(ctx context.Context, e *Env, r *Round) error {
-	oldest, youngest, middle, err := three(e)
-	if err != nil {
-		return err
+	n := e.Cluster.Nodes
+	if len(n) > 3 {
+		return e.killTogether(ctx, r, n[len(n)-2:], false)
 	}
+	oldest, youngest, middle := n[0], n[2], n[1]
 	r.Victim, r.Fault = youngest.ID+","+middle.ID, fmt.Sprintf("kill -9 %s and %s together", youngest.ID, middle.ID)
 	youngest.Kill()
 	middle.Kill()
 	t0 := time.Now()
-	// The documented outcome (majority): the survivor fences within the
-	// failure detection, closes its devices with 1001 and waits, fenced,
+	// The documented outcome (majority): the survivor fences once it
+	// declared both dead, closes its devices with 1001 and waits, fenced,
 	// for a peer or an operator.
-	bound := e.Timing["failure_detection_ms"]
+	bound := e.fenceBound(1)
 	deadline := t0.Add(ms(bound) + e.Slack)
 	for _, d := range e.devicesOn(oldest) {
 		for time.Now().Before(deadline) && d.CloseCode() == 0 {
@@ -158,10 +197,11 @@ func (e *Env) checkServing(ctx context.Context, r *Round, n *Node) {
 // serves on: none of its devices closed, the others' reported offline
 // within the crash bounds, every device's final state the truth.
 func runKillTwoAtOnceLease(ctx context.Context, e *Env, r *Round) error {
-	oldest, youngest, middle, err := three(e)
-	if err != nil {
-		return err
+	n := e.Cluster.Nodes
+	if len(n) > 3 {
+		return e.killTogether(ctx, r, n[:2], true)
 	}
+	oldest, youngest, middle := n[0], n[2], n[1]
 	owners, err := e.owners(ctx, youngest)
 	if err != nil {
 		return err
@@ -198,4 +238,40 @@ func (e *Env) leaseBound(bound func(*Device) (string, float64)) func(*Device) (s
 		}
 		return name, b
 	}
+}
+
+// killTogether kills victims at once in a cluster of four or more: the
+// rest serve on, by the majority rule or, with the lease strategy and the
+// rest at or below half of the base, on the lease (gateway_crash_lease);
+// their watchers hear the victims' devices offline within the crash bounds.
+func (e *Env) killTogether(ctx context.Context, r *Round, victims []*Node, lease bool) error {
+	var rest []*Node
+	for _, n := range e.Cluster.Nodes {
+		if !slices.Contains(victims, n) {
+			rest = append(rest, n)
+		}
+	}
+	owners, err := e.owners(ctx, rest[0])
+	if err != nil {
+		return err
+	}
+	var gone []*Device
+	var ids []string
+	for _, v := range victims {
+		gone, ids = append(gone, e.devicesOn(v)...), append(ids, v.ID)
+	}
+	r.Victim, r.Fault = strings.Join(ids, ","), fmt.Sprintf("kill -9 %s together; %d nodes serve on", strings.Join(ids, " and "), len(rest))
+	t0 := time.Now()
+	for _, v := range victims {
+		v.Kill()
+	}
+	bound := e.crashBound(owners, victims...)
+	if lease && 2*len(rest) <= len(e.Cluster.Nodes) {
+		bound = e.leaseBound(bound)
+	}
+	deadline := t0.Add(ms(max(e.Bounds["gateway_crash_ms"], e.Bounds["owner_crash_ms"])) + e.Slack)
+	e.awaitOffline(r, e.watchersOf(rest), gone, func(*Device) time.Time { return t0 }, bound, deadline)
+	time.Sleep(time.Until(deadline))
+	e.checkSurvivors(ctx, r, rest, gone, t0)
+	return nil
 }

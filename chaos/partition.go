@@ -135,6 +135,9 @@ func (c *Cluster) heal() error {
 // 1001) and they reconnect to the majority; after the heal the victim
 // rejoins, and every watcher, its own reconnected, holds the truth.
 func runPartition(ctx context.Context, e *Env, r *Round) error {
+	if len(e.groups) > 0 {
+		return runSplit(ctx, e, r)
+	}
 	victim := e.Cluster.Nodes[r.Index%len(e.Cluster.Nodes)]
 	var majority []*Node
 	for _, n := range e.Cluster.Nodes {
@@ -156,7 +159,7 @@ func runPartition(ctx context.Context, e *Env, r *Round) error {
 	deadline := t0.Add(ms(max(e.Bounds["gateway_crash_ms"], e.Bounds["owner_crash_ms"])) + e.Slack)
 	e.awaitOffline(r, ws, ds, func(*Device) time.Time { return t0 }, e.crashBound(owners, victim), deadline)
 	if e.Cluster.Docker == nil { // a container cut off closes nothing the harness hears
-		e.awaitFence(r, victim, ds, t0)
+		e.awaitFence(r, victim, ds, t0, 1)
 	}
 	for i, d := range ds { // what the SDK does: reconnect elsewhere
 		d.Node = majority[i%len(majority)]
@@ -166,10 +169,16 @@ func runPartition(ctx context.Context, e *Env, r *Round) error {
 	}
 	time.Sleep(time.Until(deadline))
 	e.checkStayed(r, ws, e.othersThan(ds), t0)
+	if e.Cluster.Docker == nil {
+		e.awaitIncarnations(ctx, []*Node{victim})
+	}
 	if err := e.Cluster.heal(); err != nil {
 		return err
 	}
 	healed := time.Now()
+	if e.Cluster.Docker == nil { // a container rejoins at its old address, not as a fenced incarnation
+		e.awaitHealConvergence(ctx, r, t0, healed)
+	}
 	if !e.awaitRejoin(ctx, r, victim) {
 		return nil
 	}
@@ -193,7 +202,7 @@ func (e *Env) fencedByLog(r *Round, victim *Node, t0 time.Time) {
 		at, err := time.Parse(time.RFC3339Nano, stamp)
 		if err == nil && at.After(t0) {
 			r.Latencies = append(r.Latencies, Latency{Device: victim.ID, Bound: "fence", Ms: float64(at.Sub(t0).Microseconds()) / 1000,
-				BoundMs: e.fenceBound()})
+				BoundMs: e.fenceBound(1)})
 			return
 		}
 	}
@@ -201,9 +210,9 @@ func (e *Env) fencedByLog(r *Round, victim *Node, t0 time.Time) {
 }
 
 // awaitFence records how long after t0 each of ds was closed with 1001 by
-// the fencing victim, against fenceBound.
-func (e *Env) awaitFence(r *Round, victim *Node, ds []*Device, t0 time.Time) {
-	bound := e.fenceBound()
+// the fencing victim, on a side of side nodes, against fenceBound.
+func (e *Env) awaitFence(r *Round, victim *Node, ds []*Device, t0 time.Time, side int) {
+	bound := e.fenceBound(side)
 	deadline := t0.Add(ms(bound) + e.Slack)
 	for _, d := range ds {
 		for time.Now().Before(deadline) && d.CloseCode() == 0 {
@@ -215,20 +224,6 @@ func (e *Env) awaitFence(r *Round, victim *Node, ds []*Device, t0 time.Time) {
 		}
 		r.Latencies = append(r.Latencies, Latency{Device: d.User, Bound: "fence", Ms: float64(d.ClosedAt().Sub(t0).Microseconds()) / 1000, BoundMs: bound})
 	}
-}
-
-// fenceBound (ms) is how long a side that must fence takes at most: the
-// failure detection (majority rule), or with --split-brain lease three
-// times that: the members unreachable, then the lease found held by one of
-// them and renewed since; a side fences at the latest twice the lease's
-// TTL, the failure detection, after first finding it theirs
-// (cluster.DecideArbiter).
-func (e *Env) fenceBound() float64 {
-	fd := e.Timing["failure_detection_ms"]
-	if e.leaseStrategy() {
-		return 3 * fd
-	}
-	return fd
 }
 
 // leaseStrategy reports whether the nodes run --split-brain lease.

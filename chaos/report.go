@@ -46,6 +46,13 @@ type Options struct {
 	Load       int
 	LoadBin    string
 	LoadTiming string
+	// Groups cuts partition and partition-lease into sides of these sizes
+	// ("4+5", "3+3+3"; the nodes are their sum); "": one node from the
+	// others. Kills is kill-seq's count (0: DefaultKills).
+	Groups string
+	Kills  int
+
+	groups []int // Groups parsed
 }
 
 // Report is what a run measured and found.
@@ -54,6 +61,8 @@ type Report struct {
 	About      string             `json:"about"`
 	Nodes      int                `json:"nodes"`
 	Devices    int                `json:"devices"`
+	Groups     string             `json:"groups,omitempty"`        // the partition's sides (--groups)
+	Kills      int                `json:"kills,omitempty"`         // kill-seq's crashes
 	Load       int                `json:"load_per_node,omitempty"` // background devices per node (--load)
 	LoadTiming string             `json:"load_timing,omitempty"`   // their nodes' preset (--load-timing)
 	Backend    string             `json:"backend,omitempty"`
@@ -136,7 +145,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := o.prepare(ctx, sc); err != nil {
 		return nil, err
 	}
-	rep := &Report{Scenario: sc.Name, About: sc.About, Nodes: o.Nodes, Devices: o.Devices, Load: o.Load, LoadTiming: o.LoadTiming, Machine: machine(), Started: time.Now(), Findings: map[string]int{}}
+	rep := &Report{Scenario: sc.Name, About: sc.About, Nodes: o.Nodes, Devices: o.Devices, Groups: o.Groups, Kills: o.Kills, Load: o.Load, LoadTiming: o.LoadTiming, Machine: machine(), Started: time.Now(), Findings: map[string]int{}}
 	rep.Backend = o.Backend
 	for i := range o.Rounds {
 		r := &Round{Index: i, Start: time.Now()}
@@ -165,6 +174,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 func (o *Options) prepare(ctx context.Context, sc Scenario) error {
 	if sc.Nodes > 0 {
 		o.Nodes = sc.Nodes
+	}
+	if err := o.validSize(sc); err != nil {
+		return err
 	}
 	if o.Nodes < 3 || o.Devices < o.Nodes || o.Rounds < 1 {
 		return fmt.Errorf("chaos: want --nodes >= 3 (a majority must survive one node), --devices >= nodes and --rounds >= 1")

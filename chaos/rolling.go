@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/presence-im/presence/client"
+	"github.com/presence-im/presence/cluster"
 	"github.com/presence-im/presence/gateway"
 	"github.com/presence-im/presence/messages"
 )
@@ -103,6 +104,7 @@ func (e *Env) restartOne(ctx context.Context, r *Round, n *Node, devices []*clie
 	go func() { gaps <- reconnectGaps(devices, stop) }()
 	err := e.Cluster.Restart(ctx, n)
 	if err == nil {
+		e.awaitConvergence(ctx, r, "join_convergence", time.Now(), cluster.Convergence(e.Cluster.preset(), len(e.Cluster.Nodes)))
 		err = e.Cluster.Converged(ctx, e.Cluster.Nodes...)
 	}
 	close(stop)

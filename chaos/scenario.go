@@ -30,17 +30,18 @@ var Scenarios = []Scenario{
 	{"gateway-crash", "kill -9 one node: its devices, and the leases and views it hosted, are lost with it", runCrash, 0},
 	{"pause", "SIGSTOP one node until the others declare it dead, then SIGCONT: it must fence and rejoin", runPause, 0},
 	{"join", "a node joins while subscribers watch: identities move to it", runJoin, 0},
-	{"partition", "cut one node off the others with iptables (2+1): the majority serves, the minority fences; after the heal one cluster", runPartition, 0},
-	{"partition-lease", "--split-brain lease, cut one node off the others (2+1): the majority takes the lease first and serves, the minority fences; after the heal one cluster", runPartition, 0},
+	{"partition", "cut one node off the others with iptables (2+1; --groups 4+5, 3+3+3: those sides): the majority serves, the others fence (3+3+3: all); after the heal one cluster", runPartition, 0},
+	{"partition-lease", "--split-brain lease, cut one node off the others (2+1; --groups: those sides): the majority, if any, takes the lease first and serves, the others fence; after the heal one cluster", runPartition, 0},
 	{"partition-2-2-1", "5 nodes cut 2+2+1 with iptables: no side has a majority, every side fences (majority rule); after the heal one cluster", runSplit, 5},
 	{"partition-2-2-1-lease", "--split-brain lease, 5 nodes cut 2+2+1: the side that takes the lease serves, the others fence; after the heal one cluster", runSplit, 5},
 	{"rolling", "SIGTERM and restart each node in turn under the same name, devices on the Go SDK: no offline, no fence", runRolling, 0},
-	{"restart-storm", "kill -9 a node with a third of the SDK devices: each reconnects elsewhere within 1 s (plus the failure detection if its lease or view died too) and is online again, no false offline", runStorm, 0},
+	{"restart-storm", "kill -9 the node with the most SDK devices (of 3, a third): each reconnects elsewhere within 1 s (plus the failure detection if its lease or view died too) and is online again, no false offline", runStorm, 0},
 	{"soak", "random kills, pauses, partitions and restarts for --duration, SDK devices, checked after each", runSoak, 0},
-	{"kill-two", "kill -9 the youngest node, a stable period, then the next: the oldest serves on alone", runKillTwo, 0},
-	{"kill-two-at-once", "kill -9 the two youngest nodes together: the survivor fences and waits (majority rule)", runKillTwoAtOnce, 0},
+	{"kill-two", "kill -9 the youngest node, a stable period, then the next: the others serve on (of 3 the oldest, alone)", runKillTwo, 0},
+	{"kill-seq", "kill -9 the --kills youngest nodes (default 3 from 5 nodes on, else 2) one after another, each past the stable period: the others serve on", runKillSeq, 0},
+	{"kill-two-at-once", "kill -9 the two youngest nodes together: of 3 the survivor fences and waits (majority rule); of 4 or more the others serve on", runKillTwoAtOnce, 0},
 	{"churn", "devices of --users distinct users connect in waves, subscribe to contacts and leave: live actors and memory follow the devices online and return to the baseline", runChurn, 0},
-	{"kill-two-at-once-lease", "--split-brain lease: kill -9 the two oldest nodes together: the youngest takes the lease and serves on", runKillTwoAtOnceLease, 0},
+	{"kill-two-at-once-lease", "--split-brain lease: kill -9 the two oldest nodes together: the others serve on (of 3 the youngest, on the lease)", runKillTwoAtOnceLease, 0},
 	{"store-down", "stop PostgreSQL (the nodes' store) for 15 s: connected devices stay online, handshakes get 503 with Retry-After until it is back, every departure's last seen is written once it is", runStore("store-down"), 0},
 	{"store-pause", "SIGSTOP PostgreSQL for 15 s: as store-down, with every call hanging instead of failing", runStore("store-pause"), 0},
 	{"store-slow", "PostgreSQL behind a proxy delaying each chunk 300 ms for 15 s: handshakes slow but each floor durable, nothing lost or false", runStore("store-slow"), 0},
@@ -68,6 +69,8 @@ type Env struct {
 	Duration time.Duration
 	Faults   []string
 
+	groups []int                // a partition's side sizes (--groups; 2+2+1)
+	kills  int                  // kill-seq's crashes
 	churn  *churnPlan           // the churn scenario's schedule
 	store  *pgStore             // the store scenarios' PostgreSQL
 	load   *bench.Background    // --load's devices
@@ -414,6 +417,9 @@ func runJoin(ctx context.Context, e *Env, r *Round) error {
 		return err
 	}
 	r.Victim, r.Fault = n.ID, "start "+n.ID+" joining the cluster"
+	// From its readiness (its join was done before): every member sees
+	// every other alive within a join's convergence for the new size.
+	e.awaitConvergence(ctx, r, "join_convergence", time.Now(), cluster.Convergence(e.Cluster.preset(), len(e.Cluster.Nodes)))
 	// Through the re-registers and the settle window, and as long again.
 	time.Sleep(2 * ms(e.Timing["settle_ms"]))
 	e.checkStayed(r, e.Fleet.Watchers, e.Fleet.Devices, t0)
@@ -451,7 +457,11 @@ func setup(ctx context.Context, o Options, dir string) (*Env, error) {
 		c.Args = append(c.Args, "--split-brain", "lease")
 	}
 	c.Args = append(c.Args, o.Args...)
-	e := &Env{Cluster: c, Fleet: &Fleet{Secret: c.Secret}, Slack: 2 * time.Second, Duration: o.Duration, Faults: o.Faults, say: o.progress}
+	e := &Env{Cluster: c, Fleet: &Fleet{Secret: c.Secret}, Slack: 2 * time.Second, Duration: o.Duration, Faults: o.Faults, say: o.progress,
+		groups: o.groups, kills: o.Kills}
+	if strings.HasPrefix(o.Scenario, "partition-2-2-1") {
+		e.groups = []int{2, 2, 1}
+	}
 	if o.Scenario == "churn" {
 		return e, e.setupChurn(ctx, o)
 	}

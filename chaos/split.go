@@ -26,22 +26,18 @@ import (
 // Either way, after the heal: one cluster of five, and every watcher,
 // reconnected where its node fenced, holds the truth.
 
-// sides splits five nodes 2+2+1, rotated by the round so that each round
-// puts other nodes alone.
-func sides(nodes []*Node, round int) [][]*Node {
-	k := round % len(nodes)
-	o := append(slices.Clone(nodes[k:]), nodes[:k]...)
-	return [][]*Node{o[0:2], o[2:4], o[4:5]}
-}
+// The same holds for any cut into named sides (--groups): 4+5 and 3+3+3
+// of nine. By the majority rule the side holding more than half (5 of
+// 4+5; none of 3+3+3) serves and the others fence; with the lease the side
+// that takes it serves (a majority, if any, asks first: the 5), the
+// others fence. Sides are cut from the nodes rotated by the round, so
+// that each round puts other nodes together.
 
 func runSplit(ctx context.Context, e *Env, r *Round) error {
 	if e.Cluster.fw == nil {
 		return fmt.Errorf("chaos: a partition needs the process backend run as root (iptables)")
 	}
-	if len(e.Cluster.Nodes) != 5 {
-		return fmt.Errorf("chaos: a 2+2+1 partition needs --nodes 5, not %d", len(e.Cluster.Nodes))
-	}
-	ss := sides(e.Cluster.Nodes, r.Index)
+	ss := cut(e.Cluster.Nodes, e.groups, r.Index)
 	r.Victim, r.Fault = "all", "partition "+sideNames(ss)
 	lease := e.leaseStrategy()
 	t0 := time.Now()
@@ -53,14 +49,16 @@ func runSplit(ctx context.Context, e *Env, r *Round) error {
 		r.Notes = append(r.Notes, fmt.Sprintf("%s serve%s on", sideNames([][]*Node{serving}), map[bool]string{true: "s", false: ""}[len(serving) == 1]))
 		e.moveTo(ctx, r, serving, t0)
 	}
+	e.awaitIncarnations(ctx, e.fencedNodes(serving))
 	if err := e.Cluster.heal(); err != nil {
 		return err
 	}
 	healed := time.Now()
+	e.awaitHealConvergence(ctx, r, t0, healed)
 	if err := e.rejoinAll(ctx, r); err != nil {
 		return err
 	}
-	r.Notes = append(r.Notes, fmt.Sprintf("one cluster of 5 again %.1f s after the heal", time.Since(healed).Seconds()))
+	r.Notes = append(r.Notes, fmt.Sprintf("one cluster of %d again %.1f s after the heal", len(e.Cluster.Nodes), time.Since(healed).Seconds()))
 	return e.afterHeal(ctx, r, serving)
 }
 
@@ -77,28 +75,51 @@ func sideNames(ss [][]*Node) string {
 }
 
 // awaitSides waits out the fence bound and answers the side still
-// serving (nil: none). With the majority rule every side must fence; with
-// the lease exactly one side serves. The devices of every fenced node
-// must be closed with 1001 within fenceBound.
+// serving (nil: none). With the majority rule only the side holding more
+// than half, if any, serves; with the lease exactly one side serves, the
+// majority if there is one. The devices of every fenced node must be
+// closed with 1001 within fenceBound for its side.
 func (e *Env) awaitSides(ctx context.Context, r *Round, ss [][]*Node, lease bool, t0 time.Time) []*Node {
-	fd, bound := e.Timing["failure_detection_ms"], e.fenceBound()
+	fd, worst := e.Timing["failure_detection_ms"], 0.0
+	for _, s := range ss {
+		worst = max(worst, e.fenceBound(len(s)))
+	}
 	time.Sleep(time.Until(t0.Add(ms(fd) + e.Slack)))
 	serving := e.servingSides(ctx, ss)
-	want := map[bool]int{false: 0, true: 1}[lease]
-	if len(serving) > want && lease { // the losers may still be deciding
-		time.Sleep(time.Until(t0.Add(ms(bound) + e.Slack)))
+	major := servingSide(e.Cluster.Nodes, ss)
+	want := 0
+	if lease || major != nil {
+		want = 1
+	}
+	if len(serving) != want { // the losers may still be deciding
+		time.Sleep(time.Until(t0.Add(ms(worst) + e.Slack)))
 		serving = e.servingSides(ctx, ss)
 	}
 	if len(serving) != want {
 		r.find("split_brain", "", "", fmt.Sprintf("%d sides serve (%s), want %d", len(serving), sideNames(serving), want))
+	} else if want == 1 && major != nil && !slices.Equal(serving[0], major) {
+		r.find("wrong_side", "", "", fmt.Sprintf("%s serves, the majority %s does not", sideNames(serving), sideNames([][]*Node{major})))
 	}
 	var out []*Node
 	if len(serving) == 1 {
 		out = serving[0]
 	}
+	for _, s := range ss {
+		for _, n := range s {
+			if !slices.Contains(out, n) {
+				e.awaitFence(r, n, e.devicesOn(n), t0, len(s))
+			}
+		}
+	}
+	return out
+}
+
+// fencedNodes are the nodes not on the serving side.
+func (e *Env) fencedNodes(serving []*Node) []*Node {
+	var out []*Node
 	for _, n := range e.Cluster.Nodes {
-		if !slices.Contains(out, n) {
-			e.awaitFence(r, n, e.devicesOn(n), t0)
+		if !slices.Contains(serving, n) {
+			out = append(out, n)
 		}
 	}
 	return out

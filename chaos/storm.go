@@ -58,7 +58,8 @@ func (e *Env) startSDKFleet(ctx context.Context) (*sdkFleet, error) {
 	return f, allOnline(f.watchers, f.users, 30*time.Second)
 }
 
-// runStorm: kill -9 the node holding a third of the SDK devices; each
+// runStorm: kill -9 the node holding the most SDK devices (of three, a
+// third: the round's in turn); each
 // reconnects to another node within StormReconnect (plus the failure
 // detection if its lease or view died too), is online again at every
 // watcher (storm_online_again), devices elsewhere never show offline, and
@@ -69,16 +70,10 @@ func runStorm(ctx context.Context, e *Env, r *Round) error {
 		return err
 	}
 	time.Sleep(ms(e.Timing["settle_ms"]))
-	victim := e.Cluster.Nodes[r.Index%len(e.Cluster.Nodes)]
+	victim, on := largest(e.Cluster.Nodes, f.devices, r.Index)
 	lost, err := e.stormOwners(ctx, f, victim)
 	if err != nil {
 		return err
-	}
-	var on []int
-	for i, d := range f.devices {
-		if d.Hello().GetNode() == victim.ID {
-			on = append(on, i)
-		}
 	}
 	r.Victim, r.Fault = victim.ID, fmt.Sprintf("kill -9 %s with %d of %d SDK devices", victim.ID, len(on), len(f.devices))
 	before := make([]int, len(f.devices))
@@ -117,6 +112,26 @@ func runStorm(ctx context.Context, e *Env, r *Round) error {
 		r.find("wrong_final", "", "", err.Error())
 	}
 	return nil
+}
+
+// largest is the node holding the most of devices (of those that tie, the
+// round's in turn) and the indexes of its devices.
+func largest(nodes []*Node, devices []*client.Session, round int) (*Node, []int) {
+	on := map[string][]int{}
+	most := 0
+	for i, d := range devices {
+		id := d.Hello().GetNode()
+		on[id] = append(on[id], i)
+		most = max(most, len(on[id]))
+	}
+	var tied []*Node
+	for _, n := range nodes {
+		if len(on[n.ID]) == most {
+			tied = append(tied, n)
+		}
+	}
+	victim := tied[round%len(tied)]
+	return victim, on[victim.ID]
 }
 
 // stormOwners says, for each user of f, whether its lease or its view

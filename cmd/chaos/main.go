@@ -3,6 +3,8 @@
 //	chaos list
 //	chaos run --scenario NAME --nodes N --devices D --report DIR [--rounds R] [--presenced BIN] [--backend process|docker] [--image IMG]
 //	chaos run --scenario gateway-crash --load 19000 --report DIR     (background devices per node)
+//	chaos run --scenario partition --groups 4+5 --report DIR         (sides of a partition; 9 nodes)
+//	chaos run --scenario kill-seq --nodes 9 --kills 3 --report DIR
 //	chaos run --scenario churn --users U --online N --stay D --idle D --report DIR
 //
 // It exits 0 only if every measured latency is within its bound and no
@@ -68,6 +70,8 @@ func runFlags(args []string, stderr io.Writer) (chaos.Options, bool) {
 	fs.IntVar(&o.Online, "online", chaos.ChurnOnline, "churn: devices connected at most at once (about)")
 	fs.DurationVar(&o.Stay, "stay", chaos.ChurnStay, "churn: how long a device stays connected on average")
 	fs.IntVar(&o.Waves, "waves", chaos.ChurnWaves, "churn: waves the users arrive in")
+	fs.StringVar(&o.Groups, "groups", "", "partition, partition-lease: cut into sides of these sizes, joined by + (4+5, 3+3+3; the nodes are their sum); default one node from the others")
+	fs.IntVar(&o.Kills, "kills", 0, "kill-seq: how many nodes to kill one after another (default 3 from 5 nodes on, else 2)")
 	fs.IntVar(&o.Load, "load", 0, "close, gateway-crash, pause: background devices per node from load processes (cmd/bench worker), heartbeating, on chaos.LoadTiming")
 	fs.StringVar(&o.LoadTiming, "load-timing", "fast", "with --load: the nodes' preset, fast or seed, with a 5 s heartbeat and a 30 s renewal (chaos.LoadTiming)")
 	fs.DurationVar(&o.Idle, "idle", chaos.ChurnIdle, "churn: the nodes' --idle (lease and view actors passivate after it)")

@@ -12,7 +12,9 @@ func TestListAndUsage(t *testing.T) {
 	if code := run([]string{"list"}, &out, &errs); code != 0 || !strings.Contains(out.String(), "gateway-crash") || !strings.Contains(out.String(), "pause") {
 		t.Fatalf("list: %d %q", code, out.String())
 	}
-	for _, args := range [][]string{nil, {"explode"}, {"run", "--backend", "vm", "--scenario", "close"}, {"run", "--scenario", "nope"}, {"run", "--scenario", "close", "--nodes", "2"}, {"run", "--scenario", "join", "--load", "10"}, {"run", "--scenario", "close", "--load", "10", "--load-timing", "slow"}} {
+	for _, args := range [][]string{nil, {"explode"}, {"run", "--backend", "vm", "--scenario", "close"}, {"run", "--scenario", "nope"}, {"run", "--scenario", "close", "--nodes", "2"}, {"run", "--scenario", "join", "--load", "10"}, {"run", "--scenario", "close", "--load", "10", "--load-timing", "slow"},
+		{"run", "--scenario", "close", "--groups", "4+5"}, {"run", "--scenario", "partition", "--groups", "9"}, {"run", "--scenario", "partition", "--groups", "4+0"},
+		{"run", "--scenario", "kill-seq", "--nodes", "3", "--kills", "3"}, {"run", "--scenario", "close", "--kills", "2"}} {
 		errs.Reset()
 		if code := run(args, &out, &errs); code != 2 || errs.Len() == 0 {
 			t.Fatalf("%v: exit %d, stderr %q: want 2 and a reason", args, code, errs.String())

@@ -142,7 +142,7 @@ func run(args []string) int {
 	// /readyz says ready once the gateway listens, and not while draining.
 	api := &admin.Server{Node: node, Members: member, Timing: cfg.Timing, Policies: policies, Gatherer: reg,
 		Token: cfg.AdminToken, Log: log, Ready: ws.Ready, Addr: cfg.Admin, AllowedHosts: adminHosts(cfg), Recorder: admin.NewRecorder(0), MaxBatch: cfg.Limits.Batch,
-		Webhooks: hooks.api()}
+		Webhooks: hooks.api(), Size: sizeBounds(cfg)}
 	go api.Recorder.Run(ctx, node)
 	go mem.Run(ctx, cfg.MemoryReturn)
 	srv, ln, err := listen(api, ws, cfg, node, log)
@@ -269,13 +269,25 @@ func drain(log *slog.Logger, ws *gateway.Server, node *actors.Node, srv *http.Se
 	log.Info("stopped")
 }
 
+// sizeBounds derives /api/bounds' size section for n members alive from
+// the gossip preset, the split-brain strategy and the drain spread.
+func sizeBounds(cfg config.Config) func(n int) admin.SizeBounds {
+	return func(n int) admin.SizeBounds {
+		side := cluster.WorstMinority(n)
+		ms := func(d time.Duration) int64 { return d.Milliseconds() }
+		return admin.SizeBounds{Members: n, FenceDecisionMs: ms(cluster.MinorityDetection(cfg.Preset, n, side)),
+			FenceMs:           ms(cluster.FenceClose(cfg.Preset, n, side, cfg.SplitBrain == cluster.StrategyLease, cfg.Gateway.DrainSpread)),
+			JoinConvergenceMs: ms(cluster.Convergence(cfg.Preset, n))}
+	}
+}
+
 // fenceWatch is the node's FenceWatch (its Gossip set by watchFence) with
 // the strategy --split-brain names.
 func fenceWatch(cfg config.Config, leases store.ArbiterStore, log *slog.Logger) cluster.FenceWatch {
 	w := cluster.FenceWatch{Preset: cfg.Preset, Log: log}
 	if cfg.SplitBrain == cluster.StrategyLease {
 		// the TTL is the same for any cluster of up to ten members
-		w.Arbiter = cluster.NewArbiter(leases, cfg.NodeID, cfg.Preset, 3, log)
+		w.Arbiter = cluster.NewArbiter(leases, cfg.NodeID, cfg.Preset, cluster.ArbiterMembers, log)
 	}
 	return w
 }
@@ -403,7 +415,7 @@ func fence(log *slog.Logger, why fenceCause, ws *gateway.Server, g *cluster.Goss
 	// Leave first: members that still count this incarnation alive reclaim
 	// its leases and move its identities now, before the new one appears
 	// under the same name (which memberlist would report as a mere update).
-	if err := g.Leave(time.Second); err != nil {
+	if err := g.Leave(cluster.LeaveTimeout); err != nil {
 		log.Warn("fenced: leaving the gossip", "err", err)
 	}
 	drained, cancel := context.WithTimeout(context.Background(), cfg.Gateway.DrainSpread+2*time.Second)

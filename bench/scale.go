@@ -38,8 +38,8 @@ type ScaleResult struct {
 // scaleCounters are the per-node counters a window reads, by what the
 // result calls them.
 var scaleCounters = map[string][]string{
-	"gossip_out": {"presence_memberlist_udp_sent", "presence_memberlist_tcp_sent"},
-	"gossip_in":  {"presence_memberlist_udp_received"},
+	"gossip_out": {"memberlist_udp_sent", "memberlist_tcp_sent"},
+	"gossip_in":  {"memberlist_udp_received"},
 	"remote_out": {`presence_remote_bytes_total{dir="out"}`},
 	"remote_in":  {`presence_remote_bytes_total{dir="in"}`},
 	"renewals":   {"presence_lease_renewals_total"},

@@ -15,9 +15,9 @@ presence_remote_bytes_total{dir="in"} 10
 presence_remote_bytes_total{dir="out"} 32
 presence_remote_connections{side="client"} 2
 presence_remote_connections{side="server"} 3
-presence_memberlist_udp_sent 100
-presence_memberlist_tcp_sent 7
-presence_memberlist_udp_sent_other 1000
+memberlist_udp_sent 100
+memberlist_tcp_sent 7
+memberlist_udp_sent_other 1000
 `
 	got := sumSeries(strings.NewReader(page), scaleCounters)
 	want := map[string]float64{"gossip_out": 107, "remote_out": 32, "remote_in": 10, "conns": 5}

@@ -11,8 +11,8 @@ import (
 )
 
 // What a member sends to the others, counted by the libraries' own
-// counters: memberlist's go-metrics (gossip: presence_memberlist_*, for
-// example presence_memberlist_udp_sent and presence_memberlist_tcp_sent,
+// counters: memberlist's go-metrics (gossip: memberlist_*, for
+// example memberlist_udp_sent and memberlist_tcp_sent,
 // in bytes) and a gRPC stats handler on the actor transport
 // (presence_remote_*). Both are per process: a node is one process in
 // production, while tests that run several nodes in one process read
@@ -44,7 +44,7 @@ func RegisterTraffic(reg prometheus.Registerer) error {
 	gossipSink.once.Do(func() {
 		sink, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{Registerer: reg, Name: "presence_gossip_sink"})
 		if err == nil {
-			conf := gometrics.DefaultConfig("presence")
+			conf := gometrics.DefaultConfig("")
 			conf.EnableHostname, conf.EnableRuntimeMetrics = false, false
 			_, err = gometrics.NewGlobal(conf, sink)
 		}
@@ -52,6 +52,12 @@ func RegisterTraffic(reg prometheus.Registerer) error {
 	})
 	if gossipSink.err != nil {
 		return gossipSink.err
+	}
+	for _, l := range []string{"in", "out"} { // exported at 0 before any member speaks
+		traffic.bytes.WithLabelValues(l)
+	}
+	for _, l := range []string{"client", "server"} {
+		traffic.conns.WithLabelValues(l)
 	}
 	for _, c := range []prometheus.Collector{traffic.bytes, traffic.conns} {
 		if err := reg.Register(c); err != nil {

@@ -55,6 +55,6 @@ func TestRegisterTraffic(t *testing.T) {
 	defer g1.Shutdown()
 	defer g2.Shutdown()
 	waitUntil(t, 10*time.Second, "gossip bytes counted", func() bool {
-		return gathered(t, reg, "presence_memberlist_udp_sent")[""] > 0 && gathered(t, reg, "presence_memberlist_tcp_sent")[""] > 0
+		return gathered(t, reg, "memberlist_udp_sent")[""] > 0 && gathered(t, reg, "memberlist_tcp_sent")[""] > 0
 	})
 }

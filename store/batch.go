@@ -331,14 +331,20 @@ func (b *Batcher) run(batch []pending) bool {
 		b.batch.Observe(float64(len(ws)))
 		b.latency.Observe(time.Since(start).Seconds())
 	}
+	if err != nil { // every last seen kept again before any writer hears
+		for _, p := range batch {
+			if p.w.Device == "" {
+				b.holdSeen(p.w, true)
+				if !p.failed { // counted once
+					b.kept.Inc()
+				}
+			}
+		}
+	}
 	for _, p := range batch {
 		res := err
-		if err != nil && p.w.Device == "" {
-			b.holdSeen(p.w, true)
-			if !p.failed { // counted once
-				b.kept.Inc()
-			}
-			res = nil
+		if p.w.Device == "" {
+			res = nil // written, or kept to be
 		}
 		if p.res != nil {
 			p.res <- res

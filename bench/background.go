@@ -30,7 +30,9 @@ type BackgroundOptions struct {
 // StartBackground starts the load processes and waits until each has
 // dialed all of its devices; an error if one could not.
 func StartBackground(bo BackgroundOptions) (*Background, error) {
-	o := Options{N: bo.PerNode * len(bo.URLs), Nodes: len(bo.URLs), Interval: bo.Interval, Self: bo.Self, Secret: bo.Secret}
+	// Every heartbeat acked (AckEvery): the chaos harness reads the acks
+	// of each round as the node still serving its devices (load_idle).
+	o := Options{N: bo.PerNode * len(bo.URLs), Nodes: len(bo.URLs), Interval: bo.Interval, Self: bo.Self, Secret: bo.Secret, AckEvery: true}
 	o.Defaults()
 	if err := os.MkdirAll(bo.Dir, 0o755); err != nil {
 		return nil, err

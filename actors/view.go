@@ -37,10 +37,10 @@ type viewActor struct {
 	reread                    timer
 	rereadIn                  time.Duration
 	policyUnread, rereadArmed bool
-	started                             time.Time // activation
-	mode                                string    // leave mode of the last departure (presence_offline_detection_seconds)
-	hooked                              string    // what the webhooks were last told (hook.go)
-	hookedAt                            uint64    // at which version
+	started                   time.Time // activation
+	mode                      string    // leave mode of the last departure (presence_offline_detection_seconds)
+	hooked                    string    // what the webhooks were last told (hook.go)
+	hookedAt                  uint64    // at which version
 }
 
 func (a *viewActor) Receive(ctx actor.Context) {

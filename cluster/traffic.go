@@ -31,6 +31,10 @@ var traffic = &remoteTraffic{
 		Help: "Actor transport (gRPC) connections open to other members: client dialed by this member, server accepted."}, []string{"side"}),
 }
 
+// bytesIn and bytesOut are traffic.bytes' two series, looked up once: a
+// payload of every actor message batch adds to one.
+var bytesIn, bytesOut = traffic.bytes.WithLabelValues("in"), traffic.bytes.WithLabelValues("out")
+
 // gossipSink is memberlist's go-metrics sink, installed once per process.
 var gossipSink struct {
 	once sync.Once
@@ -53,10 +57,7 @@ func RegisterTraffic(reg prometheus.Registerer) error {
 	if gossipSink.err != nil {
 		return gossipSink.err
 	}
-	for _, l := range []string{"in", "out"} { // exported at 0 before any member speaks
-		traffic.bytes.WithLabelValues(l)
-	}
-	for _, l := range []string{"client", "server"} {
+	for _, l := range []string{"client", "server"} { // exported at 0 before any member speaks (bytes: bytesIn, bytesOut)
 		traffic.conns.WithLabelValues(l)
 	}
 	for _, c := range []prometheus.Collector{traffic.bytes, traffic.conns} {
@@ -79,9 +80,9 @@ func (h statsHandler) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context
 func (h statsHandler) HandleRPC(_ context.Context, s stats.RPCStats) {
 	switch p := s.(type) {
 	case *stats.InPayload:
-		traffic.bytes.WithLabelValues("in").Add(float64(p.WireLength))
+		bytesIn.Add(float64(p.WireLength))
 	case *stats.OutPayload:
-		traffic.bytes.WithLabelValues("out").Add(float64(p.WireLength))
+		bytesOut.Add(float64(p.WireLength))
 	}
 }
 

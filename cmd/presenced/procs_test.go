@@ -78,7 +78,7 @@ func startProc(t *testing.T, name string, extra ...string) *proc {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("%s's log:\n%s", name, n.Log())
+			t.Logf("%s's log, proto.actor's and memberlist's debug lines left out:\n%s", name, ownLines(n.Log()))
 		}
 	})
 	return &proc{t: t, node: n, cluster: c, name: name, listen: n.Listen, admin: n.Admin, gossip: n.Gossip}
@@ -94,6 +94,20 @@ func startProcAt(t *testing.T, p *proc, extra ...string) *proc {
 		t.Fatalf("%s: %v\n%s", p.name, err, p.log())
 	}
 	return p
+}
+
+// ownLines is a node's log without the libraries' debug lines, which
+// outnumber the node's own by far: a failure's output stays short enough
+// to be read whole where CI keeps only part of it.
+func ownLines(log string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "level=DEBUG") && (strings.Contains(l, "lib=protoactor") || strings.Contains(l, "lib=memberlist")) {
+			continue
+		}
+		b.WriteString(l + "\n")
+	}
+	return b.String()
 }
 
 // log is what the node logged so far.

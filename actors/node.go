@@ -83,7 +83,7 @@ type ClusterOptions struct {
 type ClusterMember interface {
 	pcluster.ClusterProvider
 	cluster.Roster
-	Host(kinds []string, beforeJoin func() error)
+	Host(kinds []string, beforeJoin func() error, onServe func())
 	Subscribe(func(cluster.Event))
 }
 
@@ -267,10 +267,11 @@ func (n *Node) Clustered() bool { return n.cluster != nil }
 // devices are still re-attaching and re-registering. Later, identities
 // only move with another change, so a view activated then is new.
 //
-// A fenced node's new incarnation joins only when the resolver lets it
-// serve, seconds into its start (longer than settle), and the members it
-// meets then reach no subscriber of its own (the provider subscribes once
-// its gossip started), so its join counts from the provider's start.
+// A fenced node's new incarnation is placed on only once the resolver lets
+// it serve, seconds into its start (longer than settle), and the members
+// it meets then reach no subscriber of its own (the provider subscribes
+// once its gossip started), so its join counts from then (the provider's
+// onServe, see join).
 func (n *Node) changedRecently() bool {
 	return n.members != nil && time.Since(n.lastChange()) < n.deps.Timing.Settle
 }
@@ -424,7 +425,10 @@ func (n *Node) join() error {
 	// ClusterDirectory), but members still advertise the kinds they host:
 	// Owner places over them as proto.actor places grains. The named
 	// actors are spawned once the remote listens, before the gossip joins.
-	co.Member.Host([]string{string(KindLease), string(KindView)}, n.spawnNamed)
+	// The others may place on this member from its first try to join, or,
+	// a fenced incarnation, once it tells them it serves (seconds after
+	// its start): either is a change.
+	co.Member.Host([]string{string(KindLease), string(KindView)}, n.spawnNamed, n.changed)
 	co.Member.Subscribe(n.onMember) // from the first event on
 	n.members = co.Member
 	var ropts []remote.ConfigOption

@@ -94,6 +94,13 @@ type GossipConfig struct {
 	// when it differs from Bind (NAT, containers, 0.0.0.0); "": Bind's,
 	// or a private IP of this host when Bind's host is unspecified.
 	Advertise string
+	// Serving, if set, runs when the others may begin to place identities
+	// on this member: before each try to join the seeds, and before a
+	// fenced incarnation tells the others it serves (rejoin.go). Seconds
+	// may pass between the gossip's start and then (seeds not up yet, a
+	// fenced wait), and what is activated here from then on may replace
+	// an actor that lived on another member (Provider.Moved).
+	Serving func()
 	// JoinRetry keeps trying the seeds, once a second and resolving their
 	// names again each time (a seed's container or pod may not exist yet),
 	// until one answers or this long has passed; 0: one try.
@@ -395,6 +402,9 @@ func (g *Gossip) tryJoin(ctx context.Context, cfg GossipConfig) error {
 	addrs, err := resolveSeeds(ctx, cfg.Resolve, cfg.Join)
 	if len(addrs) == 0 {
 		return err
+	}
+	if cfg.Serving != nil {
+		cfg.Serving()
 	}
 	if _, err := g.ml.Join(addrs); err != nil {
 		return err

@@ -19,10 +19,16 @@ const maxPlacements = 16
 // force since then differs from its owner now; or this member joined others
 // since then (everything it owns was someone else's). A member that started
 // a new cluster moved nothing.
+//
+// Joining counts from when the others may first place on this member
+// (GossipConfig.Serving), not from when StartMember returns: a fenced
+// incarnation is placed on as soon as it tells the others it serves, and
+// its gossip's start may be seconds earlier. Until the join's outcome is
+// known (StartMember still running), it counts as joined.
 func (p *Provider) Moved(kind, identity string, since time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	joined := p.g != nil && p.g.joined && p.started.After(since)
+	joined := !p.serving.IsZero() && p.serving.After(since) && (p.g == nil || p.g.joined)
 	return moved(p.placements, joined, kind, identity, since)
 }
 

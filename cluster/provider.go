@@ -28,12 +28,16 @@ type Provider struct {
 	rdv  *Rendezvous // over the members last published
 	subs []func(Event)
 	// placements are the last topologies published, oldest first, for
-	// Moved; started is when the member started.
+	// Moved; started is when the member started; serving is when the
+	// others last may have begun to place identities on it
+	// (GossipConfig.Serving).
 	placements []placement
 	started    time.Time
-	// kinds and beforeJoin are what Host added.
+	serving    time.Time
+	// kinds, beforeJoin and onServe are what Host added.
 	kinds      []string
 	beforeJoin func() error
+	onServe    func()
 
 	pubMu sync.Mutex // one publish at a time, so the newest list is the last
 }
@@ -69,11 +73,26 @@ func (p *Provider) Gossip() *Gossip {
 // Owner places them as proto.actor places its own, and run beforeJoin in
 // StartMember once the actor remote listens and before the gossip joins:
 // what other members address by name exists before any can learn of this
-// member. Call it before the member starts.
-func (p *Provider) Host(kinds []string, beforeJoin func() error) {
+// member. onServe (optional) runs whenever the others may begin to place
+// identities here (GossipConfig.Serving), which can be seconds into
+// StartMember: a fenced incarnation waits there until it may serve. Call
+// it before the member starts.
+func (p *Provider) Host(kinds []string, beforeJoin func() error, onServe func()) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.kinds, p.beforeJoin = append(p.kinds, kinds...), beforeJoin
+	p.kinds, p.beforeJoin, p.onServe = append(p.kinds, kinds...), beforeJoin, onServe
+}
+
+// servingNow notes that the others may begin to place identities here
+// (GossipConfig.Serving) and tells Host's onServe.
+func (p *Provider) servingNow() {
+	p.mu.Lock()
+	p.serving = time.Now()
+	f := p.onServe
+	p.mu.Unlock()
+	if f != nil {
+		f()
+	}
 }
 
 func (p *Provider) StartMember(c *pcluster.Cluster) error {
@@ -95,6 +114,7 @@ func (p *Provider) StartMember(c *pcluster.Cluster) error {
 	// activation, see Host) and proto.actor's own.
 	kinds = append(append(slices.Clone(cfg.Meta.Kinds), kinds...), c.GetClusterKinds()...)
 	cfg.Meta.Kinds = slices.Compact(slices.Sorted(slices.Values(kinds)))
+	cfg.Serving = p.servingNow
 	g, err := NewGossip(cfg)
 	if err != nil {
 		return err

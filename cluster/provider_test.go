@@ -47,11 +47,14 @@ func startMember(t testing.TB, name string, key []byte, join ...string) *member 
 
 // newMember starts a proto.actor member with the kind "view" (whoami) over
 // a provider of gc; it returns once the member started (a fenced
-// incarnation's, gc.Rejoin, once it serves).
-func newMember(gc GossipConfig) (*member, error) {
+// incarnation's, gc.Rejoin, once it serves). onServe, if given, is Host's.
+func newMember(gc GossipConfig, onServe ...func(*Provider)) (*member, error) {
 	quiet := actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) })
 	sys := actor.NewActorSystem(quiet)
 	p := NewProvider(gc)
+	for _, f := range onServe {
+		p.Host(nil, nil, func() { f(p) })
+	}
 	kind := pcluster.NewKind("view", actor.PropsFromProducer(func() actor.Actor { return whoami{gc.Name} }))
 	rcfg, err := RemoteConfig("127.0.0.1", 0, gc.Key)
 	if err != nil {
@@ -156,4 +159,77 @@ func TestProviderPlacesAFencedIncarnationOnceItServes(t *testing.T) {
 	}
 	once.Do(func() { close(alone) })
 	waitUntil(t, 5*time.Second, "identities placed on n2 once it serves", func() bool { return owned() > 0 })
+}
+
+// A fenced incarnation is placed on from the moment it tells the others it
+// serves, seconds after its gossip started and before StartMember returns:
+// Host's onServe runs then (the node counts it as a membership change, so
+// views activated there wait for their devices), and from then on every
+// identity it owns may have lived elsewhere (Moved). Counted from the
+// gossip's start or from StartMember's return, views activated in between
+// published false offlines at a partition's heal (the chaos soak).
+func TestFencedIncarnationMovedFromItsServe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two cluster members")
+	}
+	a := startMember(t, "n1", nil)
+	type serve struct {
+		at    time.Time
+		moved bool
+	}
+	serves := make(chan serve, 4)
+	alone := make(chan struct{})
+	started := make(chan *member, 1)
+	var once sync.Once
+	t.Cleanup(func() {
+		once.Do(func() { close(alone) })
+		if b := <-started; b != nil {
+			b.c.Shutdown(true)
+		}
+		a.c.Shutdown(true)
+	})
+	go func() {
+		r := &Rejoin{Base: []Voter{{ID: "n2"}, {ID: "n3"}, {ID: "n4"}, {ID: "n5"}, {ID: "n6"}}, Fenced: time.Now(), Stable: time.Hour, Alone: alone}
+		m, err := newMember(GossipConfig{Name: "n2", Bind: "127.0.0.1:0", Join: []string{a.p.Gossip().Addr()}, Preset: "fast", Rejoin: r},
+			func(p *Provider) {
+				serves <- serve{time.Now(), p.Moved("view", "u1", time.Now().Add(-time.Millisecond))}
+			})
+		if err != nil {
+			t.Error(err)
+		}
+		started <- m
+	}()
+	waitUntil(t, 5*time.Second, "n2 in n1's gossip, fenced", func() bool {
+		meta, ok := a.p.Gossip().Meta("n2")
+		return ok && meta.Fenced
+	})
+	select {
+	case <-serves:
+		t.Fatal("onServe ran while the incarnation waits, fenced")
+	default:
+	}
+	released := time.Now()
+	once.Do(func() { close(alone) })
+	var s serve
+	select {
+	case s = <-serves:
+	case <-time.After(5 * time.Second):
+		t.Fatal("onServe did not run once the incarnation serves")
+	}
+	if s.at.Before(released) {
+		t.Fatalf("onServe ran at %v, before the incarnation was let serve at %v", s.at, released)
+	}
+	if !s.moved {
+		t.Fatal("Moved false when the incarnation begins to serve: what is activated there until StartMember returns is taken for new")
+	}
+	b := <-started
+	started <- b // for the cleanup
+	if b == nil {
+		t.FailNow()
+	}
+	for i := range 50 {
+		if id := fmt.Sprint("u", i); !b.p.Moved("view", id, released) {
+			t.Fatalf("%s: not moved since the serve", id)
+		}
+	}
 }

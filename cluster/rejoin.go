@@ -109,7 +109,7 @@ func (g *Gossip) rejoin(cfg GossipConfig) error {
 		v := r.Verdict(alive, fenced, time.Now())
 		if v.Serve {
 			g.log.Info("cluster: rejoined: the split-brain resolver lets this node serve", "tries", try, "verdict", v.String())
-			return g.served()
+			return g.served(cfg.Serving)
 		}
 		g.log.Warn("cluster: fenced: not serving yet; retrying the seeds", "try", try, "next_in", wait, "verdict", v.String(),
 			"fenced_members", fenced, "seeds", cfg.Join, "err", fmt.Sprint(err))
@@ -117,7 +117,7 @@ func (g *Gossip) rejoin(cfg GossipConfig) error {
 		case <-r.Alone:
 			alive, _ := g.aliveIDs()
 			g.log.Warn("cluster: fenced: an operator told this node to serve alone", "members", len(alive))
-			return g.served()
+			return g.served(cfg.Serving)
 		case <-ctx.Done():
 			return fmt.Errorf("cluster: rejoining %v: %w", cfg.Join, context.Cause(ctx))
 		case <-time.After(wait):
@@ -145,7 +145,10 @@ func (g *Gossip) aliveIDs() (alive, fenced []string) {
 
 // served clears the fenced mark from this node's metadata and tells the
 // others, so that fenced nodes waiting for a serving member count it.
-func (g *Gossip) served() error {
+func (g *Gossip) served(serving func()) error {
+	if serving != nil {
+		serving() // before any other member may place on it
+	}
 	g.metaMu.Lock()
 	g.self.Fenced = false
 	b, err := json.Marshal(g.self)

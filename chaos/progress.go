@@ -40,7 +40,28 @@ func (o Options) watchProgress(ctx context.Context, round int, e *Env) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			if f := e.sdk.Load(); f != nil { // the scenario's own devices: the SDK's
+				up, all := f.connected()
+				o.progress("round %d/%d: %s running, %d/%d SDK sessions connected", round+1, o.Rounds, o.Scenario, up, all)
+				continue
+			}
 			o.progress("round %d/%d: %s running, %d/%d devices up", round+1, o.Rounds, o.Scenario, e.Fleet.Up(), len(e.Fleet.Devices))
 		}
 	}
+}
+
+// connected counts the fleet's sessions (devices and watchers) connected
+// now, of all.
+func (f *sdkFleet) connected() (up, all int) {
+	for _, s := range f.devices {
+		if s.Hello() != nil {
+			up++
+		}
+	}
+	for _, w := range f.watchers {
+		if w.s.Hello() != nil {
+			up++
+		}
+	}
+	return up, len(f.devices) + len(f.watchers)
 }

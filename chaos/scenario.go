@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/presence-im/presence/bench"
@@ -69,13 +70,14 @@ type Env struct {
 	Duration time.Duration
 	Faults   []string
 
-	groups []int                // a partition's side sizes (--groups; 2+2+1)
-	kills  int                  // kill-seq's crashes
-	churn  *churnPlan           // the churn scenario's schedule
-	store  *pgStore             // the store scenarios' PostgreSQL
-	load   *bench.Background    // --load's devices
-	sdkLog *os.File             // the SDK sessions' log (sdkLogger)
-	say    func(string, ...any) // a progress line
+	groups []int                    // a partition's side sizes (--groups; 2+2+1)
+	kills  int                      // kill-seq's crashes
+	churn  *churnPlan               // the churn scenario's schedule
+	store  *pgStore                 // the store scenarios' PostgreSQL
+	load   *bench.Background        // --load's devices
+	sdkLog *os.File                 // the SDK sessions' log (sdkLogger)
+	sdk    atomic.Pointer[sdkFleet] // the SDK sessions, once started (progress)
+	say    func(string, ...any)     // a progress line
 }
 
 // devicesOn is the devices connected to n.

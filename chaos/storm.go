@@ -55,6 +55,7 @@ func (e *Env) startSDKFleet(ctx context.Context) (*sdkFleet, error) {
 		go w.record()
 		f.watchers = append(f.watchers, w)
 	}
+	e.sdk.Store(f)
 	return f, allOnline(f.watchers, f.users, 30*time.Second)
 }
 

@@ -13,7 +13,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 func startRemote(t *testing.T, key []byte) *actor.ActorSystem {
@@ -34,10 +33,7 @@ func startRemote(t *testing.T, key []byte) *actor.ActorSystem {
 // transport's connections on both ends, with and without a cluster key
 // (TLS).
 func TestRemoteTraffic(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	if err := RegisterTraffic(reg); err != nil {
-		t.Fatal(err)
-	}
+	reg := trafficRegistry(t)
 	for _, key := range [][]byte{nil, []byte("0123456789abcdef0123456789abcdef")} {
 		before := gathered(t, reg, "presence_remote_bytes_total")
 		a, b := startRemote(t, key), startRemote(t, key)

@@ -73,10 +73,15 @@ type Instance struct {
 	cred                 *syscall.Credential
 }
 
-// Launch starts a server as Server does and returns it.
+// Launch starts a server as Server does and returns it. dir may be
+// relative (the chaos harness's report directory): the server runs in its
+// data directory, so its socket directory is made absolute.
 func Launch(dir string, settings ...string) (*Instance, error) {
 	bin, err := binDir()
 	if err != nil {
+		return nil, err
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
 		return nil, err
 	}
 	in := &Instance{bin: bin, dir: dir, data: filepath.Join(dir, "data")}

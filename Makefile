@@ -176,7 +176,7 @@ chaos:
 ## kill one, kill three one after another, partitions 1+8, 4+5 and 3+3+3
 ## with both strategies, a rolling restart of all, a restart storm of the
 ## largest node; reports in chaos-report/nine/<run>/ (docs/bounds.md "The
-## cluster's size"). About 25 minutes on 2 cores with one round each.
+## cluster's size", with how long it took).
 NINE         ?= 9
 NINE_DEVICES ?= 18
 NINE_ROUNDS  ?= 1

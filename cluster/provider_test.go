@@ -118,26 +118,7 @@ func TestProviderPlacesAFencedIncarnationOnceItServes(t *testing.T) {
 		t.Skip("starts two cluster members")
 	}
 	a := startMember(t, "n1", nil)
-	alone := make(chan struct{})
-	started := make(chan *member, 1)
-	var once sync.Once
-	t.Cleanup(func() { // also when a check fails while n2 waits to serve
-		once.Do(func() { close(alone) })
-		if b := <-started; b != nil {
-			b.c.Shutdown(true)
-		}
-		a.c.Shutdown(true)
-	})
-	go func() {
-		// a base of five it fenced on, of which it reaches itself and n1:
-		// no verdict lets it serve, only the operator (alone)
-		r := &Rejoin{Base: []Voter{{ID: "n2"}, {ID: "n3"}, {ID: "n4"}, {ID: "n5"}, {ID: "n6"}}, Fenced: time.Now(), Stable: time.Hour, Alone: alone}
-		m, err := newMember(GossipConfig{Name: "n2", Bind: "127.0.0.1:0", Join: []string{a.p.Gossip().Addr()}, Preset: "fast", Rejoin: r})
-		if err != nil {
-			t.Error(err)
-		}
-		started <- m
-	}()
+	serve, _ := fencedMember(t, a)
 	var actorAddr string
 	waitUntil(t, 5*time.Second, "n2 in n1's gossip, fenced", func() bool {
 		meta, ok := a.p.Gossip().Meta("n2")
@@ -157,7 +138,7 @@ func TestProviderPlacesAFencedIncarnationOnceItServes(t *testing.T) {
 	if n := owned(); n != 0 {
 		t.Fatalf("n1 places %d of 200 identities on n2 while it waits to serve", n)
 	}
-	once.Do(func() { close(alone) })
+	serve()
 	waitUntil(t, 5*time.Second, "identities placed on n2 once it serves", func() bool { return owned() > 0 })
 }
 
@@ -173,32 +154,14 @@ func TestFencedIncarnationMovedFromItsServe(t *testing.T) {
 		t.Skip("starts two cluster members")
 	}
 	a := startMember(t, "n1", nil)
-	type serve struct {
+	type serveSeen struct {
 		at    time.Time
 		moved bool
 	}
-	serves := make(chan serve, 4)
-	alone := make(chan struct{})
-	started := make(chan *member, 1)
-	var once sync.Once
-	t.Cleanup(func() {
-		once.Do(func() { close(alone) })
-		if b := <-started; b != nil {
-			b.c.Shutdown(true)
-		}
-		a.c.Shutdown(true)
+	serves := make(chan serveSeen, 4)
+	serve, started := fencedMember(t, a, func(p *Provider) {
+		serves <- serveSeen{time.Now(), p.Moved("view", "u1", time.Now().Add(-time.Millisecond))}
 	})
-	go func() {
-		r := &Rejoin{Base: []Voter{{ID: "n2"}, {ID: "n3"}, {ID: "n4"}, {ID: "n5"}, {ID: "n6"}}, Fenced: time.Now(), Stable: time.Hour, Alone: alone}
-		m, err := newMember(GossipConfig{Name: "n2", Bind: "127.0.0.1:0", Join: []string{a.p.Gossip().Addr()}, Preset: "fast", Rejoin: r},
-			func(p *Provider) {
-				serves <- serve{time.Now(), p.Moved("view", "u1", time.Now().Add(-time.Millisecond))}
-			})
-		if err != nil {
-			t.Error(err)
-		}
-		started <- m
-	}()
 	waitUntil(t, 5*time.Second, "n2 in n1's gossip, fenced", func() bool {
 		meta, ok := a.p.Gossip().Meta("n2")
 		return ok && meta.Fenced
@@ -209,8 +172,8 @@ func TestFencedIncarnationMovedFromItsServe(t *testing.T) {
 	default:
 	}
 	released := time.Now()
-	once.Do(func() { close(alone) })
-	var s serve
+	serve()
+	var s serveSeen
 	select {
 	case s = <-serves:
 	case <-time.After(5 * time.Second):
@@ -223,7 +186,6 @@ func TestFencedIncarnationMovedFromItsServe(t *testing.T) {
 		t.Fatal("Moved false when the incarnation begins to serve: what is activated there until StartMember returns is taken for new")
 	}
 	b := <-started
-	started <- b // for the cleanup
 	if b == nil {
 		t.FailNow()
 	}
@@ -232,4 +194,34 @@ func TestFencedIncarnationMovedFromItsServe(t *testing.T) {
 			t.Fatalf("%s: not moved since the serve", id)
 		}
 	}
+}
+
+// fencedMember starts n2 as a fenced node's new incarnation joining a's
+// gossip, with a base of five it fenced on, of which it reaches itself and
+// n1: no verdict lets it serve, only the operator, which serve stands for.
+// The member comes on started once it serves (nil if it failed); both
+// members are shut down at cleanup, also when a check fails while n2 waits.
+func fencedMember(t *testing.T, a *member, onServe ...func(*Provider)) (serve func(), started <-chan *member) {
+	alone := make(chan struct{})
+	var once sync.Once
+	serve = func() { once.Do(func() { close(alone) }) }
+	out := make(chan *member, 1)
+	done := make(chan *member, 1)
+	t.Cleanup(func() {
+		serve()
+		if b := <-done; b != nil {
+			b.c.Shutdown(true)
+		}
+		a.c.Shutdown(true)
+	})
+	go func() {
+		r := &Rejoin{Base: []Voter{{ID: "n2"}, {ID: "n3"}, {ID: "n4"}, {ID: "n5"}, {ID: "n6"}}, Fenced: time.Now(), Stable: time.Hour, Alone: alone}
+		m, err := newMember(GossipConfig{Name: "n2", Bind: "127.0.0.1:0", Join: []string{a.p.Gossip().Addr()}, Preset: "fast", Rejoin: r}, onServe...)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- m
+		out <- m
+	}()
+	return serve, out
 }

@@ -95,6 +95,7 @@ type placement interface {
 	mayHaveMoved(kind Kind, identity string) bool
 	lastChange() time.Time
 	earlier(h *messages.Holder) bool
+	memberAlive(addr string) bool
 }
 
 // staleness tells a message from a member this node declared dead, to

@@ -29,6 +29,7 @@ func (fakeNode) gate(actor.Context, gate) bool                      { return tru
 func (fakeNode) mayHaveMoved(Kind, string) bool                     { return false }
 func (fakeNode) lastChange() time.Time                              { return time.Time{} }
 func (fakeNode) earlier(*messages.Holder) bool                      { return false }
+func (fakeNode) memberAlive(string) bool                            { return false }
 func (fakeNode) dropStale(actor.Context, string) bool               { return false }
 func (fakeNode) emit(*messages.ObsEvent)                            {}
 

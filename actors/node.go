@@ -222,6 +222,20 @@ func (n *Node) goneAddr(addr string) bool {
 	return n.members != nil && n.members.Gone(addr)
 }
 
+// memberAlive reports whether addr is the actor address of another
+// member alive now, not declared dead or left.
+func (n *Node) memberAlive(addr string) bool {
+	if addr == n.sys.Address() || n.members == nil || n.goneAddr(addr) {
+		return false
+	}
+	for _, m := range n.members.Members() {
+		if meta, ok := n.members.Meta(m.ID); ok && m.State == cluster.Alive && meta.Actor == addr {
+			return true
+		}
+	}
+	return false
+}
+
 // inDoubt is how long a death verdict has waited to be confirmed by
 // enough members answering (cluster.Roster.Doubt; 0: none): verdicts by
 // time wait.

@@ -90,6 +90,11 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.env.life.handled(KindView, &a.received)
 		a.v.Withdraw(m.GetDevice())
 	case *actor.Terminated:
+		if a.connectionOnly(m) {
+			a.env.log.Debug("view: a subscriber's connection ended, not its node: watching it again", "user", a.user, "sink", m.GetWho().String())
+			ctx.Watch(m.GetWho()) // over a new connection: a sink that is gone answers NotFound
+			break
+		}
 		a.drop(ctx, m.GetWho())
 		a.apply(ctx, core.ViewResult{})
 	default:
@@ -509,6 +514,20 @@ func (a *viewActor) subscribe(ctx actor.Context, m *messages.ViewSubscribe, now 
 	p, res := a.v.Subscribe(key, m.GetViewer(), now)
 	sendFrom(ctx, sink, &messages.SnapshotPart{RequestId: m.GetRequestId(), Target: a.user, Visible: p != nil, Presence: p})
 	a.apply(ctx, res)
+}
+
+// connectionOnly reports whether a sink's Terminated says only that
+// proto.actor dropped its connection to the sink's node, which is alive:
+// the sink may well be. proto.actor keys its connections on the address,
+// and an earlier incarnation's connection at the same address (a fenced
+// node re-executed at a fixed port, as in containers) that gives up
+// retrying, or whose stream breaks after a heal, ends the new
+// incarnation's connection too, with every watch over it: the view
+// dropped live subscribers, which then missed the next change (the docker
+// backend's partition scenario). A sink whose node was declared dead or
+// left is dropped as before.
+func (a *viewActor) connectionOnly(m *actor.Terminated) bool {
+	return m.GetWhy() == actor.TerminatedReason_AddressTerminated && a.env.place.memberAlive(m.GetWho().GetAddress())
 }
 
 func (a *viewActor) drop(ctx actor.Context, sink *actor.PID) {

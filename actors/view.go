@@ -90,13 +90,7 @@ func (a *viewActor) Receive(ctx actor.Context) {
 		a.env.life.handled(KindView, &a.received)
 		a.v.Withdraw(m.GetDevice())
 	case *actor.Terminated:
-		if a.connectionOnly(m) {
-			a.env.log.Debug("view: a subscriber's connection ended, not its node: watching it again", "user", a.user, "sink", m.GetWho().String())
-			ctx.Watch(m.GetWho()) // over a new connection: a sink that is gone answers NotFound
-			break
-		}
-		a.drop(ctx, m.GetWho())
-		a.apply(ctx, core.ViewResult{})
+		a.onTerminated(ctx, m)
 	default:
 		a.onTimer(ctx, m, now)
 	}
@@ -514,6 +508,18 @@ func (a *viewActor) subscribe(ctx actor.Context, m *messages.ViewSubscribe, now 
 	p, res := a.v.Subscribe(key, m.GetViewer(), now)
 	sendFrom(ctx, sink, &messages.SnapshotPart{RequestId: m.GetRequestId(), Target: a.user, Visible: p != nil, Presence: p})
 	a.apply(ctx, res)
+}
+
+// onTerminated drops a subscriber that ended, or watches it again if only
+// the connection to it did (connectionOnly).
+func (a *viewActor) onTerminated(ctx actor.Context, m *actor.Terminated) {
+	if a.connectionOnly(m) {
+		a.env.log.Debug("view: a subscriber's connection ended, not its node: watching it again", "user", a.user, "sink", m.GetWho().String())
+		ctx.Watch(m.GetWho()) // over a new connection: a sink that is gone answers NotFound
+		return
+	}
+	a.drop(ctx, m.GetWho())
+	a.apply(ctx, core.ViewResult{})
 }
 
 // connectionOnly reports whether a sink's Terminated says only that

@@ -174,4 +174,9 @@ var notGo = map[string]bool{
 	"Host":         true, // the HTTP header
 	"Engine":       true, // nbio's nbhttp.Engine
 	"CheckUtf8":    true, // nbio's Engine field that checks text frames
+	// proto.actor's: a remote endpoint's end, and the message a watcher
+	// gets with its reason
+	"EndpointTerminatedEvent": true,
+	"Terminated":              true,
+	"AddressTerminated":       true,
 }

@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -126,13 +128,29 @@ func randomKey() string {
 	return hex.EncodeToString(b) // 32 bytes
 }
 
+// freePort is a port on host free for TCP and UDP (a gossip port is
+// both), below the kernel's ephemeral range (32768 and up on Linux): a
+// port the kernel handed out and the harness freed could be given to
+// another process's outgoing connection before the node binds it
+// ("address already in use").
 func freePort(host string) (string, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return "", err
+	var err error
+	for range 200 {
+		addr := net.JoinHostPort(host, strconv.Itoa(20000+mrand.IntN(12000)))
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			continue
+		}
+		var pc net.PacketConn
+		pc, err = net.ListenPacket("udp", addr)
+		ln.Close()
+		if err != nil {
+			continue
+		}
+		pc.Close()
+		return addr, nil
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return "", fmt.Errorf("chaos: no free port on %s below the ephemeral range: %w", host, err)
 }
 
 // Start starts n nodes, the first starting the cluster and the others

@@ -128,12 +128,12 @@ func randomKey() string {
 	return hex.EncodeToString(b) // 32 bytes
 }
 
-// freePort is a port on host free for TCP and UDP (a gossip port is
+// FreePort is a port on host free for TCP and UDP (a gossip port is
 // both), below the kernel's ephemeral range (32768 and up on Linux): a
 // port the kernel handed out and the harness freed could be given to
 // another process's outgoing connection before the node binds it
 // ("address already in use").
-func freePort(host string) (string, error) {
+func FreePort(host string) (string, error) {
 	var err error
 	for range 200 {
 		addr := net.JoinHostPort(host, strconv.Itoa(20000+mrand.IntN(12000)))
@@ -320,7 +320,7 @@ func (c *Cluster) startProcess(nd *Node, args []string) (runner, error) {
 		if *p != "" {
 			continue
 		}
-		a, err := freePort(host)
+		a, err := FreePort(host)
 		if err != nil {
 			return nil, err
 		}

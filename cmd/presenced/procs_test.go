@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -319,27 +317,14 @@ func sqliteDSN(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir
 
 // freePort is a loopback address that was free a moment ago.
 func freePort(t *testing.T) string {
-	// Below the kernel's ephemeral range (32768 and up on Linux): a port
-	// the kernel handed out here and freed could be given to another
-	// test's outgoing connection before the node binds it ("address
-	// already in use", seen in a clean-clone make test). Free on every
-	// address, TCP and UDP (a gossip port is both): a port free on
-	// 127.0.0.1 may be another loopback address's (a load process's on
-	// 127.0.0.2), and a node binding 0.0.0.0 would find it taken.
-	for range 200 {
-		port := strconv.Itoa(20000 + rand.IntN(12000))
-		ln, err := net.Listen("tcp", "0.0.0.0:"+port)
-		if err != nil {
-			continue
-		}
-		pc, err := net.ListenPacket("udp", "0.0.0.0:"+port)
-		ln.Close()
-		if err != nil {
-			continue
-		}
-		pc.Close()
-		return net.JoinHostPort("127.0.0.1", port)
+	// Free on every address (chaos.FreePort: below the ephemeral range,
+	// TCP and UDP): a port free on 127.0.0.1 may be another loopback
+	// address's (a load process's on 127.0.0.2), and a node binding
+	// 0.0.0.0 would find it taken.
+	a, err := chaos.FreePort("0.0.0.0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free port below the ephemeral range")
-	return ""
+	_, port, _ := net.SplitHostPort(a)
+	return net.JoinHostPort("127.0.0.1", port)
 }

@@ -28,11 +28,9 @@ type Provider struct {
 	rdv  *Rendezvous // over the members last published
 	subs []func(Event)
 	// placements are the last topologies published, oldest first, for
-	// Moved; started is when the member started; serving is when the
-	// others last may have begun to place identities on it
-	// (GossipConfig.Serving).
+	// Moved; serving is when the others last may have begun to place
+	// identities on it (GossipConfig.Serving).
 	placements []placement
-	started    time.Time
 	serving    time.Time
 	// kinds, beforeJoin and onServe are what Host added.
 	kinds      []string
@@ -52,14 +50,6 @@ func (p *Provider) Subscribe(f func(Event)) {
 
 // NewProvider makes a provider; the gossip starts with the member.
 func NewProvider(cfg GossipConfig) *Provider { return &Provider{cfg: cfg} }
-
-// Started is when the member's gossip started and joined (for a fenced
-// node's new incarnation: when the resolver let it serve); zero before.
-func (p *Provider) Started() time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.started
-}
 
 // Gossip is the membership, once the member started.
 func (p *Provider) Gossip() *Gossip {
@@ -120,7 +110,7 @@ func (p *Provider) StartMember(c *pcluster.Cluster) error {
 		return err
 	}
 	p.mu.Lock()
-	p.g, p.c, p.started = g, c, time.Now()
+	p.g, p.c = g, c
 	subs := p.subs
 	p.mu.Unlock()
 	g.Subscribe(func(ev Event) {

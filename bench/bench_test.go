@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"math"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -115,6 +116,15 @@ func checkResult(t *testing.T, o Options, r RunResult) {
 		t.Errorf("%s: %d offline events reached subscribers, want %d", r.System, len(r.Fanout), o.Subs*max(o.Devices, 1)*o.Rounds)
 	case r.Unexpected != 0:
 		t.Errorf("%s: %d connections ended nobody asked for (codes %s): %s", r.System, r.Unexpected, r.Codes, r.Errors)
+	case r.LiveHeap <= 0 || r.LiveHeap > r.Heap:
+		t.Errorf("%s: live heap %v per device, want > 0 and below the heap in use (%v)", r.System, r.LiveHeap, r.Heap)
+	case r.BeatBytes < 6 || r.BeatBytes > 256 || r.AnswerBytes <= 0:
+		// a masked frame's header alone is 6 bytes
+		t.Errorf("%s: %v bytes per heartbeat written, %v read: want a frame's, and an answer", r.System, r.BeatBytes, r.AnswerBytes)
+	case r.System == "presence" && !(r.BeatP99 > 0 && r.BeatP99 < 1):
+		t.Errorf("presence: heartbeat processing p99 %v s, want measured", r.BeatP99)
+	case r.System != "presence" && !math.IsNaN(r.BeatP99):
+		t.Errorf("%s: heartbeat processing p99 %v, want not measured (NaN)", r.System, r.BeatP99)
 	}
 	if r.System == "presence" && r.Held < o.Hold {
 		t.Errorf("presence held its devices %v, want %v", r.Held, o.Hold)

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -75,6 +76,7 @@ func centrifugoConfig(port int, interval time.Duration, secret string) ([]byte, 
 		"http_api":    map[string]any{"key": centrifugoAPIKey},
 		"prometheus":  map[string]any{"enabled": true},
 		"health":      map[string]any{"enabled": true},
+		"debug":       map[string]any{"enabled": true}, // /debug/pprof: a forced collection for the live heap
 		"usage_stats": map[string]any{"disabled": true},
 	}
 	return json.MarshalIndent(cfg, "", "  ")
@@ -151,6 +153,30 @@ func (s *centrifugoSys) metrics(prefix string) (map[string]float64, error) {
 		}
 	}
 	return m, sc.Err()
+}
+
+// LiveHeap forces a collection (its pprof endpoint, GET
+// /debug/pprof/heap?gc=1) and then reads the heap allocated.
+func (s *centrifugoSys) LiveHeap() (float64, error) {
+	res, err := http.Get("http://" + s.addr + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("bench: centrifugo's /debug/pprof/heap: %s", res.Status)
+	}
+	const name = "go_memstats_heap_alloc_bytes"
+	m, err := s.metrics(name)
+	if err != nil {
+		return 0, err
+	}
+	v, ok := m[name]
+	if !ok {
+		return 0, errors.New("bench: centrifugo's /metrics has no " + name)
+	}
+	return v, nil
 }
 
 // Heap is the node's Go heap in use (its Prometheus Go collector).

@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -312,5 +313,21 @@ func TestReportRatioPerPeer(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("the table has no %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// A figure only presence measures (the heartbeat's processing p99) is
+// "n/a" for the peers and no ratio, and judged against seed 002's limit.
+func TestReportNotMeasuredIsNA(t *testing.T) {
+	o := Options{N: 10, Runs: 2, Systems: []string{"presence", "centrifugo"}}
+	results := []RunResult{
+		{System: "presence", BeatP99: 0.0004}, {System: "centrifugo", BeatP99: math.NaN()},
+		{System: "presence", BeatP99: 0.0009}, {System: "centrifugo", BeatP99: math.NaN()},
+	}
+	var b bytes.Buffer
+	Report(&b, o, "test", results)
+	want := "| heartbeat processing in the node, p99 (seed 002; presence_heartbeat_processing_seconds) | 0.40 / 0.90 / 0.90 ms | n/a |  | <= 0.80: **missed** by 0.10 ms (1.1x) |"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("the table has no %q:\n%s", want, b.String())
 	}
 }

@@ -377,13 +377,7 @@ func (w *cfWorker) cfStatsLine() string {
 			live++
 		}
 	}
-	var codes []string
-	for c, n := range w.codes {
-		codes = append(codes, fmt.Sprintf("%d:%d", c, n))
-	}
-	slices.Sort(codes)
-	return fmt.Sprintf("%d %d %d %d %s %q", w.acks.Load(), w.sent.Load(), w.unexpected.Load(), live,
-		strings.Join(codes, ",")+",", strings.Join(w.firstErrs, " | "))
+	return w.stats(live)
 }
 
 func (w *cfWorker) closeAllCF() {

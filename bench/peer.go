@@ -345,14 +345,18 @@ func (p *Peer) lookup(w http.ResponseWriter, r *http.Request) {
 // own memory.
 type PeerStats struct {
 	HeapInuse   uint64 `json:"heap_inuse"`
+	HeapAlloc   uint64 `json:"heap_alloc"` // with ?gc=1, right after a forced collection: the live heap
 	RedisMemory uint64 `json:"redis_used_memory"`
 	Goroutines  int    `json:"goroutines"`
 }
 
 func (p *Peer) stats(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("gc") == "1" {
+		runtime.GC()
+	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	s := PeerStats{HeapInuse: ms.HeapInuse, Goroutines: runtime.NumGoroutine()}
+	s := PeerStats{HeapInuse: ms.HeapInuse, HeapAlloc: ms.HeapAlloc, Goroutines: runtime.NumGoroutine()}
 	info, err := p.rdb.Info(r.Context(), "memory").Result()
 	if err == nil {
 		for _, line := range strings.Split(info, "\r\n") {

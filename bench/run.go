@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -83,6 +85,10 @@ type RunResult struct {
 	RSSConnect     float64 // bytes per device, after connecting
 	RSSIdle        float64 // bytes per device, after Idle of heartbeats
 	Heap           float64 // bytes per device (Go heap; the peer's plus Redis's used_memory)
+	LiveHeap       float64 // bytes per device after a forced collection (the peer's plus Redis's used_memory)
+	BeatBytes      float64 // bytes the load wrote per heartbeat in the idle window (WebSocket frames)
+	AnswerBytes    float64 // bytes the load read per heartbeat in the idle window (acks; Centrifugo: its pings)
+	BeatP99        float64 // seconds: presence's presence_heartbeat_processing_seconds p99 over the idle window; NaN: not measured
 	CPUPerBeat     time.Duration
 	Beats          int64
 	LookupP99      time.Duration
@@ -180,6 +186,10 @@ func runOnce(ctx context.Context, o Options, name, dir string, hold bool) (RunRe
 	if err != nil {
 		return res, err
 	}
+	live0, err := sys.LiveHeap()
+	if err != nil {
+		return res, err
+	}
 	ws, err := connect(o, sys, dir, &res)
 	if ws != nil {
 		defer stopWorkers(ws)
@@ -197,6 +207,11 @@ func runOnce(ctx context.Context, o Options, name, dir string, hold bool) (RunRe
 	rss2, _ := rss(sys.Pids()...)
 	heap2, _ := sys.Heap()
 	res.RSSIdle, res.Heap = (rss2-rss0)/n, (heap2-heap0)/n
+	live2, err := sys.LiveHeap() // after RSS and heap: the forced collection must not move them
+	if err != nil {
+		return res, err
+	}
+	res.LiveHeap = (live2 - live0) / n
 	if err := fanout(o, sys, ws, &res); err != nil {
 		return res, err
 	}
@@ -331,6 +346,7 @@ func idle(ctx context.Context, o Options, sys system, ws []*workerProc, res *Run
 		return err
 	}
 	cpu0, _ := cpuTime(sys.Pids()...)
+	beats0 := beatTimes(sys)
 	t0 := time.Now()
 	stop := make(chan struct{})
 	lat := make(chan []lookup, 1)
@@ -352,6 +368,12 @@ func idle(ctx context.Context, o Options, sys system, ws []*workerProc, res *Run
 	res.Beats = st1.sent - st0.sent
 	if res.Beats > 0 {
 		res.CPUPerBeat = (cpu1 - cpu0) / time.Duration(res.Beats)
+		res.BeatBytes = float64(st1.wrote-st0.wrote) / float64(res.Beats)
+		res.AnswerBytes = float64(st1.read-st0.read) / float64(res.Beats)
+	}
+	res.BeatP99 = math.NaN()
+	if beats0 != nil {
+		res.BeatP99 = bucketQuantile(beats0, beatTimes(sys), 0.99)
 	}
 	l := <-lat
 	if o.Profile != "" {
@@ -421,6 +443,56 @@ func saveLookups(path string, l []lookup) {
 		fmt.Fprintf(&b, "%d %d\n", x.at.UnixNano(), x.d.Nanoseconds())
 	}
 	_ = os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// beatTimes are presence's presence_heartbeat_processing_seconds buckets,
+// summed over its nodes (upper bound -> count); nil for another system or
+// when they cannot be read.
+func beatTimes(sys system) map[float64]float64 {
+	p, ok := sys.(*presenceSys)
+	if !ok {
+		return nil
+	}
+	const prefix = `presence_heartbeat_processing_seconds_bucket{le="`
+	m, err := p.metrics(prefix)
+	if err != nil {
+		return nil
+	}
+	b := map[float64]float64{}
+	for k, v := range m {
+		le, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimPrefix(k, prefix), `"}`), 64)
+		if err == nil {
+			b[le] = v
+		}
+	}
+	return b
+}
+
+// bucketQuantile is the q-quantile of what a cumulative histogram counted
+// between two readings (upper bound -> count), interpolated linearly in
+// its bucket as Prometheus's histogram_quantile does; NaN when nothing was
+// counted, the highest finite bound when it falls in the +Inf bucket.
+func bucketQuantile(before, after map[float64]float64, q float64) float64 {
+	les := slices.Sorted(maps.Keys(after))
+	if len(les) == 0 {
+		return math.NaN()
+	}
+	total := after[les[len(les)-1]] - before[les[len(les)-1]]
+	if total <= 0 {
+		return math.NaN()
+	}
+	rank, lo, below := q*total, 0.0, 0.0
+	for _, le := range les {
+		n := after[le] - before[le]
+		if n >= rank {
+			if math.IsInf(le, 1) {
+				return lo
+			}
+			return lo + (le-lo)*(rank-below)/max(n-below, 1e-12)
+		}
+		lo, below = le, n
+	}
+	return lo
 }
 
 // quantile of d (sorted in place) at q in [0, 1], nearest rank.

@@ -25,6 +25,9 @@ type system interface {
 	URLs() []string // device WebSockets, one per node (load process w dials the w-th, round)
 	Pids() []int    // every process whose CPU and memory count
 	Heap() (float64, error)
+	// LiveHeap is the Go heap right after a forced collection (the peer's
+	// plus Redis's used_memory): what the system holds, not its garbage.
+	LiveHeap() (float64, error)
 	// LookupAddr is where lookups go (host:port), LookupRequest a whole
 	// HTTP/1.1 request for one user's presence (lookupClient).
 	LookupAddr() string
@@ -236,6 +239,22 @@ func (s *presenceSys) metrics(prefix string) (map[string]float64, error) {
 	return m, nil
 }
 
+// LiveHeap forces a collection on every node (GET /debug/pprof/heap?gc=1)
+// and then reads the heap allocated, which is the live heap plus what the
+// few milliseconds between allocated.
+func (s *presenceSys) LiveHeap() (float64, error) {
+	for i := range s.admin {
+		res, err := s.getFrom(http.DefaultClient, i, "/debug/pprof/heap?gc=1")
+		if err != nil {
+			return 0, err
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+	}
+	m, err := s.metrics("go_memstats_heap_alloc_bytes")
+	return m["go_memstats_heap_alloc_bytes"], err
+}
+
 func (s *presenceSys) Heap() (float64, error) {
 	m, err := s.metrics("go_memstats_heap_inuse_bytes")
 	return m["go_memstats_heap_inuse_bytes"], err
@@ -418,10 +437,20 @@ func (s *peerSys) LookupRequest(u string) []byte {
 }
 
 // Heap is the peers' Go heap plus Redis's used_memory.
-func (s *peerSys) Heap() (float64, error) {
+func (s *peerSys) Heap() (float64, error) { return s.heap(false) }
+
+// LiveHeap is the peers' Go heap right after a forced collection, plus
+// Redis's used_memory.
+func (s *peerSys) LiveHeap() (float64, error) { return s.heap(true) }
+
+func (s *peerSys) heap(live bool) (float64, error) {
 	var total float64
 	for i, api := range s.api {
-		res, err := http.Get("http://" + api + "/stats")
+		url := "http://" + api + "/stats"
+		if live {
+			url += "?gc=1"
+		}
+		res, err := http.Get(url)
 		if err != nil {
 			return 0, err
 		}
@@ -432,6 +461,9 @@ func (s *peerSys) Heap() (float64, error) {
 			return 0, err
 		}
 		total += float64(st.HeapInuse)
+		if live {
+			total += float64(st.HeapAlloc) - float64(st.HeapInuse)
+		}
 		if i == 0 {
 			total += float64(st.RedisMemory)
 		}

@@ -64,6 +64,10 @@ type worker struct {
 	firstErrs  []string
 
 	acks, sent, unexpected atomic.Int64
+	// wrote and readB are the bytes of every connection's socket, each
+	// way, WebSocket frames and handshakes (countedConn): over the idle
+	// window, a heartbeat's and its answer's bytes on the wire.
+	wrote, readB atomic.Int64
 
 	storm atomic.Pointer[stormState] // the storm bench's (storm_worker.go); nil otherwise
 }
@@ -80,9 +84,35 @@ func newWorker(o WorkerOptions, out io.Writer) *worker {
 	if o.Src != "" {
 		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(o.Src)}
 	}
-	tr := &http.Transport{DialContext: d.DialContext, MaxIdleConns: -1}
-	return &worker{o: o, hc: &http.Client{Transport: tr}, tok: gateway.Tokens{Key: []byte(o.Secret)},
-		out: bufio.NewWriter(out), codes: map[int]int{}}
+	w := &worker{o: o, tok: gateway.Tokens{Key: []byte(o.Secret)}, out: bufio.NewWriter(out), codes: map[int]int{}}
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &countedConn{Conn: c, w: w}, nil
+	}
+	w.hc = &http.Client{Transport: &http.Transport{DialContext: dial, MaxIdleConns: -1}}
+	return w
+}
+
+// countedConn counts what its socket writes and reads into its worker's
+// totals.
+type countedConn struct {
+	net.Conn
+	w *worker
+}
+
+func (c *countedConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.w.wrote.Add(int64(n))
+	return n, err
+}
+
+func (c *countedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.w.readB.Add(int64(n))
+	return n, err
 }
 
 func (w *worker) say(format string, args ...any) {
@@ -438,13 +468,20 @@ func (w *worker) takeLatencies() string {
 func (w *worker) statsLine() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.stats(w.live())
+}
+
+// stats is the answer to "stats" (w.mu held): acks, heartbeats sent,
+// unexpected ends, live connections, bytes written and read, close codes,
+// the first errors (collectStats reads it).
+func (w *worker) stats(live int) string {
 	var codes []string
 	for c, n := range w.codes {
 		codes = append(codes, fmt.Sprintf("%d:%d", c, n))
 	}
 	slices.Sort(codes)
-	return fmt.Sprintf("%d %d %d %d %s %q", w.acks.Load(), w.sent.Load(), w.unexpected.Load(), w.live(),
-		strings.Join(codes, ",")+",", strings.Join(w.firstErrs, " | "))
+	return fmt.Sprintf("%d %d %d %d %d %d %s %q", w.acks.Load(), w.sent.Load(), w.unexpected.Load(), live,
+		w.wrote.Load(), w.readB.Load(), strings.Join(codes, ",")+",", strings.Join(w.firstErrs, " | "))
 }
 
 func (w *worker) closeAll() {

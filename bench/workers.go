@@ -168,6 +168,7 @@ func stopWorkers(ws []*workerProc) {
 // workerStats is the sum of the workers' stats lines.
 type workerStats struct {
 	acks, sent, unexpected, live int64
+	wrote, read                  int64 // bytes on the load's sockets, each way
 	codes                        map[string]int64
 	errs                         []string
 }
@@ -179,7 +180,10 @@ func collectStats(ws []*workerProc) (workerStats, error) {
 		if err != nil {
 			return s, err
 		}
-		v := make([]int64, 4)
+		if len(f) < 7 {
+			return s, fmt.Errorf("bench: load process %d: stats line %q", w.cmd.Process.Pid, strings.Join(f, " "))
+		}
+		v := make([]int64, 6)
 		for i := range v {
 			v[i], _ = strconv.ParseInt(f[i], 10, 64)
 		}
@@ -187,13 +191,15 @@ func collectStats(ws []*workerProc) (workerStats, error) {
 		s.sent += v[1]
 		s.unexpected += v[2]
 		s.live += v[3]
-		for _, kv := range strings.Split(f[4], ",") {
+		s.wrote += v[4]
+		s.read += v[5]
+		for _, kv := range strings.Split(f[6], ",") {
 			if c, n, ok := strings.Cut(kv, ":"); ok {
 				k, _ := strconv.ParseInt(n, 10, 64)
 				s.codes[c] += k
 			}
 		}
-		if e, err := strconv.Unquote(strings.Join(f[5:], " ")); err == nil && e != "" {
+		if e, err := strconv.Unquote(strings.Join(f[7:], " ")); err == nil && e != "" {
 			s.errs = append(s.errs, e)
 		}
 	}

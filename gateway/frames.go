@@ -28,6 +28,15 @@ func clearReadDeadline(c *websocket.Conn) {
 	}
 }
 
+// monoEpoch is the origin of socket.readAt: a duration since it is read
+// on the monotonic clock, in 8 bytes per connection.
+var monoEpoch = time.Now()
+
+// sinceRead is the time since the read that carried the frame in hand.
+func (s *socket) sinceRead() time.Duration {
+	return time.Since(monoEpoch) - time.Duration(s.readAt.Load())
+}
+
 func (s *socket) beat(seq uint64) {
 	if c := s.conn.Load(); c != nil {
 		c.Heartbeat(seq, 0)
@@ -40,9 +49,14 @@ func (s *socket) beat(seq uint64) {
 // way: the beat is recorded before anything is written.
 func (s *socket) heartbeat(conn *actors.Conn, seq uint64, clientTS int64, ack askAck) {
 	conn.Heartbeat(max(seq, 1), clientTS)
-	if !ack.wanted() {
-		return
+	if ack.wanted() {
+		s.ack(seq, clientTS)
 	}
+	s.s.metrics.beatTime.Observe(s.sinceRead().Seconds())
+}
+
+// ack answers a heartbeat.
+func (s *socket) ack(seq uint64, clientTS int64) {
 	s.s.metrics.acks.Inc()
 	now := time.Now().UnixMilli()
 	if s.codec.kind == websocket.TextMessage {

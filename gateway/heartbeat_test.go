@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	dto "github.com/prometheus/client_model/go"
 	"strings"
 	"testing"
 	"time"
@@ -117,7 +118,8 @@ func TestAppendJSONAck(t *testing.T) {
 // on both decoding paths of JSON (the fast path, and protojson for a shape
 // it leaves alone); a connection that never asks stays alive past stale
 // many times over, its heartbeats still its sign of life, and nothing is
-// written back to it. presence_heartbeat_acks_total counts the acks.
+// written back to it. presence_heartbeat_acks_total counts the acks,
+// presence_heartbeat_processing_seconds times every heartbeat.
 func TestHeartbeatAckOnRequest(t *testing.T) {
 	nd := startNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -147,6 +149,7 @@ func TestHeartbeatAckOnRequest(t *testing.T) {
 			user := "u" + strings.ReplaceAll(c.name, " ", "")
 			conn := nd.dial(user, "phone", 1, c.sub)
 			before := testutil.ToFloat64(nd.srv.metrics.acks)
+			timed, _ := beatsTimed(t, nd)
 			seq := uint64(0)
 			beat := func(ack *bool) {
 				seq++
@@ -174,7 +177,36 @@ func TestHeartbeatAckOnRequest(t *testing.T) {
 			if got := testutil.ToFloat64(nd.srv.metrics.acks) - before; got != 2 {
 				t.Fatalf("presence_heartbeat_acks_total grew by %v, want 2 of %d heartbeats", got, seq)
 			}
+			eventually(t, time.Second, "every heartbeat timed", func() bool {
+				n, _ := beatsTimed(t, nd)
+				return n-timed == seq
+			})
+			if n, _ := beatsTimed(t, nd); n-timed != seq {
+				t.Fatalf("presence_heartbeat_processing_seconds counted %d heartbeats, want %d", n-timed, seq)
+			}
 		})
+	}
+}
+
+// beatsTimed is presence_heartbeat_processing_seconds' count and sum.
+func beatsTimed(t *testing.T, nd *node) (uint64, float64) {
+	t.Helper()
+	var m dto.Metric
+	if err := nd.srv.metrics.beatTime.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+}
+
+// A heartbeat's time counts from the read that carried it, not from its
+// handling: what the poller did with the read before it (the frame's
+// parse, frames before it in the same read) is in it.
+func TestHeartbeatTimedFromItsRead(t *testing.T) {
+	s := &Server{metrics: newMetrics(nil, func() int { return 0 })}
+	sock := &socket{s: s, codec: jsonCodec}
+	sock.readAt.Store(int64(time.Since(monoEpoch) - 3*time.Millisecond))
+	if d := sock.sinceRead(); d < 3*time.Millisecond || d > time.Minute {
+		t.Fatalf("sinceRead %v, want at least the 3ms since the read", d)
 	}
 }
 

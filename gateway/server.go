@@ -146,6 +146,7 @@ func (s *Server) newEngine(ln net.Listener) *nbhttp.Engine {
 	e.Engine.OnData(func(c *nbio.Conn, data []byte) {
 		s.accepted.Load()
 		if g, ok := c.Session().(*maskGuard); ok {
+			g.sock.readAt.Store(int64(time.Since(monoEpoch)))
 			g.inlineFrames(c)
 		}
 		c.DataHandler()(c, data)

@@ -33,6 +33,7 @@ type socket struct {
 	expiry  *time.Timer // closes with CloseTokenExpired when the token does
 
 	written atomic.Uint64               // bytes the kernel took (engine hook)
+	readAt  atomic.Int64                // the last read's time, since monoEpoch (engine hook)
 	conn    atomic.Pointer[actors.Conn] // set once upgraded
 	errs    int                         // consecutive undecodable frames (read side only)
 	// subscribes is the connection's bucket of subscribe frames

@@ -2,12 +2,14 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
+	"github.com/presence-im/presence/store"
 )
 
 // leaseActor owns one device's core.Lease. It expires the lease with a
@@ -21,15 +23,21 @@ type leaseActor struct {
 	received     uint64 // directory messages handled, for passivation (kept across a restart: births)
 	expiry, idle timer
 	idleGen      uint64
-	// floorUnread: the floor could not be read when it started (the store
-	// down); no handshake is accepted until it is.
-	floorUnread bool
+	// floorUnread: the floor is not read yet (read at the first message
+	// that is not a handshake, taken with a handshake's write: takeFloor),
+	// or could not be (the store down); no handshake is accepted until it
+	// is. floorTried: a read was tried.
+	floorUnread, floorTried bool
 }
 
 func (a *leaseActor) Receive(ctx actor.Context) {
 	now := time.Now()
 	held, stopping := a.l.Live(), false
 	defer func() { a.env.metrics.heldDelta(held, a.l.Live() && !stopping) }()
+	if !a.floorTried && a.readsFloorFirst(ctx.Message()) {
+		a.l.Floor, a.floorUnread = a.readFloor()
+		a.floorTried = true
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.onStarted(ctx)
@@ -75,15 +83,30 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 	}
 }
 
-// onStarted loads the device's attempt floor: a lease re-created empty
-// never accepts an attempt it refused before.
+// onStarted leaves the device's attempt floor unread: a lease re-created
+// empty never accepts an attempt it refused before, as it reads the floor
+// before anything else it handles, or takes it with a handshake's write
+// (a cold connect's one trip to the store).
 func (a *leaseActor) onStarted(ctx actor.Context) {
 	b := a.env.births.take(ctx).(identity)
 	a.user, a.device, _ = cutID(b.id)
 	a.received = b.received
 	a.env.life.activated(KindLease, leaseID(a.user, a.device), ctx.Self())
-	a.l.Floor, a.floorUnread = a.readFloor()
+	a.floorUnread = true
 	a.armIdle(ctx)
+}
+
+// readsFloorFirst says whether the lease reads its floor before handling
+// m: anything that may move or report the lease, not its own life's
+// messages, and not a handshake, which takes the floor (acquire).
+func (a *leaseActor) readsFloorFirst(m any) bool {
+	switch m := m.(type) {
+	case *messages.LeaseAcquire:
+		return !m.GetHandshake()
+	case *messages.LeaseRenew, *messages.LeaseRelease, *messages.ActorStateQuery, *messages.GatewayDown, leaseExpire:
+		return true
+	}
+	return false
 }
 
 // readFloor reads the device's attempt floor from the store; unread: it
@@ -94,6 +117,26 @@ func (a *leaseActor) readFloor() (floor uint64, unread bool) {
 		a.env.log.Debug("lease: reading attempt floor", "user", a.user, "device", a.device, "err", err)
 	}
 	return floor, err != nil
+}
+
+// takeFloor makes a handshake's attempt the device's floor in the store if
+// it is above the stored one, in one write that also finds the stored
+// floor (store.TakeFloor): a lease that has not read its floor learns it
+// here. Taken, the lease's own floor stays below the attempt, which the
+// acquire then raises; not taken, it is the stored floor, and the acquire
+// refuses the attempt as stale.
+func (a *leaseActor) takeFloor(attempt uint64) error {
+	t, err := store.TakeFloor(context.Background(), a.env.floors, a.user, a.device, attempt)
+	a.floorTried = true
+	if err != nil {
+		a.env.log.Debug("lease: taking attempt floor", "user", a.user, "device", a.device, "err", err)
+		return fmt.Errorf("attempt floor not stored: %w", err)
+	}
+	a.floorUnread = false
+	if !t.OK {
+		a.l.Floor = max(a.l.Floor, t.Floor)
+	}
+	return nil
 }
 
 // renew tells a connection whose renewal was refused that it lost the
@@ -117,14 +160,11 @@ func (a *leaseActor) renew(ctx actor.Context, m *messages.LeaseRenew, now time.T
 func (a *leaseActor) acquire(ctx actor.Context, m *messages.LeaseAcquire, now time.Time) *messages.LeaseAcquired {
 	h := m.GetHolder()
 	if m.GetHandshake() && a.floorUnread {
-		// A floor it never read may be above this attempt: read it first.
-		floor, unread := a.readFloor()
-		if unread {
-			return &messages.LeaseAcquired{Floor: a.l.Floor, Error: "attempt floor not read: the store does not answer"}
+		// A floor it never read may be above this attempt: take it.
+		if err := a.takeFloor(h.GetEpoch()); err != nil {
+			return &messages.LeaseAcquired{Floor: a.l.Floor, Error: err.Error()}
 		}
-		a.l.Floor, a.floorUnread = max(a.l.Floor, floor), false
-	}
-	if m.GetHandshake() && h.GetEpoch() > a.l.Floor {
+	} else if m.GetHandshake() && h.GetEpoch() > a.l.Floor {
 		if err := a.env.floors.RaiseFloor(context.Background(), a.user, a.device, h.GetEpoch()); err != nil {
 			a.env.log.Debug("lease: writing attempt floor", "user", a.user, "device", a.device, "err", err)
 			return &messages.LeaseAcquired{Floor: a.l.Floor, Error: "attempt floor not stored: " + err.Error()}

@@ -24,6 +24,16 @@ type Write struct {
 	User, Device string
 	Attempt      uint64
 	At           time.Time
+	// Take, on a floor: write Attempt only if it is above the stored
+	// floor, and say in Take whether it was, and otherwise the floor that
+	// stands (FloorTaker). The commit fills it before the writer hears.
+	Take *Taken
+}
+
+// Taken is what a taken floor found (Write.Take).
+type Taken struct {
+	OK    bool   // the attempt was above the floor and is the floor now
+	Floor uint64 // when not OK, the stored floor (at least the attempt)
 }
 
 // Commit applies writes in one transaction: all or none.
@@ -351,6 +361,20 @@ func (b *Batcher) run(batch []pending) bool {
 		}
 	}
 	return err == nil
+}
+
+// TakeFloor checks attempt and, through the batch, makes it user/device's
+// floor if it is above the stored one, answering once that is committed
+// (FloorTaker).
+func (b *Batcher) TakeFloor(ctx context.Context, user, device string, attempt uint64) (Taken, error) {
+	if err := CheckAttempt(user, device, attempt); err != nil {
+		return Taken{}, err
+	}
+	var t Taken
+	if err := b.Do(ctx, Write{User: user, Device: device, Attempt: attempt, Take: &t}); err != nil {
+		return Taken{}, fmt.Errorf("store: take floor of %s/%s: %w", user, device, err)
+	}
+	return t, nil
 }
 
 // RaiseFloor checks attempt and writes it as user/device's floor through

@@ -131,7 +131,7 @@ func (h *Health) note(op string, err error) {
 }
 
 // writeOps are the operations that write; the others read.
-var writeOps = map[string]bool{"policy_put": true, "raise_floor": true, "set_last_seen": true}
+var writeOps = map[string]bool{"policy_put": true, "raise_floor": true, "take_floor": true, "set_last_seen": true}
 
 // ended ends op's burst, if any: the store answered.
 func (h *Health) ended(op string, now time.Time) {

@@ -18,6 +18,43 @@ type HistoryStore interface {
 	SetLastSeen(ctx context.Context, user string, t time.Time) error
 }
 
+// FloorTaker is a HistoryStore that can read a floor and raise it in one
+// write: a handshake's lease, activated cold, would otherwise read the
+// floor and then write its attempt, two trips to the store per connect.
+type FloorTaker interface {
+	// TakeFloor makes attempt the floor if it is above the stored one,
+	// durably before it returns, and otherwise says the floor that stands.
+	TakeFloor(ctx context.Context, user, device string, attempt uint64) (Taken, error)
+}
+
+// TakeFloor makes attempt user/device's floor if it is above the stored
+// one (FloorTaker), or, on a store that cannot (the memory store), reads
+// the floor and raises it: the same answer in two trips.
+func TakeFloor(ctx context.Context, h HistoryStore, user, device string, attempt uint64) (Taken, error) {
+	if t, ok := h.(FloorTaker); ok {
+		return t.TakeFloor(ctx, user, device, attempt)
+	}
+	return takeInTwo(ctx, h, user, device, attempt)
+}
+
+// takeInTwo is TakeFloor as a read and then a raise.
+func takeInTwo(ctx context.Context, h HistoryStore, user, device string, attempt uint64) (Taken, error) {
+	if err := CheckAttempt(user, device, attempt); err != nil {
+		return Taken{}, err
+	}
+	floor, err := h.Floor(ctx, user, device)
+	if err != nil {
+		return Taken{}, err
+	}
+	if attempt <= floor {
+		return Taken{Floor: floor}, nil
+	}
+	if err := h.RaiseFloor(ctx, user, device, attempt); err != nil {
+		return Taken{}, err
+	}
+	return Taken{OK: true}, nil
+}
+
 // LastSeenKeeper is a HistoryStore whose writer keeps last seens and
 // writes them itself (Batcher): KeepLastSeen hands one over and returns
 // before its commit, ErrClosed once the store is closed.

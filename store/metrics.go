@@ -24,7 +24,7 @@ type StoreMetrics struct {
 }
 
 // storeOps are the operations of PolicyStore and HistoryStore.
-var storeOps = []string{"policy_get", "policy_put", "view_load", "floor", "raise_floor", "last_seen", "set_last_seen"}
+var storeOps = []string{"policy_get", "policy_put", "view_load", "floor", "raise_floor", "take_floor", "last_seen", "set_last_seen"}
 
 // NewStoreMetrics makes the collectors and registers them with reg (nil:
 // not registered).
@@ -136,6 +136,21 @@ func (t timedHistory) RaiseFloor(ctx context.Context, user, device string, attem
 	err := t.HistoryStore.RaiseFloor(ctx, user, device, attempt)
 	t.m.observe("raise_floor", start, err)
 	return err
+}
+
+// TakeFloor is the wrapped store's, timed as take_floor; on a store that
+// cannot take a floor, a read and a raise, each timed as itself.
+func (t timedHistory) TakeFloor(ctx context.Context, user, device string, attempt uint64) (Taken, error) {
+	ft, ok := t.HistoryStore.(FloorTaker)
+	if !ok {
+		return takeInTwo(ctx, t, user, device, attempt)
+	}
+	ctx, cancel := t.m.bound(ctx)
+	defer cancel()
+	start := time.Now()
+	res, err := ft.TakeFloor(ctx, user, device, attempt)
+	t.m.observe("take_floor", start, err)
+	return res, err
 }
 
 func (t timedHistory) LastSeen(ctx context.Context, user string) (time.Time, error) {

@@ -69,7 +69,11 @@ func (s *Postgres) Collectors() []prometheus.Collector { return s.w.Collectors()
 func (s *Postgres) commit(ctx context.Context, ws []store.Write) error {
 	var b pgx.Batch
 	for _, w := range ws {
-		if w.Device != "" {
+		if w.Take != nil { // a row comes back only if the attempt was written
+			b.Queue(`INSERT INTO presence_floors (user_id, device, attempt) VALUES ($1, $2, $3)
+		ON CONFLICT (user_id, device) DO UPDATE SET attempt = EXCLUDED.attempt WHERE EXCLUDED.attempt > presence_floors.attempt
+		RETURNING attempt`, w.User, w.Device, int64(w.Attempt))
+		} else if w.Device != "" {
 			b.Queue(`INSERT INTO presence_floors (user_id, device, attempt) VALUES ($1, $2, $3)
 		ON CONFLICT (user_id, device) DO UPDATE SET attempt = GREATEST(presence_floors.attempt, EXCLUDED.attempt)`, w.User, w.Device, int64(w.Attempt))
 		} else {
@@ -77,7 +81,38 @@ func (s *Postgres) commit(ctx context.Context, ws []store.Write) error {
 		ON CONFLICT (user_id) DO UPDATE SET at_ms = GREATEST(presence_last_seen.at_ms, EXCLUDED.at_ms)`, w.User, w.At.UnixMilli())
 		}
 	}
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return tx.SendBatch(ctx, &b).Close() })
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		br := tx.SendBatch(ctx, &b)
+		var stood []store.Write // taken floors not written: read the floor that stands
+		for _, w := range ws {
+			var err error
+			if w.Take != nil {
+				var n int64
+				if err = br.QueryRow().Scan(&n); err == nil {
+					*w.Take = store.Taken{OK: true}
+				} else if errors.Is(err, pgx.ErrNoRows) {
+					stood, err = append(stood, w), nil
+				}
+			} else {
+				_, err = br.Exec()
+			}
+			if err != nil {
+				br.Close()
+				return err
+			}
+		}
+		if err := br.Close(); err != nil {
+			return err
+		}
+		for _, w := range stood {
+			var n int64
+			if err := tx.QueryRow(ctx, `SELECT attempt FROM presence_floors WHERE user_id = $1 AND device = $2`, w.User, w.Device).Scan(&n); err != nil {
+				return err
+			}
+			*w.Take = store.Taken{Floor: uint64(n)}
+		}
+		return nil
+	})
 }
 
 func (s *Postgres) Get(ctx context.Context, user string) (store.PolicyDoc, bool, error) {
@@ -107,6 +142,12 @@ func (s *Postgres) Floor(ctx context.Context, user, device string) (uint64, erro
 	var n int64
 	err := s.pool.QueryRow(ctx, `SELECT attempt FROM presence_floors WHERE user_id = $1 AND device = $2`, user, device).Scan(&n)
 	return store.ReadFloor(user, device, n, errors.Is(err, pgx.ErrNoRows), err)
+}
+
+// TakeFloor makes attempt the floor if it is above, through the writer's
+// batch (store.FloorTaker).
+func (s *Postgres) TakeFloor(ctx context.Context, user, device string, attempt uint64) (store.Taken, error) {
+	return s.w.TakeFloor(ctx, user, device, attempt)
 }
 
 func (s *Postgres) RaiseFloor(ctx context.Context, user, device string, attempt uint64) error {

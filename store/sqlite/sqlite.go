@@ -32,7 +32,7 @@ type SQLite struct {
 // anew each time, a visible share of the node's CPU while devices
 // connected (BENCHMARKS.md, connect rate, has the profile).
 type statements struct {
-	policy, floor, lastSeen, view, putFloor, putLastSeen *sql.Stmt
+	policy, floor, lastSeen, view, putFloor, takeFloor, putLastSeen *sql.Stmt
 }
 
 func (st *statements) prepare(ctx context.Context, db *sql.DB) error {
@@ -46,6 +46,10 @@ func (st *statements) prepare(ctx context.Context, db *sql.DB) error {
 		{&st.view, `SELECT (SELECT doc FROM policies WHERE user = ?1), (SELECT at_ms FROM last_seen WHERE user = ?1)`},
 		{&st.putFloor, `INSERT INTO floors (user, device, attempt) VALUES (?, ?, ?)
 		ON CONFLICT (user, device) DO UPDATE SET attempt = max(attempt, excluded.attempt)`},
+		// a row comes back only if the attempt was written: new, or above
+		{&st.takeFloor, `INSERT INTO floors (user, device, attempt) VALUES (?, ?, ?)
+		ON CONFLICT (user, device) DO UPDATE SET attempt = excluded.attempt WHERE excluded.attempt > attempt
+		RETURNING attempt`},
 		{&st.putLastSeen, `INSERT INTO last_seen (user, at_ms) VALUES (?, ?)
 		ON CONFLICT (user) DO UPDATE SET at_ms = max(at_ms, excluded.at_ms)`},
 	} {
@@ -128,10 +132,17 @@ func (s *SQLite) commit(ctx context.Context, ws []store.Write) error {
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
 	floor, lastSeen := tx.StmtContext(ctx, s.st.putFloor), tx.StmtContext(ctx, s.st.putLastSeen)
+	var take, read *sql.Stmt // made at the first taken floor
 	for _, w := range ws {
-		if w.Device != "" {
+		switch {
+		case w.Take != nil:
+			if take == nil {
+				take, read = tx.StmtContext(ctx, s.st.takeFloor), tx.StmtContext(ctx, s.st.floor)
+			}
+			err = take1(ctx, take, read, w)
+		case w.Device != "":
 			_, err = floor.ExecContext(ctx, w.User, w.Device, int64(w.Attempt))
-		} else {
+		default:
 			_, err = lastSeen.ExecContext(ctx, w.User, w.At.UnixMilli())
 		}
 		if err != nil {
@@ -139,6 +150,26 @@ func (s *SQLite) commit(ctx context.Context, ws []store.Write) error {
 		}
 	}
 	return tx.Commit()
+}
+
+// take1 writes a taken floor (store.Write.Take) with a transaction's
+// statements: the attempt if it is above the floor, and otherwise it reads
+// the floor that stands.
+func take1(ctx context.Context, take, read *sql.Stmt, w store.Write) error {
+	var n int64
+	err := take.QueryRowContext(ctx, w.User, w.Device, int64(w.Attempt)).Scan(&n)
+	if err == nil {
+		*w.Take = store.Taken{OK: true}
+		return nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	if err := read.QueryRowContext(ctx, w.User, w.Device).Scan(&n); err != nil {
+		return err
+	}
+	*w.Take = store.Taken{Floor: uint64(n)}
+	return nil
 }
 
 func (s *SQLite) Get(ctx context.Context, user string) (store.PolicyDoc, bool, error) {
@@ -189,6 +220,12 @@ func (s *SQLite) Floor(ctx context.Context, user, device string) (uint64, error)
 	var n int64
 	err := s.st.floor.QueryRowContext(ctx, user, device).Scan(&n)
 	return store.ReadFloor(user, device, n, errors.Is(err, sql.ErrNoRows), err)
+}
+
+// TakeFloor makes attempt the floor if it is above, through the writer's
+// batch (store.FloorTaker): a cold handshake's one trip to the store.
+func (s *SQLite) TakeFloor(ctx context.Context, user, device string, attempt uint64) (store.Taken, error) {
+	return s.w.TakeFloor(ctx, user, device, attempt)
 }
 
 func (s *SQLite) RaiseFloor(ctx context.Context, user, device string, attempt uint64) error {

@@ -303,12 +303,12 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sock.expireAt(claims.Expires)
-	sock.Send(&messages.Frame{Kind: &messages.Frame_Hello{Hello: &messages.Hello{
+	sock.hello(&messages.Hello{
 		ConnId: connID, Node: s.node, User: claims.User, Device: claims.Device, Epoch: attempt,
 		HeartbeatIntervalMs: uint32(dev.class.Heartbeat.Milliseconds()), HeartbeatClass: dev.class.Name,
 		StaleMs: uint32(dev.class.Stale.Milliseconds()), HalfOpenBoundMs: uint32(dev.class.HalfOpen.Milliseconds()),
 		IdleAfterMs: uint32(s.timing.IdleAfter.Milliseconds()), Platform: dev.platform,
-	}}})
+	})
 }
 
 // device is what a handshake declares of its device.

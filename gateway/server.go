@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -273,11 +274,12 @@ func hasToken(h http.Header, name, token string) bool {
 // first that fails answers and nothing is written: no lease, no floor, no
 // actor.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
-	claims, attempt, ok := s.check(w, r)
+	q := r.URL.Query() // parsed once: a map per parse, on every connect
+	claims, attempt, ok := s.check(w, r, q)
 	if !ok {
 		return
 	}
-	dev, ok := s.deviceParams(w, r)
+	dev, ok := s.deviceParams(w, r, q)
 	if !ok {
 		return
 	}
@@ -321,8 +323,7 @@ type device struct {
 // deviceParams reads ?platform=, ?activity= and ?class= (each optional:
 // other, active, standard); one that names none of its values is 400 and
 // nothing is written.
-func (s *Server) deviceParams(w http.ResponseWriter, r *http.Request) (device, bool) {
-	q := r.URL.Query()
+func (s *Server) deviceParams(w http.ResponseWriter, r *http.Request, q url.Values) (device, bool) {
 	p, err := core.ParsePlatform(q.Get("platform"))
 	var a messages.Activity
 	if err == nil {
@@ -341,7 +342,7 @@ func (s *Server) deviceParams(w http.ResponseWriter, r *http.Request) (device, b
 
 // check runs the checks before the lease: the upgrade itself, the node
 // taking devices, the admission rate, the token and the attempt.
-func (s *Server) check(w http.ResponseWriter, r *http.Request) (Claims, uint64, bool) {
+func (s *Server) check(w http.ResponseWriter, r *http.Request, q url.Values) (Claims, uint64, bool) {
 	h := r.Header
 	if r.Method != http.MethodGet || !hasToken(h, "Connection", "upgrade") || !hasToken(h, "Upgrade", "websocket") || h.Get("Sec-WebSocket-Key") == "" {
 		s.refuse(w, r, http.StatusBadRequest, false, "not a WebSocket upgrade")
@@ -360,12 +361,12 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) (Claims, uint64, 
 		s.refuse(w, r, http.StatusTooManyRequests, true, "too many handshakes: retry later")
 		return Claims{}, 0, false
 	}
-	claims, err := s.tokens.Verify(bearer(r))
+	claims, err := s.tokens.Verify(bearer(r, q))
 	if err != nil {
 		s.refuse(w, r, http.StatusUnauthorized, false, "%v", err)
 		return Claims{}, 0, false
 	}
-	attempt, err := strconv.ParseUint(r.URL.Query().Get("attempt"), 10, 64)
+	attempt, err := strconv.ParseUint(q.Get("attempt"), 10, 64)
 	if err != nil || attempt == 0 || attempt > MaxAttempt {
 		s.refuse(w, r, http.StatusBadRequest, false, "attempt must be an integer in [1, %d]", uint64(MaxAttempt))
 		return Claims{}, 0, false
@@ -442,11 +443,11 @@ func nbioConn(ws *websocket.Conn) *nbio.Conn {
 	return nil
 }
 
-func bearer(r *http.Request) string {
+func bearer(r *http.Request, q url.Values) string {
 	if a := r.Header.Get("Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
 		return strings.TrimSpace(a[7:])
 	}
-	return r.URL.Query().Get("token")
+	return q.Get("token")
 }
 
 // pickCodec takes the first subprotocol the client offers that the server

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/presence-im/presence/store"
 	"github.com/prometheus/client_golang/prometheus"
@@ -69,10 +70,10 @@ func (s *Postgres) Collectors() []prometheus.Collector { return s.w.Collectors()
 func (s *Postgres) commit(ctx context.Context, ws []store.Write) error {
 	var b pgx.Batch
 	for _, w := range ws {
-		if w.Take != nil { // a row comes back only if the attempt was written
+		if w.Take != nil { // a row changes only if the attempt is written
 			b.Queue(`INSERT INTO presence_floors (user_id, device, attempt) VALUES ($1, $2, $3)
-		ON CONFLICT (user_id, device) DO UPDATE SET attempt = EXCLUDED.attempt WHERE EXCLUDED.attempt > presence_floors.attempt
-		RETURNING attempt`, w.User, w.Device, int64(w.Attempt))
+		ON CONFLICT (user_id, device) DO UPDATE SET attempt = EXCLUDED.attempt WHERE EXCLUDED.attempt > presence_floors.attempt`,
+				w.User, w.Device, int64(w.Attempt))
 		} else if w.Device != "" {
 			b.Queue(`INSERT INTO presence_floors (user_id, device, attempt) VALUES ($1, $2, $3)
 		ON CONFLICT (user_id, device) DO UPDATE SET attempt = GREATEST(presence_floors.attempt, EXCLUDED.attempt)`, w.User, w.Device, int64(w.Attempt))
@@ -87,11 +88,11 @@ func (s *Postgres) commit(ctx context.Context, ws []store.Write) error {
 		for _, w := range ws {
 			var err error
 			if w.Take != nil {
-				var n int64
-				if err = br.QueryRow().Scan(&n); err == nil {
+				var tag pgconn.CommandTag
+				if tag, err = br.Exec(); err == nil && tag.RowsAffected() == 1 {
 					*w.Take = store.Taken{OK: true}
-				} else if errors.Is(err, pgx.ErrNoRows) {
-					stood, err = append(stood, w), nil
+				} else if err == nil {
+					stood = append(stood, w)
 				}
 			} else {
 				_, err = br.Exec()

@@ -46,10 +46,9 @@ func (st *statements) prepare(ctx context.Context, db *sql.DB) error {
 		{&st.view, `SELECT (SELECT doc FROM policies WHERE user = ?1), (SELECT at_ms FROM last_seen WHERE user = ?1)`},
 		{&st.putFloor, `INSERT INTO floors (user, device, attempt) VALUES (?, ?, ?)
 		ON CONFLICT (user, device) DO UPDATE SET attempt = max(attempt, excluded.attempt)`},
-		// a row comes back only if the attempt was written: new, or above
+		// a row changes only if the attempt is written: new, or above
 		{&st.takeFloor, `INSERT INTO floors (user, device, attempt) VALUES (?, ?, ?)
-		ON CONFLICT (user, device) DO UPDATE SET attempt = excluded.attempt WHERE excluded.attempt > attempt
-		RETURNING attempt`},
+		ON CONFLICT (user, device) DO UPDATE SET attempt = excluded.attempt WHERE excluded.attempt > attempt`},
 		{&st.putLastSeen, `INSERT INTO last_seen (user, at_ms) VALUES (?, ?)
 		ON CONFLICT (user) DO UPDATE SET at_ms = max(at_ms, excluded.at_ms)`},
 	} {
@@ -156,15 +155,15 @@ func (s *SQLite) commit(ctx context.Context, ws []store.Write) error {
 // statements: the attempt if it is above the floor, and otherwise it reads
 // the floor that stands.
 func take1(ctx context.Context, take, read *sql.Stmt, w store.Write) error {
-	var n int64
-	err := take.QueryRowContext(ctx, w.User, w.Device, int64(w.Attempt)).Scan(&n)
-	if err == nil {
-		*w.Take = store.Taken{OK: true}
-		return nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
+	res, err := take.ExecContext(ctx, w.User, w.Device, int64(w.Attempt))
+	if err != nil {
 		return err
 	}
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		*w.Take = store.Taken{OK: true}
+		return err
+	}
+	var n int64
 	if err := read.QueryRowContext(ctx, w.User, w.Device).Scan(&n); err != nil {
 		return err
 	}

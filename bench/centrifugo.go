@@ -155,6 +155,23 @@ func (s *centrifugoSys) metrics(prefix string) (map[string]float64, error) {
 	return m, sc.Err()
 }
 
+func (s *centrifugoSys) profilePrefix() string { return "centrifugo-" }
+
+// profile saves Centrifugo's CPU profile over d (its pprof endpoint, on
+// for the bench: centrifugoConfig) to path.
+func (s *centrifugoSys) profile(d time.Duration, path string) {
+	c := &http.Client{Timeout: d + 30*time.Second}
+	res, err := c.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", s.addr, max(int(d.Seconds()), 1)))
+	if err != nil {
+		return
+	}
+	defer res.Body.Close()
+	if f, err := os.Create(path); err == nil {
+		_, _ = io.Copy(f, res.Body)
+		f.Close()
+	}
+}
+
 // LiveHeap forces a collection (its pprof endpoint, GET
 // /debug/pprof/heap?gc=1) and then reads the heap allocated.
 func (s *centrifugoSys) LiveHeap() (float64, error) {

@@ -191,7 +191,10 @@ func ratio(r row, meds map[string]float64, peer string) string {
 	if !r.lower {
 		x = p / q
 	}
-	if x >= 1 {
+	switch {
+	case x > 0.995 && x < 1.005: // equal to the shown precision
+		return "1.00x, the same"
+	case x >= 1:
 		return fmt.Sprintf("%.2fx better", x)
 	}
 	return fmt.Sprintf("**%.2fx worse**", 1/x)

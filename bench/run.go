@@ -269,9 +269,9 @@ func connect(o Options, sys system, dir string, res *RunResult) ([]*workerProc, 
 	}
 	var profiled sync.WaitGroup // the idle window's profile must not start before this one ends
 	defer profiled.Wait()
-	if p, ok := sys.(*presenceSys); ok && o.Profile != "" {
+	if p, ok := sys.(connectProfiler); ok && o.Profile != "" {
 		profiled.Go(func() {
-			p.profile(o.connectWindow(), filepath.Join(o.Profile, fmt.Sprintf("connect-%d.pprof", time.Now().Unix())))
+			p.profile(o.connectWindow(), filepath.Join(o.Profile, fmt.Sprintf("%sconnect-%d.pprof", p.profilePrefix(), time.Now().Unix())))
 		})
 	}
 	stop := make(chan struct{})
@@ -308,6 +308,14 @@ func connect(o Options, sys system, dir string, res *RunResult) ([]*workerProc, 
 	}
 	res.ConnectRate = float64(o.N) / time.Duration(last-first).Seconds()
 	return ws, nil
+}
+
+// connectProfiler is a system whose connect phase --profile profiles:
+// presence (connect-*.pprof) and Centrifugo (centrifugo-connect-*.pprof),
+// so that a connect's cost can be compared by where it goes.
+type connectProfiler interface {
+	profile(d time.Duration, path string)
+	profilePrefix() string
 }
 
 // connectWindow is how long the connect phase's CPU profile runs: about

@@ -473,6 +473,8 @@ func (s *peerSys) heap(live bool) (float64, error) {
 
 // profile saves the node's CPU profile over d (GET /debug/pprof/profile,
 // behind the admin token) to path.
+func (s *presenceSys) profilePrefix() string { return "" }
+
 func (s *presenceSys) profile(d time.Duration, path string) {
 	s.savePprof(d+30*time.Second, fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(int(d.Seconds()), 1)), path)
 }

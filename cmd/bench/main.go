@@ -81,7 +81,7 @@ func runCmd(ctx context.Context, args []string, out, errOut io.Writer) int {
 	fs.BoolVar(&o.Binary, "binary", false, "devices speak presence.v1.proto (default presence.v1.json)")
 	fs.BoolVar(&o.AckEvery, "ack-every", false, "heartbeats without the ack field, every one acked, as before the field (default: acks asked as the SDKs ask, docs/protocol.md \"Acks on request\")")
 	fs.BoolVar(&o.Webhook, "webhook", false, "presenced posts its webhooks (docs/webhooks.md) to one endpoint, a receiver in the bench answering 200")
-	fs.StringVar(&o.Profile, "profile", "", "directory for presence's CPU profiles of each connect phase, idle window and the fan-out rounds, its heap profile after the idle window (go tool pprof -top), 5 s execution traces of the node and of the bench in the idle window (go tool trace) and each lookup's start and latency")
+	fs.StringVar(&o.Profile, "profile", "", "directory for presence's CPU profiles of each connect phase, idle window and the fan-out rounds, its heap profile after the idle window (go tool pprof -top), 5 s execution traces of the node and of the bench in the idle window (go tool trace) and each lookup's start and latency; Centrifugo's connect phase too (centrifugo-connect-*.pprof)")
 	systems := fs.String("systems", "", "systems to run, comma-separated: presence, redis-ttl, centrifugo (default: all three, centrifugo where its binary is installed and on one node)")
 	fs.StringVar(&o.Bin, "bin", "bin", "directory holding presenced")
 	fs.StringVar(&o.Centrifugo, "centrifugo", "", "centrifugo binary (default: centrifugo in --bin; sh scripts/centrifugo.sh installs it)")

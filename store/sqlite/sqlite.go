@@ -130,19 +130,23 @@ func (s *SQLite) commit(ctx context.Context, ws []store.Write) error {
 		return err
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
-	floor, lastSeen := tx.StmtContext(ctx, s.st.putFloor), tx.StmtContext(ctx, s.st.putLastSeen)
-	var take, read *sql.Stmt // made at the first taken floor
+	// each statement bound to tx at its first use: most commits of a
+	// connect storm hold taken floors only, of a mass disconnect last seens
+	var floor, lastSeen, take, read *sql.Stmt
+	stmt := func(st **sql.Stmt, of *sql.Stmt) *sql.Stmt {
+		if *st == nil {
+			*st = tx.StmtContext(ctx, of)
+		}
+		return *st
+	}
 	for _, w := range ws {
 		switch {
 		case w.Take != nil:
-			if take == nil {
-				take, read = tx.StmtContext(ctx, s.st.takeFloor), tx.StmtContext(ctx, s.st.floor)
-			}
-			err = take1(ctx, take, read, w)
+			err = take1(ctx, stmt(&take, s.st.takeFloor), func() *sql.Stmt { return stmt(&read, s.st.floor) }, w)
 		case w.Device != "":
-			_, err = floor.ExecContext(ctx, w.User, w.Device, int64(w.Attempt))
+			_, err = stmt(&floor, s.st.putFloor).ExecContext(ctx, w.User, w.Device, int64(w.Attempt))
 		default:
-			_, err = lastSeen.ExecContext(ctx, w.User, w.At.UnixMilli())
+			_, err = stmt(&lastSeen, s.st.putLastSeen).ExecContext(ctx, w.User, w.At.UnixMilli())
 		}
 		if err != nil {
 			return err
@@ -154,7 +158,7 @@ func (s *SQLite) commit(ctx context.Context, ws []store.Write) error {
 // take1 writes a taken floor (store.Write.Take) with a transaction's
 // statements: the attempt if it is above the floor, and otherwise it reads
 // the floor that stands.
-func take1(ctx context.Context, take, read *sql.Stmt, w store.Write) error {
+func take1(ctx context.Context, take *sql.Stmt, read func() *sql.Stmt, w store.Write) error {
 	res, err := take.ExecContext(ctx, w.User, w.Device, int64(w.Attempt))
 	if err != nil {
 		return err
@@ -164,7 +168,7 @@ func take1(ctx context.Context, take, read *sql.Stmt, w store.Write) error {
 		return err
 	}
 	var n int64
-	if err := read.QueryRowContext(ctx, w.User, w.Device).Scan(&n); err != nil {
+	if err := read().QueryRowContext(ctx, w.User, w.Device).Scan(&n); err != nil {
 		return err
 	}
 	*w.Take = store.Taken{Floor: uint64(n)}

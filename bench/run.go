@@ -178,15 +178,7 @@ func runOnce(ctx context.Context, o Options, name, dir string, hold bool) (RunRe
 	if err := sys.Allow(target, users(0, o.Subs)); err != nil {
 		return res, err
 	}
-	rss0, err := rss(sys.Pids()...)
-	if err != nil {
-		return res, err
-	}
-	heap0, err := sys.Heap()
-	if err != nil {
-		return res, err
-	}
-	live0, err := sys.LiveHeap()
+	m0, err := memoryOf(sys)
 	if err != nil {
 		return res, err
 	}
@@ -200,18 +192,15 @@ func runOnce(ctx context.Context, o Options, name, dir string, hold bool) (RunRe
 	res.ConnectStore = connectStore(sys)
 	n := float64(o.N)
 	rss1, _ := rss(sys.Pids()...)
-	res.RSSConnect = (rss1 - rss0) / n
+	res.RSSConnect = (rss1 - m0.rss) / n
 	if err := idle(ctx, o, sys, ws, &res, hold); err != nil {
 		return res, err
 	}
-	rss2, _ := rss(sys.Pids()...)
-	heap2, _ := sys.Heap()
-	res.RSSIdle, res.Heap = (rss2-rss0)/n, (heap2-heap0)/n
-	live2, err := sys.LiveHeap() // after RSS and heap: the forced collection must not move them
+	m2, err := memoryOf(sys)
 	if err != nil {
 		return res, err
 	}
-	res.LiveHeap = (live2 - live0) / n
+	res.RSSIdle, res.Heap, res.LiveHeap = (m2.rss-m0.rss)/n, (m2.heap-m0.heap)/n, (m2.live-m0.live)/n
 	if err := fanout(o, sys, ws, &res); err != nil {
 		return res, err
 	}
@@ -228,6 +217,24 @@ func runOnce(ctx context.Context, o Options, name, dir string, hold bool) (RunRe
 		}
 	}
 	return res, nil
+}
+
+// memory is what a system holds: RSS, Go heap in use, live heap.
+type memory struct{ rss, heap, live float64 }
+
+// memoryOf reads sys's memory, the live heap last: its forced collection
+// must not move the two others.
+func memoryOf(sys system) (memory, error) {
+	var m memory
+	var err error
+	if m.rss, err = rss(sys.Pids()...); err != nil {
+		return m, err
+	}
+	if m.heap, err = sys.Heap(); err != nil {
+		return m, err
+	}
+	m.live, err = sys.LiveHeap()
+	return m, err
 }
 
 // connectStore says how presence's store writer grouped the connect's

@@ -106,6 +106,26 @@ func (a *connActor) activate(ctx actor.Context) {
 	a.active = true
 	a.dev.count(a.env.metrics, 1)
 	a.armRenew(ctx, true)
+	a.reregisterIfEarly(ctx)
+}
+
+// reregisterIfEarly re-registers a connection opened before its node's
+// last membership change can have reached every member, when its lease or
+// its user's view may have moved: they were placed by this node's new
+// topology, which the others may not route by yet (a lease there told the
+// user's view at the member it still places it on, and the view every
+// member places once the change arrives settles without the device). It
+// re-registers once the change has reached them all, as the connections
+// open at the change do (onReregister). A node alone moved nothing.
+func (a *connActor) reregisterIfEarly(ctx actor.Context) {
+	left := a.env.propagation - time.Since(a.env.place.lastChange())
+	if left <= 0 || !a.env.place.mayHaveMoved(KindLease, leaseID(a.user, a.device)) && !a.env.place.mayHaveMoved(KindView, a.user) {
+		return
+	}
+	a.reregGen++
+	a.reregTries = 0
+	spread := time.Duration(a.rng.Float64() * float64(a.env.timing.Renew/2))
+	a.rereg.arm(a.env.sched, left+spread, ctx.Self(), reregisterDue{a.reregGen})
 }
 
 func (a *connActor) Receive(ctx actor.Context) {

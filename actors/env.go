@@ -61,6 +61,7 @@ type connEnv struct {
 	seed          int64          // seeds each connection's jitter
 	subscriptions int            // a connection's limit (config.Limits)
 	propagation   time.Duration  // how long to wait after a membership change (ClusterOptions)
+	place         placement      // the membership, as the node sees it
 	sched         *timers
 	births        *births
 	metrics       *Metrics
@@ -125,7 +126,7 @@ func (n *Node) environments() {
 	n.envs.view = &viewEnv{identityEnv: id, policies: n.deps.Policies, history: n.deps.History, changes: n.deps.Changes,
 		fanout: n.fanout, pushLate: n.hub.took}
 	n.envs.conn = &connEnv{timing: &n.deps.Timing, seed: n.deps.Seed, subscriptions: n.deps.Limits.Subscriptions, propagation: n.propagation(),
-		sched: n.sched, births: &n.births, metrics: n.metrics, frames: n.realtimeFrames, log: n.log, root: n.root, post: n.post,
+		place: n, sched: n.sched, births: &n.births, metrics: n.metrics, frames: n.realtimeFrames, log: n.log, root: n.root, post: n.post,
 		index: n.index[KindConnection], hub: n.hub, degrade: n.degrade, guard: n, stale: n}
 }
 

@@ -192,3 +192,42 @@ func TestLateDeviceUpFromEarlierIncarnationIgnored(t *testing.T) {
 		e.expectOfflineSecond(p, time.Minute)
 	})
 }
+
+// A connection opened before its node's last membership change can have
+// reached every member (within the propagation) re-registers once it has,
+// when its lease or view may have moved, as the connections open at the
+// change do: a view the others placed elsewhere meanwhile gets its device
+// back. One opened after that, or on a node where nothing moved (alone),
+// does not.
+func TestConnectionOpenedEarlyAfterAChangeReregisters(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		after time.Duration // from the change to the connect
+		moved bool
+		want  bool
+	}{
+		{"within the propagation", 100 * time.Millisecond, true, true},
+		{"within it, nothing moved", 100 * time.Millisecond, false, false},
+		{"after it", 3 * time.Second, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				timing := config.Fast()
+				timing.Settle = 5 * time.Second // a cluster's (cluster.Timings)
+				e := newEnvWith(t, Deps{Timing: timing}, seams{members: &fakeRoster{moved: c.moved}})
+				e.n.envs.conn.propagation = 2 * time.Second
+				e.n.changed()
+				time.Sleep(c.after)
+				laptop := e.connect(e.n.Gateway(), "bob", "laptop", 1)
+				synctest.Wait()
+				for _, pid := range e.n.index[string(KindView)].pids() { // the view the others will route to has no laptop
+					e.n.dir.Forget(KindView, "bob", pid)
+					_ = e.n.root.StopFuture(pid).Wait()
+				}
+				time.Sleep(2 * time.Second) // the propagation, at most
+				e.expectBobOnline(c.want, "after the propagation")
+				laptop.close()
+			})
+		})
+	}
+}

@@ -122,10 +122,7 @@ func (a *connActor) reregisterIfEarly(ctx actor.Context) {
 	if left <= 0 || !a.env.place.mayHaveMoved(KindLease, leaseID(a.user, a.device)) && !a.env.place.mayHaveMoved(KindView, a.user) {
 		return
 	}
-	a.reregGen++
-	a.reregTries = 0
-	spread := time.Duration(a.rng.Float64() * float64(a.env.timing.Renew/2))
-	a.rereg.arm(a.env.sched, left+spread, ctx.Self(), reregisterDue{a.reregGen})
+	a.armReregister(ctx, left)
 }
 
 func (a *connActor) Receive(ctx actor.Context) {
@@ -261,11 +258,15 @@ func (a *connActor) armRenew(ctx actor.Context, first bool) {
 // onReregister waits until the change has reached every member (so all
 // route alike), spread over half a renewal so a topology change is not a
 // storm. A later change supersedes an earlier one's re-register.
-func (a *connActor) onReregister(ctx actor.Context) {
+func (a *connActor) onReregister(ctx actor.Context) { a.armReregister(ctx, a.env.propagation) }
+
+// armReregister re-registers after wait plus a random spread over half a
+// renewal, superseding a re-register armed before.
+func (a *connActor) armReregister(ctx actor.Context, wait time.Duration) {
 	a.reregGen++
 	a.reregTries = 0
 	spread := time.Duration(a.rng.Float64() * float64(a.env.timing.Renew/2))
-	a.rereg.arm(a.env.sched, a.env.propagation+spread, ctx.Self(), reregisterDue{a.reregGen})
+	a.rereg.arm(a.env.sched, wait+spread, ctx.Self(), reregisterDue{a.reregGen})
 }
 
 // onLost closes a connection whose lease went to another one (or was

@@ -161,15 +161,7 @@ func (s *centrifugoSys) profilePrefix() string { return "centrifugo-" }
 // for the bench: centrifugoConfig) to path.
 func (s *centrifugoSys) profile(d time.Duration, path string) {
 	c := &http.Client{Timeout: d + 30*time.Second}
-	res, err := c.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", s.addr, max(int(d.Seconds()), 1)))
-	if err != nil {
-		return
-	}
-	defer res.Body.Close()
-	if f, err := os.Create(path); err == nil {
-		_, _ = io.Copy(f, res.Body)
-		f.Close()
-	}
+	saveBody(c.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", s.addr, max(int(d.Seconds()), 1))))(path)
 }
 
 // LiveHeap forces a collection (its pprof endpoint, GET

@@ -500,13 +500,20 @@ func (s *presenceSys) traces(wait, d time.Duration, dir string) {
 
 // savePprof saves the admin address's pprof endpoint at query to path.
 func (s *presenceSys) savePprof(timeout time.Duration, query, path string) {
-	res, err := s.get(&http.Client{Timeout: timeout}, query)
-	if err != nil {
-		return
-	}
-	defer res.Body.Close()
-	if f, err := os.Create(path); err == nil {
-		_, _ = io.Copy(f, res.Body)
-		f.Close()
+	saveBody(s.get(&http.Client{Timeout: timeout}, query))(path)
+}
+
+// saveBody returns a func that saves the body of res (the answer of a
+// profile or trace request) to path; nothing when the request failed.
+func saveBody(res *http.Response, err error) func(path string) {
+	return func(path string) {
+		if err != nil {
+			return
+		}
+		defer res.Body.Close()
+		if f, err := os.Create(path); err == nil {
+			_, _ = io.Copy(f, res.Body)
+			f.Close()
+		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/presence-im/presence/internal/freeport"
 )
 
 // clockTick is the unit of utime and stime in /proc/PID/stat: USER_HZ,
@@ -57,12 +59,16 @@ func rss(pids ...int) (float64, error) {
 
 // freePort is a loopback port free right now.
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "0.0.0.0:0") // free on every address: load processes use 127.0.0.x source ports
+	// free on every address (load processes use 127.0.0.x source ports)
+	// and below the ephemeral range, which the load processes' thousands
+	// of dials draw from: a port from there could be taken by one before
+	// the system binds it (TestStormSmoke's node once never came up)
+	addr, err := freeport.On("0.0.0.0")
 	if err != nil {
 		return 0, err
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	_, port, _ := net.SplitHostPort(addr)
+	return strconv.Atoi(port)
 }
 
 // Machine describes where the figures come from: CPU model, cores, load.

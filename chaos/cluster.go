@@ -7,14 +7,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	mrand "math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,6 +19,7 @@ import (
 
 	"github.com/presence-im/presence/admin"
 	"github.com/presence-im/presence/cluster"
+	"github.com/presence-im/presence/internal/freeport"
 )
 
 // Cluster is a local cluster of presenced processes on free loopback ports,
@@ -128,30 +126,9 @@ func randomKey() string {
 	return hex.EncodeToString(b) // 32 bytes
 }
 
-// FreePort is a port on host free for TCP and UDP (a gossip port is
-// both), below the kernel's ephemeral range (32768 and up on Linux): a
-// port the kernel handed out and the harness freed could be given to
-// another process's outgoing connection before the node binds it
-// ("address already in use").
-func FreePort(host string) (string, error) {
-	var err error
-	for range 200 {
-		addr := net.JoinHostPort(host, strconv.Itoa(20000+mrand.IntN(12000)))
-		var ln net.Listener
-		if ln, err = net.Listen("tcp", addr); err != nil {
-			continue
-		}
-		var pc net.PacketConn
-		pc, err = net.ListenPacket("udp", addr)
-		ln.Close()
-		if err != nil {
-			continue
-		}
-		pc.Close()
-		return addr, nil
-	}
-	return "", fmt.Errorf("chaos: no free port on %s below the ephemeral range: %w", host, err)
-}
+// FreePort is a port on host free for TCP and UDP, below the kernel's
+// ephemeral range (freeport.On).
+func FreePort(host string) (string, error) { return freeport.On(host) }
 
 // Start starts n nodes, the first starting the cluster and the others
 // joining it, and waits until every node sees all of them alive.

@@ -301,6 +301,8 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, http.StatusServiceUnavailable, true, "%v", err)
 		return
 	}
+	uncork := corkHandshake(w)
+	defer uncork()
 	if !s.upgrade(w, r, sock, conn) {
 		return
 	}

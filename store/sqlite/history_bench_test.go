@@ -39,3 +39,36 @@ func BenchmarkHistoryWrites(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkTakeFloor: a connect storm's floors, each device's first (the
+// write a cold handshake waits for), from 1 and 64 writers per core (small
+// and large commits); ns/op is per floor.
+//
+//	go test -run '^$' -bench TakeFloor -count 6 ./store/sqlite/
+func BenchmarkTakeFloor(b *testing.B) {
+	for _, par := range []int{1, 64} {
+		b.Run(fmt.Sprint("writers=", par, "xcores"), func(b *testing.B) { takeFloors(b, par) })
+	}
+}
+
+func takeFloors(b *testing.B, par int) {
+	s, err := sqlite.Open(filepath.Join(b.TempDir(), "presence.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(par)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			n := next.Add(1)
+			if t, err := s.TakeFloor(ctx, fmt.Sprintf("bench%06d", n%100_000), fmt.Sprint("d", n/100_000), 1); err != nil || !t.OK {
+				b.Errorf("take: %+v %v", t, err)
+				return
+			}
+		}
+	})
+}

@@ -76,10 +76,17 @@ const MaxConns = 4
 // the anonymous memory it leaves, default against this).
 const CacheKiB = 512
 
+// sqliteSchema: the tables read and written by key are WITHOUT ROWID, so
+// a key's row is found in one B-tree, not through the primary key's index
+// and then the table (half the pages per view load and per floor, and
+// half the pages a commit appends to the WAL: BenchmarkTakeFloor,
+// BenchmarkViewLoadPageCache). A file created before keeps its layout,
+// which serves the same queries (TestOldLayoutStillServes): nodes share
+// the file, so none rewrites it under the others.
 const sqliteSchema = `
-CREATE TABLE IF NOT EXISTS policies (user TEXT PRIMARY KEY, doc TEXT NOT NULL, updated_ms INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS floors (user TEXT NOT NULL, device TEXT NOT NULL, attempt INTEGER NOT NULL, PRIMARY KEY (user, device));
-CREATE TABLE IF NOT EXISTS last_seen (user TEXT PRIMARY KEY, at_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS policies (user TEXT PRIMARY KEY, doc TEXT NOT NULL, updated_ms INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS floors (user TEXT NOT NULL, device TEXT NOT NULL, attempt INTEGER NOT NULL, PRIMARY KEY (user, device)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS last_seen (user TEXT PRIMARY KEY, at_ms INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, token INTEGER NOT NULL, expiry_ms INTEGER NOT NULL);
 `
 

@@ -45,23 +45,12 @@ const (
 	DefaultMaxBatch   = 512  // writes in one transaction
 )
 
-// Linger is how long the writer waits for more writes before a commit
-// while writers share commits (the last one held more than one write): a
-// transaction's fixed part (begin, commit, the WAL's locks and header)
-// costs far more than one more row in it (BenchmarkTakeFloor in
-// store/sqlite: a floor from 2 writers against one from 128), and in a
-// connect storm the next handshakes' floors arrive within it. A write
-// when the last commit held only its own never waits, so a lone
-// handshake's floor is committed at once; under a storm a handshake waits
-// at most Linger more for its answer.
-const Linger = 2 * time.Millisecond
-
 // Batcher is a store's single writer: callers queue writes on a bounded
 // queue and wait for the commit of the batch theirs went into, so a floor is
 // durable before the handshake that raised it is answered, yet a burst of
 // connects or disconnects costs one commit per batch rather than one per
-// write. While one commit runs, the next batch gathers, and while
-// commits are shared it also waits up to Linger for more.
+// write. While one commit runs, the next batch gathers: no write waits for a
+// timer.
 //
 // A last seen that finds the queue full is not refused: it is kept, one per
 // user (the latest wins, as in the table), and written in the batches after
@@ -88,7 +77,6 @@ type Batcher struct {
 	seenMu sync.Mutex
 	seen   map[string]seenAt // last seens kept to write next (queue full, Keep, a failed commit)
 	kick   chan struct{}     // the writer has seen to do
-	shared bool              // the last commit held more than one write (writer only)
 
 	written, failed, refused prometheus.Counter
 	deferred, kept, lost     prometheus.Counter
@@ -256,12 +244,8 @@ func (b *Batcher) loop() {
 			return
 		}
 		ok := true
-		if batch = b.gather(batch); b.shared && len(batch) > 0 && batch[0].res != nil {
-			batch = b.linger(batch)
-		}
-		if batch = b.takeSeen(batch); len(batch) > 0 {
+		if batch = b.takeSeen(b.gather(batch)); len(batch) > 0 {
 			ok = b.run(batch)
-			b.shared = len(batch) > 1
 		}
 		switch {
 		case !b.seenLeft():
@@ -332,23 +316,6 @@ func (b *Batcher) gather(batch []pending) []pending {
 		case p := <-b.q:
 			batch = append(batch, p)
 		default:
-			return batch
-		}
-	}
-	return batch
-}
-
-// linger adds the writes queued within Linger, up to maxBatch (Linger).
-func (b *Batcher) linger(batch []pending) []pending {
-	t := time.NewTimer(Linger)
-	defer t.Stop()
-	for len(batch) < b.maxBatch {
-		select {
-		case p := <-b.q:
-			batch = append(batch, p)
-		case <-t.C:
-			return batch
-		case <-b.quit:
 			return batch
 		}
 	}

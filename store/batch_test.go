@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -291,67 +290,6 @@ func TestKeepDoesNotWaitForTheStore(t *testing.T) {
 		b.Close()
 		if err := b.Keep(Write{User: "bob", At: t0}); !errors.Is(err, ErrClosed) || testutil.ToFloat64(b.refused) != 1 {
 			t.Fatalf("Keep after Close: %v, refused %v", err, testutil.ToFloat64(b.refused))
-		}
-	})
-}
-
-// While writers share commits, the writer waits up to Linger for more
-// before committing; a write after a commit of its own alone never waits.
-func TestBatcherLingersWhileCommitsAreShared(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		type commit struct {
-			users []string
-			after time.Duration // since the test's start
-		}
-		start := time.Now()
-		release := make(chan struct{}, 1)
-		release <- struct{}{} // the first commit does not block
-		var mu sync.Mutex
-		var commits []commit
-		b := NewBatcher("test", func(_ context.Context, ws []Write) error {
-			<-release
-			release <- struct{}{}
-			mu.Lock()
-			defer mu.Unlock()
-			c := commit{after: time.Since(start)}
-			for _, w := range ws {
-				c.users = append(c.users, w.User)
-			}
-			slices.Sort(c.users) // b and c race to the queue
-			commits = append(commits, c)
-			return nil
-		}, 0, 0)
-		defer b.Close()
-		ctx := context.Background()
-		do := func(user string) {
-			if err := b.Do(ctx, Write{User: user, Device: "d", Attempt: 1}); err != nil {
-				t.Errorf("%s: %v", user, err)
-			}
-		}
-		do("lone") // nothing shared yet: committed at once
-		<-release  // hold the next commit, so that two writes queue behind it
-		go do("a")
-		synctest.Wait()
-		go do("b")
-		go do("c")
-		synctest.Wait()
-		release <- struct{}{}
-		synctest.Wait() // a alone, then b and c in one commit: shared
-		go do("d")
-		time.Sleep(Linger / 2)
-		go do("e") // within d's linger: one commit, at Linger after d
-		time.Sleep(Linger)
-		synctest.Wait()
-		go do("f") // after a shared commit: waits Linger for company, finds none
-		time.Sleep(2 * Linger)
-		synctest.Wait()
-		do("g") // after f's commit of its own: at once
-		mu.Lock()
-		defer mu.Unlock()
-		want := []commit{{[]string{"lone"}, 0}, {[]string{"a"}, 0}, {[]string{"b", "c"}, 0},
-			{[]string{"d", "e"}, Linger}, {[]string{"f"}, 2*Linger + Linger/2}, {[]string{"g"}, 3*Linger + Linger/2}}
-		if fmt.Sprint(commits) != fmt.Sprint(want) {
-			t.Fatalf("commits (users, time since start) %v, want %v", commits, want)
 		}
 	})
 }

@@ -21,13 +21,7 @@ func corkHandshake(w http.ResponseWriter) (uncork func()) {
 	if !ok || res.Parser == nil {
 		return func() {}
 	}
-	var c *nbio.Conn
-	switch conn := res.Parser.Conn.(type) {
-	case *nbio.Conn:
-		c = conn
-	case *nbhttp.Conn:
-		c, _ = conn.Conn.(*nbio.Conn)
-	}
+	c := nbioOf(res.Parser.Conn)
 	if c == nil || setCork(c, 1) != nil {
 		return func() {}
 	}

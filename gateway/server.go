@@ -434,8 +434,11 @@ func nbioClosed(ws *websocket.Conn) (bool, error) {
 }
 
 // nbioConn finds the poller's connection under an upgraded one.
-func nbioConn(ws *websocket.Conn) *nbio.Conn {
-	switch c := ws.UnderlayerConn().(type) {
+func nbioConn(ws *websocket.Conn) *nbio.Conn { return nbioOf(ws.UnderlayerConn()) }
+
+// nbioOf is the poller's connection c is or wraps; nil for another (TLS).
+func nbioOf(c net.Conn) *nbio.Conn {
+	switch c := c.(type) {
 	case *nbio.Conn:
 		return c
 	case *nbhttp.Conn:

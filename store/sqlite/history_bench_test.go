@@ -15,28 +15,12 @@ import (
 // mass connect or drop: 64 writers per core raise a floor, then set a
 // last-seen; ns/op is per pair of writes.
 func BenchmarkHistoryWrites(b *testing.B) {
-	s, err := sqlite.Open(filepath.Join(b.TempDir(), "presence.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	ctx := context.Background()
-	var next atomic.Int64
-	b.ReportAllocs()
-	b.SetParallelism(64)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			user := fmt.Sprintf("u%07d", next.Add(1))
-			if err := s.RaiseFloor(ctx, user, "phone", 1); err != nil {
-				b.Error(err)
-				return
-			}
-			if err := s.SetLastSeen(ctx, user, time.Now()); err != nil {
-				b.Error(err)
-				return
-			}
+	inParallel(b, 64, func(ctx context.Context, s *sqlite.SQLite, n int64) error {
+		user := fmt.Sprintf("u%07d", n)
+		if err := s.RaiseFloor(ctx, user, "phone", 1); err != nil {
+			return err
 		}
+		return s.SetLastSeen(ctx, user, time.Now())
 	})
 }
 
@@ -47,11 +31,21 @@ func BenchmarkHistoryWrites(b *testing.B) {
 //	go test -run '^$' -bench TakeFloor -count 6 ./store/sqlite/
 func BenchmarkTakeFloor(b *testing.B) {
 	for _, par := range []int{1, 64} {
-		b.Run(fmt.Sprint("writers=", par, "xcores"), func(b *testing.B) { takeFloors(b, par) })
+		b.Run(fmt.Sprint("writers=", par, "xcores"), func(b *testing.B) {
+			inParallel(b, par, func(ctx context.Context, s *sqlite.SQLite, n int64) error {
+				t, err := s.TakeFloor(ctx, fmt.Sprintf("bench%06d", n%100_000), fmt.Sprint("d", n/100_000), 1)
+				if err == nil && !t.OK {
+					err = fmt.Errorf("take refused: %+v", t)
+				}
+				return err
+			})
+		})
 	}
 }
 
-func takeFloors(b *testing.B, par int) {
+// inParallel runs op on a new store from par writers per core, n counting
+// the calls from 1; the first error stops its writer.
+func inParallel(b *testing.B, par int, op func(ctx context.Context, s *sqlite.SQLite, n int64) error) {
 	s, err := sqlite.Open(filepath.Join(b.TempDir(), "presence.db"))
 	if err != nil {
 		b.Fatal(err)
@@ -64,9 +58,8 @@ func takeFloors(b *testing.B, par int) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			n := next.Add(1)
-			if t, err := s.TakeFloor(ctx, fmt.Sprintf("bench%06d", n%100_000), fmt.Sprint("d", n/100_000), 1); err != nil || !t.OK {
-				b.Errorf("take: %+v %v", t, err)
+			if err := op(ctx, s, next.Add(1)); err != nil {
+				b.Error(err)
 				return
 			}
 		}

@@ -3,7 +3,6 @@ package bench
 import (
 	"io"
 	"net"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -54,7 +53,7 @@ func BenchmarkFanoutFloor(b *testing.B) {
 		}()
 	}
 	msg := make([]byte, size)
-	var p50, p99, last []float64
+	var p50, p99, last []time.Duration
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
@@ -69,21 +68,16 @@ func BenchmarkFanoutFloor(b *testing.B) {
 				}
 			})
 		}
-		lat := make([]float64, subs)
+		lat := make([]time.Duration, subs)
 		for i := range subs {
-			lat[i] = float64((<-got).Sub(start).Microseconds()) / 1000
+			lat[i] = (<-got).Sub(start)
 		}
 		wg.Wait()
-		slices.Sort(lat)
-		p50, p99, last = append(p50, lat[subs/2]), append(p99, lat[subs*99/100]), append(last, lat[subs-1])
+		p50, p99, last = append(p50, quantile(lat, 0.5)), append(p99, quantile(lat, 0.99)), append(last, quantile(lat, 1))
 	}
 	b.StopTimer()
-	b.ReportMetric(median(p50), "p50-ms")
-	b.ReportMetric(median(p99), "p99-ms")
-	b.ReportMetric(median(last), "max-ms")
-}
-
-func median(v []float64) float64 {
-	slices.Sort(v)
-	return v[len(v)/2]
+	ms := func(d []time.Duration) float64 { return float64(quantile(d, 0.5).Microseconds()) / 1000 } // the median event
+	b.ReportMetric(ms(p50), "p50-ms")
+	b.ReportMetric(ms(p99), "p99-ms")
+	b.ReportMetric(ms(last), "max-ms")
 }

@@ -39,22 +39,60 @@ func TestHandshakeAndHelloInOneSegment(t *testing.T) {
 			t.Fatalf("the 101 and the hello came in %d segments, want 1", n)
 		}
 	}
+	for _, s := range liveSockets(t, nd, 3) {
+		if corked := sockopt(t, s, syscall.IPPROTO_TCP, syscall.TCP_CORK); corked != 0 {
+			t.Fatalf("TCP_CORK after the hello = %d, want 0", corked)
+		}
+	}
+}
+
+// An accepted socket has no TCP keep-alive (Server.Start: heartbeats are
+// the liveness, and Go's default keep-alive cost four system calls per
+// connection) and keeps Go's TCP_NODELAY (an ack must not wait for Nagle).
+func TestAcceptedSocketsWithoutKeepAlive(t *testing.T) {
+	nd := startNode(t)
+	c := nd.dial("alice", "d1", 1)
+	defer c.Close()
+	for _, s := range liveSockets(t, nd, 1) {
+		if on := sockopt(t, s, syscall.SOL_SOCKET, syscall.SO_KEEPALIVE); on != 0 {
+			t.Fatalf("SO_KEEPALIVE = %d, want 0", on)
+		}
+		if on := sockopt(t, s, syscall.IPPROTO_TCP, syscall.TCP_NODELAY); on == 0 {
+			t.Fatal("TCP_NODELAY = 0, want it set")
+		}
+	}
+}
+
+// liveSockets are the node's live sockets, which must be want.
+func liveSockets(t *testing.T, nd *node, want int) []*socket {
+	t.Helper()
 	nd.srv.mu.Lock()
 	defer nd.srv.mu.Unlock()
-	if len(nd.srv.live) != 3 {
-		t.Fatalf("%d live sockets, want 3", len(nd.srv.live))
+	if len(nd.srv.live) != want {
+		t.Fatalf("%d live sockets, want %d", len(nd.srv.live), want)
 	}
+	var out []*socket
 	for s := range nd.srv.live {
-		raw, err := nbioConn(s.ws).SyscallConn()
-		if err != nil {
-			t.Fatal(err)
-		}
-		corked := -1
-		_ = raw.Control(func(fd uintptr) { corked, err = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_CORK) })
-		if err != nil || corked != 0 {
-			t.Fatalf("TCP_CORK after the hello = %d (%v), want 0", corked, err)
-		}
+		out = append(out, s)
 	}
+	return out
+}
+
+// sockopt is an integer option of s's socket on the node's side.
+func sockopt(t *testing.T, s *socket, level, opt int) int {
+	t.Helper()
+	raw, err := nbioConn(s.ws).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := -1
+	if cerr := raw.Control(func(fd uintptr) { v, err = syscall.GetsockoptInt(int(fd), level, opt) }); cerr != nil {
+		t.Fatal(cerr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // dataSegmentsIn is the number of segments with data conn's kernel took

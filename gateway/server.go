@@ -194,8 +194,14 @@ func (s *Server) newUpgrader() *websocket.Upgrader {
 // engine, failing to bind, stops itself and waits for poller goroutines it
 // never started, so Start hung for ever on an address another process
 // holds (a node that neither listened nor exited).
+//
+// Accepted sockets get no TCP keep-alive (Go's listener sets one by
+// default: four setsockopt calls per connection, about a sixth of the
+// node's system calls for a handshake): a device heartbeats every few
+// seconds and the stale check ends a silent one long before a keep-alive
+// probe would go out (docs/bounds.md).
 func (s *Server) Start() error {
-	ln, err := net.Listen("tcp", s.opt.Listen)
+	ln, err := (&net.ListenConfig{KeepAlive: -1}).Listen(context.Background(), "tcp", s.opt.Listen)
 	if err != nil {
 		return fmt.Errorf("gateway: listen %s: %w", s.opt.Listen, err)
 	}

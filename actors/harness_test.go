@@ -20,7 +20,7 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleak.IgnoreCurrent()) } // ants' package-level pool
 
 // env is one node in a synctest bubble with memory stores.
 type env struct {

@@ -140,6 +140,8 @@ type Node struct {
 	// changedAt is the last membership change (join, failure, leave), in
 	// unix nanoseconds.
 	changedAt atomic.Int64
+	// pool runs the mailboxes of the node's actors (dispatch.go).
+	pool pooledDispatcher
 }
 
 // Fence makes the node give no more verdicts by time (lease expiry, stale
@@ -361,12 +363,16 @@ func newNode(d Deps) (*Node, error) {
 	if d.Metrics == nil {
 		d.Metrics = NewMetrics(nil)
 	}
+	pool, err := newPooledDispatcher(d.Logger)
+	if err != nil {
+		return nil, err
+	}
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(quietlog.New(d.Logger.Handler(), quietlog.ProtoActor)).With("lib", "protoactor")
 	}))
 	fewerRegistryMaps(sys, registryMaps)
 	countDeadLetters(sys, d.Metrics.DeadLetters)
-	n := &Node{deps: d, sys: sys, root: sys.Root, sched: newTimers(sys.Root), metrics: d.Metrics, log: d.Logger, stall: newStallClock(), index: newIndex(), hub: newSinkHub()}
+	n := &Node{deps: d, sys: sys, root: sys.Root, sched: newTimers(sys.Root), metrics: d.Metrics, log: d.Logger, stall: newStallClock(), index: newIndex(), hub: newSinkHub(), pool: pool}
 	n.hub.overflow = n.overflowed
 	n.realtimeFrames = d.Metrics.FanoutFrames.WithLabelValues("realtime")
 	n.degrade = startDegradeWatch(n, d.Degrade)
@@ -383,6 +389,7 @@ func newNode(d Deps) (*Node, error) {
 func (n *Node) open() (err error) {
 	defer func() {
 		if err != nil {
+			n.pool.release()
 			n.degrade.stop()
 			n.stall.stop()
 			n.sched.stopAll()
@@ -413,7 +420,7 @@ func (n *Node) spawnNamed() error {
 		{EventsName, func() actor.Actor { return &eventsActor{} }},
 	}
 	for _, s := range named {
-		pid, err := n.sys.Root.SpawnNamed(actor.PropsFromProducer(s.a), s.name)
+		pid, err := n.sys.Root.SpawnNamed(actor.PropsFromProducer(s.a, n.dispatch()), s.name)
 		if err != nil {
 			return fmt.Errorf("actors: %s: %w", s.name, err)
 		}
@@ -543,8 +550,8 @@ func (n *Node) onMember(ev cluster.Event) {
 func (n *Node) identityProps() {
 	n.leaseProps = actor.PropsFromProducer(func() actor.Actor {
 		return &leaseActor{env: n.envs.lease}
-	}, perDeviceMailbox)
-	n.viewProps = actor.PropsFromProducer(func() actor.Actor { return &viewActor{env: n.envs.view} }, perDeviceMailbox)
+	}, perDeviceMailbox, n.dispatch())
+	n.viewProps = actor.PropsFromProducer(func() actor.Actor { return &viewActor{env: n.envs.view} }, perDeviceMailbox, n.dispatch())
 }
 
 // perDeviceMailbox is the mailbox of the actors there are one or more of
@@ -554,6 +561,9 @@ func (n *Node) identityProps() {
 // sit idle (heartbeats do not reach them), so the bytes an idle one holds
 // count more than the throughput of a busy one (BENCHMARKS.md).
 var perDeviceMailbox = actor.WithMailbox(actor.UnboundedLockfree())
+
+// dispatch runs an actor's mailbox on the node's pool (pooledDispatcher).
+func (n *Node) dispatch() actor.PropsOption { return actor.WithDispatcher(n.pool) }
 
 func cutID(id string) (user, device string, ok bool) {
 	for i := range len(id) {
@@ -569,8 +579,8 @@ func cutID(id string) (user, device string, ok bool) {
 // nodes sharing one lease and view layer.
 func (n *Node) StartGateway(name string) (*Gateway, error) {
 	g := &Gateway{n: n, node: name}
-	g.connProps = actor.PropsFromProducer(func() actor.Actor { return &connActor{g: g, env: n.envs.conn} }, perDeviceMailbox)
-	pid, err := n.root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &gatewayActor{g: g, env: n.envs.conn} }), "gateway-"+name)
+	g.connProps = actor.PropsFromProducer(func() actor.Actor { return &connActor{g: g, env: n.envs.conn} }, perDeviceMailbox, n.dispatch())
+	pid, err := n.root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &gatewayActor{g: g, env: n.envs.conn} }, n.dispatch()), "gateway-"+name)
 	if err != nil {
 		return nil, fmt.Errorf("actors: gateway %s: %w", name, err)
 	}
@@ -703,6 +713,7 @@ func (n *Node) Metrics() *Metrics { return n.metrics }
 func (n *Node) Stop() { n.stopOnce.Do(n.stop) }
 
 func (n *Node) stop() {
+	defer n.pool.release() // last: the shutdown's own runs are on it
 	defer n.stall.stop()
 	defer n.degrade.stop()
 	defer n.sched.stopAll()

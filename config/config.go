@@ -127,10 +127,13 @@ type Config struct {
 	// MemoryReturn is how often the node looks whether to give the heap's
 	// free pages back to the system (package memreturn); 0: never.
 	MemoryReturn time.Duration
-	Timing       Timing
-	Gateway      Gateway
-	Limits       Limits
-	Degrade      Degrade
+	// GCQuiet is GOGC while the node allocates little for its live heap
+	// (memreturn.Quiet); 0: Go's all the time.
+	GCQuiet int
+	Timing  Timing
+	Gateway Gateway
+	Limits  Limits
+	Degrade Degrade
 
 	// SecretPrevious are older device-token keys still accepted while
 	// tokens signed with them live out their expiry (rotation); tokens are
@@ -275,6 +278,7 @@ func Default() Config {
 		SplitBrain:   "majority",
 		Timing:       Seed(),
 		MemoryReturn: DefaultMemoryReturn,
+		GCQuiet:      DefaultGCQuiet,
 		Limits:       DefaultLimits(),
 		Degrade:      DefaultDegrade(),
 	}
@@ -321,6 +325,9 @@ func (d Degrade) Validate() error {
 // DefaultMemoryReturn is --memory-return's default.
 const DefaultMemoryReturn = 10 * time.Second
 
+// DefaultGCQuiet is --gc-quiet's default.
+const DefaultGCQuiet = 25
+
 // Validate returns every broken rule, each naming the parameter, its value
 // and the rule, joined; nil when the configuration is usable.
 func (c Config) Validate() error {
@@ -344,6 +351,9 @@ func (c Config) Validate() error {
 	}
 	if c.MemoryReturn < 0 {
 		errs = append(errs, fmt.Errorf("%w: memory-return = %v: must be >= 0 (0: never)", ErrInvalid, c.MemoryReturn))
+	}
+	if c.GCQuiet < 0 || c.GCQuiet >= 100 {
+		errs = append(errs, fmt.Errorf("%w: gc-quiet = %d: must be in [1, 99], or 0 for Go's GOGC all the time", ErrInvalid, c.GCQuiet))
 	}
 	if err := c.validateRemote(); err != nil {
 		errs = append(errs, err)

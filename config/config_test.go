@@ -3,6 +3,7 @@ package config_test
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -460,6 +461,7 @@ state-sync-timeout: 30s
 batch-window: 2s
 battery-factor: 3
 memory-return: 30s
+gc-quiet: 40
 webhook-url: [https://a.example/hook, http://127.0.0.1:9/h]
 webhook-secret: 0123456789abcdef
 webhook-retry-max: 10s
@@ -468,8 +470,8 @@ webhook-backlog: 500
 	want := config.Config{
 		NodeID: "n-file", Listen: "0.0.0.0:1", Admin: "0.0.0.0:2", AdminToken: "tok", Gossip: "0.0.0.0:3",
 		Join: []string{"a:1", "b:2"}, Advertise: "presence-1", RemotePort: 7947, JoinRetry: time.Minute, Preset: "seed", Secret: "s3cret", ClusterKey: "0123456789abcdef", Seed: 42, Demo: 3, PolicyDSN: "postgres://db/presence", SplitBrain: "lease",
-		MemoryReturn: 30 * time.Second,
-		WebhookURLs:  []string{"https://a.example/hook", "http://127.0.0.1:9/h"}, WebhookSecret: "0123456789abcdef", WebhookRetryMax: 10 * time.Second, WebhookBacklog: 500,
+		MemoryReturn: 30 * time.Second, GCQuiet: 40,
+		WebhookURLs: []string{"https://a.example/hook", "http://127.0.0.1:9/h"}, WebhookSecret: "0123456789abcdef", WebhookRetryMax: 10 * time.Second, WebhookBacklog: 500,
 		Gateway: config.Gateway{Outbox: 8, WriteTimeout: 3 * time.Second, AdmitRate: 9.5, AdmitBurst: 10, DrainSpread: 4 * time.Second, SendBuffer: 4096,
 			SubscribeRate: 2.5, SubscribeBurst: 3, ActivityRate: 0.5, ActivityBurst: 2, QueryRate: 1.5, QueryBurst: 4},
 		Limits:  config.Limits{Subscriptions: 40, Devices: 4, Batch: 50},
@@ -496,7 +498,7 @@ webhook-backlog: 500
 		"renew-jitter": "0.3", "ttl": "50s", "debounce": "7s", "idle": "1m", "policy-dsn": "postgres://db/presence", "split-brain": "lease",
 		"outbox": "8", "write-timeout": "3s", "admit-rate": "9.5", "admit-burst": "10", "drain-spread": "4s", "send-buffer": "4096",
 		"subscribe-rate": "2.5", "subscribe-burst": "3", "max-subscriptions": "40", "max-devices": "4", "max-batch": "50",
-		"memory-return": "30s", "activity-rate": "0.5", "activity-burst": "2", "idle-after": "2m", "state-sync-timeout": "30s", "battery-factor": "3",
+		"memory-return": "30s", "gc-quiet": "40", "activity-rate": "0.5", "activity-burst": "2", "idle-after": "2m", "state-sync-timeout": "30s", "battery-factor": "3",
 		"batch-window": "2s", "query-rate": "1.5", "query-burst": "4",
 		"degrade-at": "2s", "degrade-below": "500ms", "restore-after": "20s", "degraded-pull": "30s",
 		"webhook-url": "https://a.example/hook,http://127.0.0.1:9/h", "webhook-secret": "0123456789abcdef", "webhook-retry-max": "10s", "webhook-backlog": "500",
@@ -588,6 +590,8 @@ func TestLoadErrors(t *testing.T) {
 		{"negative subscribe rate", []string{"--subscribe-rate=-0.5"}, "", nil, []string{"subscribe-rate = -0.5", "must be >= 0"}},
 		{"negative subscribe burst", []string{"--subscribe-burst=-1"}, "", nil, []string{"subscribe-burst = -1", "must be >= 0"}},
 		{"negative memory return", []string{"--memory-return=-1s"}, "", nil, []string{"memory-return = -1s", "must be >= 0"}},
+		{"gc-quiet at Go's default", []string{"--gc-quiet=100"}, "", nil, []string{"gc-quiet = 100", "must be in [1, 99]"}},
+		{"negative gc-quiet from the env", nil, "", []string{"PRESENCE_GC_QUIET", "-5"}, []string{"gc-quiet = -5"}},
 		{"fast timings with a seed heartbeat", []string{"--timing", "fast", "--heartbeat", "30s"}, "", nil, []string{"stale"}},
 	}
 	for _, tc := range tests {
@@ -609,31 +613,42 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
-// --memory-return's default is DefaultMemoryReturn in Default, the flag's
-// help and docs/operations.md alike, and 0 (never) is accepted.
-func TestMemoryReturnDefault(t *testing.T) {
+// Each default below is the same in Default, the flag's help and
+// docs/operations.md's row, and 0 (never; Go's GOGC all the time) is
+// accepted.
+func TestDocumentedDefaults(t *testing.T) {
 	var out strings.Builder
 	if _, err := config.Load([]string{"-h"}, env(), &out); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h: %v, want flag.ErrHelp", err)
-	}
-	d := config.DefaultMemoryReturn
-	if !strings.Contains(out.String(), "default "+d.String()+")") {
-		t.Errorf("--memory-return's help does not say default %s:\n%s", d, out.String())
 	}
 	doc, err := os.ReadFile("../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if row := "| `--memory-return` | " + d.String() + " |"; !strings.Contains(string(doc), row) {
-		t.Errorf("docs/operations.md has no row %q", row)
-	}
-	c, err := config.Load([]string{"--node-id", "n1"}, env(), io.Discard)
-	if err != nil || c.MemoryReturn != d {
-		t.Fatalf("default: memory return %v (%v), want %v", c.MemoryReturn, err, d)
-	}
-	c, err = config.Load([]string{"--node-id", "n1", "--memory-return", "0"}, env(), io.Discard)
-	if err != nil || c.MemoryReturn != 0 {
-		t.Fatalf("--memory-return 0: %v (%v), want 0", c.MemoryReturn, err)
+	for _, c := range []struct {
+		flag, help, row string
+		get             func(config.Config) any
+		def             any
+	}{
+		{"memory-return", "default " + config.DefaultMemoryReturn.String() + ")", config.DefaultMemoryReturn.String(),
+			func(c config.Config) any { return c.MemoryReturn }, config.DefaultMemoryReturn},
+		{"gc-quiet", fmt.Sprintf("default %d;", config.DefaultGCQuiet), fmt.Sprint(config.DefaultGCQuiet),
+			func(c config.Config) any { return c.GCQuiet }, config.DefaultGCQuiet},
+	} {
+		if !strings.Contains(out.String(), c.help) {
+			t.Errorf("--%s's help does not say %q:\n%s", c.flag, c.help, out.String())
+		}
+		if row := "| `--" + c.flag + "` | " + c.row + " |"; !strings.Contains(string(doc), row) {
+			t.Errorf("docs/operations.md has no row %q", row)
+		}
+		got, err := config.Load([]string{"--node-id", "n1"}, env(), io.Discard)
+		if err != nil || c.get(got) != c.def {
+			t.Errorf("default --%s: %v (%v), want %v", c.flag, c.get(got), err, c.def)
+		}
+		got, err = config.Load([]string{"--node-id", "n1", "--" + c.flag, "0"}, env(), io.Discard)
+		if err != nil || reflect.ValueOf(c.get(got)).Int() != 0 {
+			t.Errorf("--%s 0: %v (%v), want 0", c.flag, c.get(got), err)
+		}
 	}
 }
 

@@ -145,6 +145,7 @@ func run(args []string) int {
 		Webhooks: hooks.api(), Size: sizeBounds(cfg)}
 	go api.Recorder.Run(ctx, node)
 	go mem.Run(ctx, cfg.MemoryReturn)
+	quietGC(ctx, cfg.GCQuiet, reg, log)
 	srv, ln, err := listen(api, ws, cfg, node, log)
 	if err != nil {
 		return fail(1, err)
@@ -181,6 +182,17 @@ func runtimeMetrics(log *slog.Logger) (*prometheus.Registry, *memreturn.Returner
 		log.Warn("gossip and actor transport traffic not counted", "err", err)
 	}
 	return reg, memreturn.New(reg, log)
+}
+
+// quietGC lowers the collector's room to percent while the node allocates
+// little for its live heap (memreturn.Quiet), looking every second; not
+// where GOGC is set: the operator chose.
+func quietGC(ctx context.Context, percent int, reg prometheus.Registerer, log *slog.Logger) {
+	if env := os.Getenv("GOGC"); percent == 0 || env != "" {
+		log.Debug("collector's room left alone", "gc-quiet", percent, "GOGC", env)
+		return
+	}
+	go memreturn.NewQuiet(percent, 100, reg, log).Run(ctx, time.Second)
 }
 
 // openTimedStore opens the store with every call timed, bounded by wait,

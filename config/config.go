@@ -128,7 +128,7 @@ type Config struct {
 	// free pages back to the system (package memreturn); 0: never.
 	MemoryReturn time.Duration
 	// GCQuiet is GOGC while the node allocates little for its live heap
-	// (memreturn.Quiet); 0: Go's all the time.
+	// (memreturn.Quiet); 0, the default: Go's all the time.
 	GCQuiet int
 	Timing  Timing
 	Gateway Gateway
@@ -326,7 +326,7 @@ func (d Degrade) Validate() error {
 const DefaultMemoryReturn = 10 * time.Second
 
 // DefaultGCQuiet is --gc-quiet's default.
-const DefaultGCQuiet = 25
+const DefaultGCQuiet = 0
 
 // Validate returns every broken rule, each naming the parameter, its value
 // and the rule, joined; nil when the configuration is usable.

@@ -69,9 +69,9 @@ func documentedMetrics(t *testing.T) (names, lazy []string) {
 // running node exports, and presence_connections counts the in-process
 // demo devices that presence_ws_connections cannot see.
 func TestMetricsTableMatchesNode(t *testing.T) {
-	// With a webhook endpoint (nobody listens: its deliveries are retried),
-	// so that its metrics are there to compare too.
-	p := startProc(t, "n1", "--demo", "4", "--policy-dsn", "memory", "--webhook-url", "http://127.0.0.1:9/hooks", "--webhook-secret", hookSecret)
+	// With a webhook endpoint (nobody listens: its deliveries are retried)
+	// and --gc-quiet, so that their metrics are there to compare too.
+	p := startProc(t, "n1", "--demo", "4", "--policy-dsn", "memory", "--webhook-url", "http://127.0.0.1:9/hooks", "--webhook-secret", hookSecret, "--gc-quiet", "25")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c := p.dial(ctx, "alice", "phone", 1)
@@ -84,6 +84,9 @@ func TestMetricsTableMatchesNode(t *testing.T) {
 	})
 	if conns, actors := gauge(fams, "presence_connections"), fams["presence_actors"]; actors == nil || conns < 3 {
 		t.Fatalf("presence_connections = %v, presence_actors = %v", conns, actors)
+	}
+	if _, ok := fams["presence_gc_percent"]; !ok && os.Getenv("GOGC") == "" {
+		t.Error("presence_gc_percent is not exported with --gc-quiet 25")
 	}
 	names, lazy := documentedMetrics(t)
 	if len(names) < 20 {

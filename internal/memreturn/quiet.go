@@ -11,17 +11,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// The collector's room follows what the node does. Go collects when the
-// heap has grown by GOGC percent of what the last collection kept live
+// The collector's room can follow what the node does. Go collects when
+// the heap has grown by GOGC percent of what the last collection kept live
 // (100: twice the live heap), and that room is resident: with 19,000
 // devices heartbeating, about 3.5 KiB per device over 5.1 KiB of live
 // state. A smaller room costs CPU in proportion to what the node
 // allocates, not to what it holds: a connect storm, which allocates about
 // 12 KB per device, paid 15 to 40% more CPU per connect at GOGC=50 and 25
-// (BENCHMARKS.md, RSS), while heartbeats, about 240 B each, paid nothing
-// measurable. So a Quiet keeps the process's GOGC while the node
-// allocates much for its live heap and lowers it to Percent while it
-// allocates little.
+// (BENCHMARKS.md, RSS), heartbeats, about 240 B each, a few percent. So a
+// Quiet keeps the process's GOGC while the node allocates much for its
+// live heap and lowers it to Percent while it allocates little. Its
+// collections come more often at rest, and a lookup that meets one is
+// slower: the node runs it only with --gc-quiet (docs/operations.md,
+// "Memory").
 
 // QuietSpan is what quiet means: at the quiet room, collections would come
 // at most once per QuietSpan for what the node allocates now.

@@ -17,7 +17,7 @@ func TestPooledDispatcherReusesThenEndsIdleWorkers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer d.release()
+		defer d.release(slog.New(slog.DiscardHandler))
 		var ran atomic.Int32
 		for range 5 {
 			d.Schedule(func() { ran.Add(1) })
@@ -68,7 +68,7 @@ func TestPooledDispatcherRunsPastBlockedRuns(t *testing.T) {
 		t.Error("a run waited behind 5,000 blocked ones")
 	}
 	close(release)
-	d.release()
+	d.release(slog.New(slog.DiscardHandler))
 }
 
 // Once the node's pool is released (the node stopping), a mailbox still
@@ -79,7 +79,7 @@ func TestPooledDispatcherAfterRelease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d.release()
+		d.release(slog.New(slog.DiscardHandler))
 		done := make(chan struct{})
 		d.Schedule(func() { close(done) })
 		synctest.Wait()

@@ -389,7 +389,7 @@ func newNode(d Deps) (*Node, error) {
 func (n *Node) open() (err error) {
 	defer func() {
 		if err != nil {
-			n.pool.release()
+			n.pool.release(n.log)
 			n.degrade.stop()
 			n.stall.stop()
 			n.sched.stopAll()
@@ -713,7 +713,7 @@ func (n *Node) Metrics() *Metrics { return n.metrics }
 func (n *Node) Stop() { n.stopOnce.Do(n.stop) }
 
 func (n *Node) stop() {
-	defer n.pool.release() // last: the shutdown's own runs are on it
+	defer n.pool.release(n.log) // last: the shutdown's own runs are on it
 	defer n.stall.stop()
 	defer n.degrade.stop()
 	defer n.sched.stopAll()

@@ -14,8 +14,9 @@ import (
 // The collector's room can follow what the node does. Go collects when
 // the heap has grown by GOGC percent of what the last collection kept live
 // (100: twice the live heap), and that room is resident: with 19,000
-// devices heartbeating, about 3.5 KiB per device over 5.1 KiB of live
-// state. A smaller room costs CPU in proportion to what the node
+// devices heartbeating the heap holds about 3.5 KiB per device over 5.0
+// KiB of live state, about 1 KiB of it the room, the rest fragmentation
+// a connect storm left. A smaller room costs CPU in proportion to what the node
 // allocates, not to what it holds: a connect storm, which allocates about
 // 12 KB per device, paid 15 to 40% more CPU per connect at GOGC=50 and 25
 // (BENCHMARKS.md, RSS), heartbeats, about 240 B each, a few percent. So a

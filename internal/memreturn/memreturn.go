@@ -132,14 +132,19 @@ func (r *Returner) Run(ctx context.Context, every time.Duration) {
 	if every <= 0 {
 		return
 	}
+	tick(ctx, every, func(time.Time) { r.Look() })
+}
+
+// tick calls look every period until ctx ends.
+func tick(ctx context.Context, every time.Duration, look func(now time.Time)) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-			r.Look()
+		case now := <-t.C:
+			look(now)
 		}
 	}
 }

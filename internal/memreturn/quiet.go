@@ -16,10 +16,11 @@ import (
 // (100: twice the live heap), and that room is resident: with 19,000
 // devices heartbeating the heap holds about 3.5 KiB per device over 5.0
 // KiB of live state, about 1 KiB of it the room, the rest fragmentation
-// a connect storm left. A smaller room costs CPU in proportion to what the node
-// allocates, not to what it holds: a connect storm, which allocates about
-// 12 KB per device, paid 15 to 40% more CPU per connect at GOGC=50 and 25
-// (BENCHMARKS.md, RSS), heartbeats, about 240 B each, a few percent. So a
+// a connect storm left. A smaller room costs CPU in proportion to what
+// the node allocates, not to what it holds: a connect storm, which
+// allocates about 12 KB per device, paid 15 to 40% more CPU per connect
+// at GOGC=50 and 25 (BENCHMARKS.md, RSS), heartbeats, about 240 B each, a
+// few percent. So a
 // Quiet keeps the process's GOGC while the node allocates much for its
 // live heap and lowers it to Percent while it allocates little. Its
 // collections come more often at rest, and a lookup that meets one is
@@ -113,18 +114,9 @@ func (q *Quiet) room(percent int, why string, allocated, live uint64, elapsed ti
 // Run looks every period until ctx ends, then gives the process its GOGC
 // back.
 func (q *Quiet) Run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
 	q.Look(time.Now())
-	for {
-		select {
-		case <-ctx.Done():
-			if q.quiet {
-				q.set(q.Base)
-			}
-			return
-		case now := <-t.C:
-			q.Look(now)
-		}
+	tick(ctx, every, func(now time.Time) { q.Look(now) })
+	if q.quiet {
+		q.set(q.Base)
 	}
 }

@@ -166,7 +166,6 @@ func TestRunDocker(t *testing.T) {
 }
 
 // expectOK logs the figures and fails unless the run was all within bounds
-// with nothing that must not happen.
 // with nothing that must not happen. A round with findings also logs what
 // its nodes logged of the devices they name (logExcerpt): make test runs
 // in a temporary directory, and a failure seen once in CI is read there.

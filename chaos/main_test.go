@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ const hangEnv = "CHAOS_TEST_HANG"
 // trace), and the error says it was not ready.
 func TestStuckNodeIsDumped(t *testing.T) {
 	t.Setenv(hangEnv, "1")
-	c := &Cluster{Bin: os.Args[0], Dir: t.TempDir(), NoKey: true, ReadyWithin: 300 * time.Millisecond}
+	c := &Cluster{Bin: os.Args[0], Dir: t.TempDir(), NoKey: true, ReadyWithin: time.Second}
 	defer c.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -41,7 +42,10 @@ func TestStuckNodeIsDumped(t *testing.T) {
 	if nd.Alive() {
 		t.Fatal("the stuck node still runs")
 	}
-	if log := nd.Log(); !strings.Contains(log, "SIGQUIT") || !strings.Contains(log, "goroutine 1 ") || !strings.Contains(log, "time.Sleep") {
+	// Where goroutine 1 was depends on how far the binary got: a -race
+	// build on a loaded machine can still be in its packages' init
+	// (seen in CI), otherwise it is in the stand-in's sleep.
+	if log := nd.Log(); !strings.Contains(log, "SIGQUIT") || !regexp.MustCompile(`goroutine 1 [^\n]*\n\S+\(`).MatchString(log) {
 		t.Fatalf("log has no goroutine dump:\n%s", log)
 	}
 }

@@ -60,25 +60,37 @@ func (n *memNodes) session(ctx context.Context) *client.Session {
 		HTTPClient: &http.Client{Transport: n}, Rand: rand.New(rand.NewPCG(1, 2))})
 }
 
-// RoundTrip is a handshake: websocket.Accept on one end of a pipe, the
-// 101 with the other end as its body.
+// RoundTrip is a handshake on a pipe (pipeRoundTrip).
 func (n *memNodes) RoundTrip(req *http.Request) (*http.Response, error) {
-	cli, srv := net.Pipe()
-	w := &hijacked{header: http.Header{}, conn: srv, status: make(chan int, 1)}
 	host := req.URL.Host
+	cli, srv := net.Pipe()
 	n.mu.Lock()
 	n.dialed[host] = time.Now()
 	n.closers = append(n.closers, func() { cli.Close(); srv.Close() })
 	n.mu.Unlock()
-	go func() {
+	return pipeRoundTrip(req, cli, srv, func(w *hijacked) {
 		ws, err := websocket.Accept(w, req, &websocket.AcceptOptions{Subprotocols: []string{client.ProtoJSON}})
 		if err != nil {
-			srv.Close()
 			return
 		}
 		n.serve(host, ws)
+	}), nil
+}
+
+// pipeRoundTrip answers a handshake on an in-memory pipe, so that a fake
+// node runs in virtual time: accept runs on the server end srv (it calls
+// websocket.Accept on w, which hijacks that end), and the 101 comes back
+// with the client end cli as its body. The caller closes both ends; srv is
+// also closed when accept returns without hijacking it.
+func pipeRoundTrip(req *http.Request, cli, srv net.Conn, accept func(w *hijacked)) *http.Response {
+	w := &hijacked{header: http.Header{}, conn: srv, status: make(chan int, 1)}
+	go func() {
+		accept(w)
+		if w.conn != nil {
+			srv.Close()
+		}
 	}()
-	return &http.Response{StatusCode: <-w.status, Header: w.header, Body: cli, Request: req, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}, nil
+	return &http.Response{StatusCode: <-w.status, Header: w.header, Body: cli, Request: req, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
 }
 
 func (n *memNodes) serve(host string, ws *websocket.Conn) {

@@ -29,16 +29,13 @@ type closingNode struct {
 	pipes         []net.Conn
 }
 
-// RoundTrip is a handshake: websocket.Accept on one end of a pipe, the
-// 101 with the other end as its body.
+// RoundTrip is a handshake on a pipe (pipeRoundTrip).
 func (f *closingNode) RoundTrip(req *http.Request) (*http.Response, error) {
 	cli, srv := net.Pipe()
-	w := &hijacked{header: http.Header{}, conn: srv, status: make(chan int, 1)}
 	f.mu.Lock()
 	f.pipes = append(f.pipes, cli, srv)
 	f.mu.Unlock()
-	go f.handle(w, req)
-	return &http.Response{StatusCode: <-w.status, Header: w.header, Body: cli, Request: req, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}, nil
+	return pipeRoundTrip(req, cli, srv, func(w *hijacked) { f.handle(w, req) }), nil
 }
 
 func (f *closingNode) handle(w *hijacked, req *http.Request) {

@@ -43,7 +43,7 @@ type Directory interface {
 // instead of asking the view (LocalDirectory.readView).
 type viewReader interface {
 	attachView(user string, self *actor.PID, a *viewActor)
-	readView(user string) (*messages.ViewState, bool)
+	readView(ctx context.Context, user string) (*messages.ViewState, bool)
 }
 
 func leaseID(user, device string) string { return user + "/" + device }

@@ -145,11 +145,11 @@ func (d *ClusterDirectory) attachView(user string, self *actor.PID, a *viewActor
 
 // readView reads the view of a user this node owns (LocalDirectory.readView);
 // another member's is asked through the actors.
-func (d *ClusterDirectory) readView(user string) (*messages.ViewState, bool) {
+func (d *ClusterDirectory) readView(ctx context.Context, user string) (*messages.ViewState, bool) {
 	if d.remote(KindView, user) != nil {
 		return nil, false
 	}
-	return d.local.readView(user)
+	return d.local.readView(ctx, user)
 }
 
 func (d *ClusterDirectory) Owns(kind Kind, id string) bool { return d.remote(kind, id) == nil }

@@ -114,14 +114,38 @@ func (d *LocalDirectory) attachView(user string, self *actor.PID, a *viewActor) 
 // a message to it, when that is what a ViewQuery would be answered
 // (viewActor.read): under the directory's lock, so every message sent to
 // the view before it was handled. false: ask the actor (Node.Query).
-func (d *LocalDirectory) readView(user string) (*messages.ViewState, bool) {
+//
+// A view that has not read the store yet (activated by its devices'
+// connects) is read here, on the lookup's goroutine and outside the lock,
+// not in the view's mailbox: the view keeps what was read if nothing was
+// sent to it meanwhile. A policy is written before its PolicyChanged is
+// sent, so a change written after this read was sent before the hand-over
+// (which is then refused, and the view reads the store itself) or comes
+// after it (and the loaded view reads the new policy).
+func (d *LocalDirectory) readView(ctx context.Context, user string) (*messages.ViewState, bool) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	e, ok := d.entries[KindView][user]
 	if d.stopped || !ok || e.view == nil {
+		d.mu.Unlock()
 		return nil, false
 	}
-	return e.view.read(e.sent, time.Now())
+	view, sent := e.view, e.sent
+	st, ans := view.read(sent, time.Now(), nil)
+	d.mu.Unlock()
+	if ans != readLoad {
+		return st, ans == readDone
+	}
+	pol, last, err := view.env.readStore(ctx, user)
+	if err != nil {
+		return nil, false // the view reads it, and notes the failure (armReread)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stopped || d.entries[KindView][user] != e || e.view != view || e.sent != sent {
+		return nil, false
+	}
+	st, ans = view.read(sent, time.Now(), &viewLoad{pol, last})
+	return st, ans == readDone
 }
 
 func (d *LocalDirectory) Passivate(kind Kind, id string, self *actor.PID, received uint64) bool {

@@ -640,12 +640,13 @@ func (n *Node) QueryAbove(ctx context.Context, user string, floor uint64) (*mess
 
 // queryView reads the user's view state from the local view actor's own
 // state when the directory can (viewReader: an active view here, nothing
-// sent to it still queued), else asks the view with a ViewQuery: a
-// lookup of an online user then waits for no mailbox (BENCHMARKS.md,
-// lookup p99).
+// sent to it still queued; one that has not read the store yet is read
+// on this goroutine), else asks the view with a ViewQuery: a lookup of an
+// online user then waits for no mailbox (BENCHMARKS.md, lookup p99). A
+// lookup raising the version (floor) always asks.
 func (n *Node) queryView(ctx context.Context, user string, floor uint64) (*messages.ViewState, error) {
-	if r, ok := n.dir.(viewReader); ok {
-		if st, ok := r.readView(user); ok && floor == 0 {
+	if r, ok := n.dir.(viewReader); ok && floor == 0 {
+		if st, ok := r.readView(ctx, user); ok {
 			n.metrics.ViewReads.Inc()
 			return st, nil
 		}

@@ -287,7 +287,7 @@ func (a *viewActor) attach(ctx actor.Context, view *viewActor) {
 
 // read is what onQuery would answer a ViewQuery handled now, for a lookup
 // on another goroutine (LocalDirectory.readView, under the directory's
-// lock, sent the directory messages sent to this view), or false where
+// lock, sent the directory messages sent to this view), or readAsk where
 // that answer may differ and the lookup must ask the actor:
 //
 //   - the actor is handling a message (its lock is taken; a stopping or
@@ -299,21 +299,47 @@ func (a *viewActor) attach(ctx actor.Context, view *viewActor) {
 //   - a query may still unsettle it (recheck: young after a membership
 //     change that may have moved it here).
 //
+// A view that has not read the store yet (its devices' connects did not
+// need it) answers readLoad: the lookup reads it (viewEnv.readStore) and
+// calls read again with what it read, which the view then keeps as
+// onQuery's own read would (loaded).
+//
 // So a lookup reads the same state, in the same order with the messages
 // sent before it, as through the mailbox; a timer's message (debounce,
 // age, settle) is not a directory message and races a lookup either way.
-func (a *viewActor) read(sent uint64, now time.Time) (*messages.ViewState, bool) {
+func (a *viewActor) read(sent uint64, now time.Time, load *viewLoad) (*messages.ViewState, readAnswer) {
 	if !a.mu.TryLock() {
-		return nil, false
+		return nil, readAsk
 	}
 	defer a.mu.Unlock()
-	if a.v == nil || a.received != sent || a.v.Idle() || a.v.Unloaded {
-		return nil, false
+	if a.v == nil || a.received != sent || a.v.Idle() {
+		return nil, readAsk
 	}
 	if !a.v.Unsettled && now.Sub(a.started) < a.env.timing.Settle && a.env.place.mayHaveMoved(KindView, a.user) {
-		return nil, false
+		return nil, readAsk
 	}
-	return a.state(), true
+	if a.v.Unloaded {
+		if load == nil {
+			return nil, readLoad
+		}
+		a.v.Load(load.policy, load.lastSeen)
+	}
+	return a.state(), readDone
+}
+
+// readAnswer is what a view's read gives a lookup.
+type readAnswer int
+
+const (
+	readAsk  readAnswer = iota // ask the actor
+	readDone                   // the state read is the answer
+	readLoad                   // read the store and call read again with it
+)
+
+// viewLoad is what a lookup read from the store for a view (readStore).
+type viewLoad struct {
+	policy   *core.Policy
+	lastSeen time.Time
 }
 
 // admitHold is how long a device admitted by core.View.Admit holds its
@@ -401,16 +427,23 @@ func (a *viewActor) evidence(ctx actor.Context, now time.Time) {
 // PolicyChanged or the view's own reread (armReread).
 func (a *viewActor) policy() *core.Policy {
 	doc, ok, err := a.env.policies.Get(context.Background(), a.user)
-	return a.policyOf(doc, ok, err)
+	a.noteRead(err)
+	return policyFrom(doc, ok, err)
 }
 
-func (a *viewActor) policyOf(doc store.PolicyDoc, ok bool, err error) *core.Policy {
+// noteRead keeps whether the last read of the policy failed: the view then
+// shows its user to nobody and reads it again (armReread).
+func (a *viewActor) noteRead(err error) {
 	a.policyUnread = err != nil
 	if err != nil {
 		a.env.log.Debug("view: reading policy; visible to nobody", "user", a.user, "err", err)
-		return nil
 	}
-	if !ok {
+}
+
+// policyFrom is a stored policy document as the view applies it: none
+// (visible to nobody) when there is none or it could not be read.
+func policyFrom(doc store.PolicyDoc, ok bool, err error) *core.Policy {
+	if err != nil || !ok {
 		return nil
 	}
 	return doc.Policy()
@@ -460,19 +493,29 @@ func (a *viewActor) loaded() {
 	}
 }
 
-// load reads what a view needs, the user's policy and last seen:
-// in one round trip when the policy store can (store.ViewLoader; an error
-// then costs both: visible to nobody, never seen), else in two.
+// load reads what a view needs from the store (viewEnv.readStore).
 func (a *viewActor) load() (*core.Policy, time.Time) {
-	if l, ok := a.env.policies.(store.ViewLoader); ok {
-		doc, ok, last, err := l.LoadView(context.Background(), a.user)
-		return a.policyOf(doc, ok, err), last
+	pol, last, err := a.env.readStore(context.Background(), a.user)
+	a.noteRead(err)
+	return pol, last
+}
+
+// readStore reads what a view of user needs, the user's policy and last
+// seen: in one round trip when the policy store can (store.ViewLoader; an
+// error then costs both: visible to nobody, never seen), else in two. err
+// is the policy's read failing. It touches no view's state: a lookup calls
+// it too (LocalDirectory.readView).
+func (e *viewEnv) readStore(ctx context.Context, user string) (*core.Policy, time.Time, error) {
+	if l, ok := e.policies.(store.ViewLoader); ok {
+		doc, ok, last, err := l.LoadView(ctx, user)
+		return policyFrom(doc, ok, err), last, err
 	}
-	last, err := a.env.history.LastSeen(context.Background(), a.user)
+	last, err := e.history.LastSeen(ctx, user)
 	if err != nil {
-		a.env.log.Debug("view: reading last seen", "user", a.user, "err", err)
+		e.log.Debug("view: reading last seen", "user", user, "err", err)
 	}
-	return a.policy(), last
+	doc, ok, err := e.policies.Get(ctx, user)
+	return policyFrom(doc, ok, err), last, err
 }
 
 // subscribe answers with a SnapshotPart sent to the sink itself, so that it

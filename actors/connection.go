@@ -142,6 +142,8 @@ func (a *connActor) Receive(ctx actor.Context) {
 		a.onState(ctx, m, now)
 	case checkTick:
 		a.onCheck(ctx, now)
+	case tokenExpired:
+		a.out.sock.Close(messages.CloseTokenExpired, "token expired: reconnect with a new token")
 	case renewDue:
 		a.onRenewDue(ctx)
 	case reregister:
@@ -163,10 +165,7 @@ func (a *connActor) Receive(ctx actor.Context) {
 	case batchFlush:
 		a.onBatchFlush(ctx)
 	case connUnsubscribe:
-		a.out.mu.Lock()
-		dropped := a.out.sink.Unsubscribe(m.targets)
-		a.out.mu.Unlock()
-		a.unsubscribe(ctx, dropped)
+		a.onUnsubscribe(ctx, m)
 	case connShow:
 		a.status = &messages.DeviceShow{User: a.user, Device: a.device, Show: m.show, Text: m.text, ExpiresMs: m.expiresMs, SetAtMs: now.UnixMilli()}
 		a.env.post.send(KindView, a.user, a.status)
@@ -183,6 +182,14 @@ func (a *connActor) Receive(ctx actor.Context) {
 	case *actor.Restarting: // a panic: the new instance starts with an empty sink
 		a.onRestarting(ctx)
 	}
+}
+
+// onUnsubscribe drops the targets from the sink and tells their views.
+func (a *connActor) onUnsubscribe(ctx actor.Context, m connUnsubscribe) {
+	a.out.mu.Lock()
+	dropped := a.out.sink.Unsubscribe(m.targets)
+	a.out.mu.Unlock()
+	a.unsubscribe(ctx, dropped)
 }
 
 // onRestarting leaves the instance that replaces this one its birth and

@@ -21,6 +21,9 @@ type liveConn struct {
 	stale time.Duration // its heartbeat class's (config.Class)
 	gone  bool          // terminated: dropped when it next comes due
 	due   time.Time     // when the gateway looks at it next
+	// expires is when its credential does (Unix ns; 0: never, or told):
+	// the connection is told to close then (OpenRequest.Expires).
+	expires int64
 
 	// The heartbeat sequence (restarts, the drift fuse) and the platform's
 	// heartbeat counter, touched by the socket's reads only (Conn.Heartbeat);
@@ -52,12 +55,18 @@ func (d *deadlines) Pop() any {
 // now; one alive since is put back at its new deadline, a terminated one is
 // dropped. A connection told to check itself is put back one check later:
 // if it was not stale after all (a heartbeat in its mailbox) or a stall
-// holds its decision, the next period looks again.
-func (d *deadlines) due(now time.Time, check time.Duration, tell func(*actor.PID)) {
+// holds its decision, the next period looks again. A connection whose
+// credential expired by now is told so once (expire), and stays in the
+// deadlines until it stops.
+func (d *deadlines) due(now time.Time, check time.Duration, tell, expire func(*actor.PID)) {
 	for d.Len() > 0 && !(*d)[0].due.After(now) {
 		c := heap.Pop(d).(*liveConn)
 		if c.gone {
 			continue
+		}
+		if c.expires != 0 && c.expires <= now.UnixNano() {
+			c.expires = 0
+			expire(c.pid)
 		}
 		if at := time.Unix(0, c.alive.Load()).Add(c.stale); at.After(now) {
 			c.due = at
@@ -65,6 +74,14 @@ func (d *deadlines) due(now time.Time, check time.Duration, tell func(*actor.PID
 			tell(c.pid)
 			c.due = now.Add(check)
 		}
+		c.dueBy(c.expires)
 		heap.Push(d, c)
+	}
+}
+
+// dueBy brings the entry's due time forward to expires (Unix ns; 0: none).
+func (c *liveConn) dueBy(expires int64) {
+	if at := time.Unix(0, expires); expires != 0 && at.Before(c.due) {
+		c.due = at
 	}
 }

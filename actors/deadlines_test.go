@@ -107,3 +107,38 @@ func TestHeartbeatsWithoutMessagesCountRestarts(t *testing.T) {
 		}
 	})
 }
+
+// A connection lives no longer than its credential: the gateway's
+// deadlines tell it when its token expires, and it closes its socket with
+// 4401 within a check of the expiry and not before, though it heartbeats
+// on; the connection without an expiry next to it stays.
+func TestTokenExpiryClosesWithinACheck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Fast()
+		e := newEnv(t, timing)
+		// Past a few stale periods and between two checks: the
+		// connection's next stale deadline is then later than its expiry.
+		expires := time.Now().Add(3*timing.Stale + timing.Check/3)
+		d, err := e.open(e.n.Gateway(), OpenRequest{User: "alice", Device: "phone", Attempt: 1, Expires: expires})
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := e.connect(e.n.Gateway(), "bob", "phone", 1)
+		time.Sleep(time.Until(expires) - time.Millisecond)
+		synctest.Wait()
+		if c := d.sock.closeCode(); c != 0 {
+			t.Fatalf("closed with %d before its token expired", c)
+		}
+		time.Sleep(timing.Check + time.Millisecond)
+		synctest.Wait()
+		if c := d.sock.closeCode(); c != messages.CloseTokenExpired {
+			t.Fatalf("close code %d a check after the token expired, want %d", c, messages.CloseTokenExpired)
+		}
+		if at := d.sock.closedAt(); at.Before(expires) || at.Sub(expires) > timing.Check {
+			t.Fatalf("closed %v after the expiry, want within a check (%v)", at.Sub(expires), timing.Check)
+		}
+		if c := other.sock.closeCode(); c != 0 {
+			t.Fatalf("the connection without an expiry was closed with %d", c)
+		}
+	})
+}

@@ -164,6 +164,9 @@ type (
 	renewDue      struct{}
 	checkTick     struct{}
 	settleView    struct{}
+	// tokenExpired tells a connection its credential expired
+	// (OpenRequest.Expires): it closes its socket.
+	tokenExpired struct{}
 	// topologyChanged tells a gateway that members came or went, so its
 	// connections re-register (identities may have moved); reregister is
 	// what it tells each connection, reregisterDue the connection's

@@ -271,9 +271,6 @@ func (s *Server) onClose(c *websocket.Conn, _ error) {
 	s.mu.Unlock()
 	sock.mu.Lock()
 	sock.closed = true
-	if sock.expiry != nil {
-		sock.expiry.Stop()
-	}
 	sock.mu.Unlock()
 	if conn := sock.conn.Load(); conn != nil {
 		conn.Closed()

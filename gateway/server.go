@@ -299,7 +299,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.handshakeWait())
 	defer cancel()
 	conn, err := s.gw.Open(ctx, actors.OpenRequest{User: claims.User, Device: claims.Device, Attempt: attempt, ConnID: connID, Socket: sock,
-		Platform: dev.platform, Activity: dev.activity, Class: dev.class.Name})
+		Platform: dev.platform, Activity: dev.activity, Class: dev.class.Name, Expires: claims.Expires})
 	switch {
 	case errors.Is(err, core.ErrStaleAttempt):
 		s.refuse(w, r, http.StatusConflict, false, "%v", err)
@@ -316,7 +316,6 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if !s.upgrade(w, r, sock, conn) {
 		return
 	}
-	sock.expireAt(claims.Expires)
 	sock.hello(&messages.Hello{
 		ConnId: connID, Node: s.node, User: claims.User, Device: claims.Device, Epoch: attempt,
 		HeartbeatIntervalMs: uint32(dev.class.Heartbeat.Milliseconds()), HeartbeatClass: dev.class.Name,

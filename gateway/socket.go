@@ -30,7 +30,6 @@ type socket struct {
 	closed  bool
 	code    messages.CloseCode // close code and reason, kept when closed before the upgrade
 	reason  string
-	expiry  *time.Timer // closes with CloseTokenExpired when the token does
 
 	written atomic.Uint64               // bytes the kernel took (engine hook)
 	readAt  atomic.Int64                // the last read's time, since monoEpoch (engine hook)
@@ -146,16 +145,6 @@ func (s *socket) closeLocked(code messages.CloseCode, reason string) {
 	ws := s.ws
 	_ = ws.WriteClose(int(code), reason)
 	time.AfterFunc(s.s.opt.CloseGrace, func() { _ = ws.Close() })
-}
-
-// expireAt closes the connection with messages.CloseTokenExpired when its token
-// expires: a connection outlives no credential.
-func (s *socket) expireAt(t time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.closed {
-		s.expiry = time.AfterFunc(time.Until(t), func() { s.Close(messages.CloseTokenExpired, "token expired: reconnect with a new token") })
-	}
 }
 
 // attach binds the upgraded connection and flushes what came before. It

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"container/heap"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,8 +22,8 @@ type liveConn struct {
 	stale time.Duration // its heartbeat class's (config.Class)
 	gone  bool          // terminated: dropped when it next comes due
 	due   time.Time     // when the gateway looks at it next
-	// expires is when its credential does (Unix ns; 0: never, or told):
-	// the connection is told to close then (OpenRequest.Expires).
+	// expires is when its credential does (Unix ns; 0: never): the
+	// connection is told to close then (OpenRequest.Expires, expiryNanos).
 	expires int64
 
 	// The heartbeat sequence (restarts, the drift fuse) and the platform's
@@ -56,17 +57,13 @@ func (d *deadlines) Pop() any {
 // dropped. A connection told to check itself is put back one check later:
 // if it was not stale after all (a heartbeat in its mailbox) or a stall
 // holds its decision, the next period looks again. A connection whose
-// credential expired by now is told so once (expire), and stays in the
-// deadlines until it stops.
+// credential expired by now is told so (expire), again each check until it
+// stops.
 func (d *deadlines) due(now time.Time, check time.Duration, tell, expire func(*actor.PID)) {
 	for d.Len() > 0 && !(*d)[0].due.After(now) {
 		c := heap.Pop(d).(*liveConn)
 		if c.gone {
 			continue
-		}
-		if c.expires != 0 && c.expires <= now.UnixNano() {
-			c.expires = 0
-			expire(c.pid)
 		}
 		if at := time.Unix(0, c.alive.Load()).Add(c.stale); at.After(now) {
 			c.due = at
@@ -74,9 +71,24 @@ func (d *deadlines) due(now time.Time, check time.Duration, tell, expire func(*a
 			tell(c.pid)
 			c.due = now.Add(check)
 		}
-		c.dueBy(c.expires)
+		if c.expires != 0 && c.expires <= now.UnixNano() {
+			expire(c.pid) // again each check until it stops: closing twice is closing once
+			c.dueBy(now.Add(check).UnixNano())
+		} else {
+			c.dueBy(c.expires)
+		}
 		heap.Push(d, c)
 	}
+}
+
+// expiryNanos is an expiry as liveConn.expires keeps it: 0 for none, or
+// for one past what Unix nanoseconds hold (after 2262: a token minted to
+// never expire), which would wrap to the past; at least 1 ns otherwise.
+func expiryNanos(t time.Time) int64 {
+	if t.IsZero() || t.After(time.Unix(0, math.MaxInt64)) {
+		return 0
+	}
+	return max(t.UnixNano(), 1)
 }
 
 // dueBy brings the entry's due time forward to expires (Unix ns; 0: none).

@@ -111,7 +111,8 @@ func TestHeartbeatsWithoutMessagesCountRestarts(t *testing.T) {
 // A connection lives no longer than its credential: the gateway's
 // deadlines tell it when its token expires, and it closes its socket with
 // 4401 within a check of the expiry and not before, though it heartbeats
-// on; the connection without an expiry next to it stays.
+// on; the connections without an expiry, or with one past what Unix
+// nanoseconds hold, stay.
 func TestTokenExpiryClosesWithinACheck(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		timing := config.Fast()
@@ -124,6 +125,12 @@ func TestTokenExpiryClosesWithinACheck(t *testing.T) {
 			t.Fatal(err)
 		}
 		other := e.connect(e.n.Gateway(), "bob", "phone", 1)
+		// A token minted never to expire (exp 9999999999, in 2286): past
+		// what Unix nanoseconds hold, it must not wrap to the past.
+		far, err := e.open(e.n.Gateway(), OpenRequest{User: "carol", Device: "phone", Attempt: 1, Expires: time.Unix(9999999999, 0)})
+		if err != nil {
+			t.Fatal(err)
+		}
 		time.Sleep(time.Until(expires) - time.Millisecond)
 		synctest.Wait()
 		if c := d.sock.closeCode(); c != 0 {
@@ -139,6 +146,9 @@ func TestTokenExpiryClosesWithinACheck(t *testing.T) {
 		}
 		if c := other.sock.closeCode(); c != 0 {
 			t.Fatalf("the connection without an expiry was closed with %d", c)
+		}
+		if c := far.sock.closeCode(); c != 0 {
+			t.Fatalf("the connection whose token expires in 2286 was closed with %d", c)
 		}
 	})
 }

@@ -170,10 +170,8 @@ func (a *gatewayActor) spawn(ctx actor.Context, r OpenRequest) {
 		return
 	}
 	r.live.pid, r.live.due = pid, r.since.Add(r.live.stale)
-	if !r.Expires.IsZero() {
-		r.live.expires = max(r.Expires.UnixNano(), 1)
-		r.live.dueBy(r.live.expires)
-	}
+	r.live.expires = expiryNanos(r.Expires)
+	r.live.dueBy(r.live.expires)
 	a.conns[r.ConnID] = r.live
 	heap.Push(&a.due, r.live)
 	a.g.conns.Add(1)
@@ -192,10 +190,11 @@ type OpenRequest struct {
 	Platform messages.Platform
 	Activity messages.Activity
 	Class    string
-	// Expires is when the device's credential expires (zero: never): the
-	// connection's socket is then closed with messages.CloseTokenExpired,
-	// within a check period (config.Timing.Check) of it. The gateway's
-	// deadlines look at it, so a connection holds no timer of its own for it.
+	// Expires is when the device's credential expires (zero, or past
+	// what Unix nanoseconds hold: never): the connection's socket is then
+	// closed with messages.CloseTokenExpired, within a check period
+	// (config.Timing.Check) of it. The gateway's deadlines look at it, so a
+	// connection holds no timer of its own for it.
 	Expires time.Time
 
 	since time.Time // set by Open

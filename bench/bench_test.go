@@ -103,6 +103,41 @@ func TestBenchSmoke(t *testing.T) {
 	}
 }
 
+// A run stopped in its idle window (bench run's SIGINT or SIGTERM end its
+// context) returns the context's error instead of going on to the fan-out
+// and the next run: without the checks it finished both and returned no
+// error.
+func TestRunStopsWhenItsContextEnds(t *testing.T) {
+	dir := t.TempDir()
+	buildBinaries(t, dir)
+	o := Options{
+		N: 200, PerWorker: 200, Runs: 2, Idle: 10 * time.Minute, Interval: 2 * time.Second,
+		Debounce: 300 * time.Millisecond, Concurrency: 20, Subs: 100, Rounds: 1, LookupRate: 5,
+		Bin: dir, Self: filepath.Join(dir, "bench"), Dir: dir, Systems: []string{"presence"},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	o.Progress = cancelAt{"presence idle", cancel}
+	results, err := Run(ctx, o)
+	if !errors.Is(err, context.Canceled) || len(results) != 0 {
+		t.Fatalf("Run stopped in its idle window: %d results, err %v; want none and %v", len(results), err, context.Canceled)
+	}
+}
+
+// cancelAt is a progress writer that calls cancel when the progress says
+// what.
+type cancelAt struct {
+	what   string
+	cancel context.CancelFunc
+}
+
+func (c cancelAt) Write(b []byte) (int, error) {
+	if bytes.Contains(b, []byte(c.what)) {
+		c.cancel()
+	}
+	return len(b), nil
+}
+
 func checkResult(t *testing.T, o Options, r RunResult) {
 	t.Helper()
 	switch {

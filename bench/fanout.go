@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -13,7 +14,10 @@ import (
 // closes that user's one device Rounds times: each subscriber's latency is
 // its receive time minus the close minus the system's debounce (what the
 // design waits on purpose).
-func fanout(o Options, sys system, ws []*workerProc, res *RunResult) error {
+func fanout(ctx context.Context, o Options, sys system, ws []*workerProc, res *RunResult) error {
+	if err := ctx.Err(); err != nil { // stopped: not even the subscribers
+		return err
+	}
 	if err := eachWorker(ws, func(w *workerProc) error {
 		k := min(max(o.Subs-w.first, 0), w.count)
 		if k == 0 {
@@ -39,6 +43,9 @@ func fanout(o Options, sys system, ws []*workerProc, res *RunResult) error {
 		go p.profile(time.Duration(o.Rounds)*4*time.Second, filepath.Join(o.Profile, fmt.Sprintf("fanout-cpu-%d.pprof", time.Now().Unix())))
 	}
 	for round := range o.Rounds {
+		if err := ctx.Err(); err != nil { // stopped: no more rounds
+			return err
+		}
 		o.progressf("\r\033[K%s fan-out round %d/%d", sys.Name(), round+1, o.Rounds)
 		if _, err := t.ask("open "+target, "opened", time.Minute); err != nil {
 			return err

@@ -113,7 +113,8 @@ type RunResult struct {
 }
 
 // Run measures every system Runs times, alternating them, and returns all
-// results.
+// results. Once ctx ends (bench run's SIGINT or SIGTERM) it returns ctx's
+// error at the next phase instead of going on.
 func Run(ctx context.Context, o Options) ([]RunResult, error) {
 	o.Defaults()
 	var out []RunResult
@@ -196,12 +197,15 @@ func runOnce(ctx context.Context, o Options, name, dir string, hold bool) (RunRe
 	if err := idle(ctx, o, sys, ws, &res, hold); err != nil {
 		return res, err
 	}
+	if err := ctx.Err(); err != nil { // stopped (SIGINT, SIGTERM): a cut window is no result
+		return res, err
+	}
 	m2, err := memoryOf(sys)
 	if err != nil {
 		return res, err
 	}
 	res.RSSIdle, res.Heap, res.LiveHeap = (m2.rss-m0.rss)/n, (m2.heap-m0.heap)/n, (m2.live-m0.live)/n
-	if err := fanout(o, sys, ws, &res); err != nil {
+	if err := fanout(ctx, o, sys, ws, &res); err != nil {
 		return res, err
 	}
 	st, err := collectStats(ws)

@@ -121,15 +121,7 @@ func TestLookupLoadRacingAPolicyChange(t *testing.T) {
 		if !st.GetOnline() {
 			t.Fatalf("lookup: %v, want alice online", st)
 		}
-		if n := testutil.ToFloat64(e.n.metrics.ViewReads); n != 0 || l.loads.Load() != 2 {
-			t.Fatalf("view reads %v (want 0: the hand-over refused), store reads %d (want 2: the lookup's, the view's)", n, l.loads.Load())
-		}
-		bob := e.subscribe("alice", "bob")
-		time.Sleep(time.Second)
-		synctest.Wait()
-		if got := bob.snapshot(); len(got) != 1 || !got[0].GetVisible() {
-			t.Fatalf("bob, a contact in the new policy: snapshot %v, want alice visible", got)
-		}
+		e.viewReadItself(l, "the hand-over refused", "the lookup's, the view's", "a contact in the new policy")
 		phone.close()
 	})
 }
@@ -154,17 +146,25 @@ func TestLookupLoadFailingAsksTheView(t *testing.T) {
 		if !st.GetOnline() || len(st.GetDevices()) != 1 {
 			t.Fatalf("lookup: %v, want alice online with her phone", st)
 		}
-		if n := testutil.ToFloat64(e.n.metrics.ViewReads); n != 0 || l.loads.Load() != 2 {
-			t.Fatalf("view reads %v (want 0: nothing handed over), store reads %d (want 2: the lookup's failed, the view's)", n, l.loads.Load())
-		}
-		bob := e.subscribe("alice", "bob")
-		time.Sleep(time.Second)
-		synctest.Wait()
-		if got := bob.snapshot(); len(got) != 1 || !got[0].GetVisible() {
-			t.Fatalf("bob, a contact: snapshot %v, want alice visible (the view's own read)", got)
-		}
+		e.viewReadItself(l, "nothing handed over", "the lookup's failed, the view's", "a contact, by the view's own read")
 		phone.close()
 	})
+}
+
+// viewReadItself checks that no lookup read alice's view (why), that the
+// store was read twice (reads: by whom), and that bob, a contact in what
+// the view read (contact), sees her.
+func (e *env) viewReadItself(l *heldLoader, why, reads, contact string) {
+	e.t.Helper()
+	if n := testutil.ToFloat64(e.n.metrics.ViewReads); n != 0 || l.loads.Load() != 2 {
+		e.t.Fatalf("view reads %v (want 0: %s), store reads %d (want 2: %s)", n, why, l.loads.Load(), reads)
+	}
+	bob := e.subscribe("alice", "bob")
+	time.Sleep(time.Second)
+	synctest.Wait()
+	if got := bob.snapshot(); len(got) != 1 || !got[0].GetVisible() {
+		e.t.Fatalf("bob, %s: snapshot %v, want alice visible", contact, got)
+	}
 }
 
 // heldEnv is an env whose policy store is a heldLoader (also its history).

@@ -175,15 +175,19 @@ func expectOK(t *testing.T, rep *Report, dir string) {
 		t.Logf("%s: n %d, %.0f / %.0f / %.0f ms, bound %.0f", s.Bound, s.N, s.MinMs, s.MedMs, s.MaxMs, s.BoundMs)
 	}
 	if !rep.OK {
+		// The excerpts first and the findings last: what CI shows of a
+		// failed run is its output's tail.
 		for _, r := range rep.Rounds {
-			t.Logf("round %d: %s; notes %q", r.Index, r.Fault, r.Notes)
-			for _, f := range r.Findings {
-				t.Logf("  %s %s %s: %s", f.Kind, f.Device, f.Watcher, f.Detail)
-			}
 			if len(r.Findings) > 0 {
 				for _, l := range logExcerpt(filepath.Join(dir, fmt.Sprintf("round-%d", r.Index)), r.Findings, 200) {
 					t.Log("  " + l)
 				}
+			}
+		}
+		for _, r := range rep.Rounds {
+			t.Logf("round %d: %s; notes %q", r.Index, r.Fault, r.Notes)
+			for _, f := range r.Findings {
+				t.Logf("  %s %s %s: %s", f.Kind, f.Device, f.Watcher, f.Detail)
 			}
 		}
 		t.Fatalf("not ok: error %q, findings %v", rep.Error, rep.Findings)

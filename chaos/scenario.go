@@ -203,7 +203,7 @@ func (e *Env) checkStayed(r *Round, ws []*Watcher, ds []*Device, since time.Time
 			}
 			for _, d := range ds {
 				if d.User == ev.Target {
-					r.find("false_offline", d.User, w.User, fmt.Sprintf("%v at version %d, still connected to %s (%s)", ev.Status, ev.Version, d.Node.ID, d.health()))
+					r.find("false_offline", d.User, w.User, fmt.Sprintf("%v at version %d at %s, still connected to %s (%s)", ev.Status, ev.Version, ev.At.UTC().Format("15:04:05.000"), d.Node.ID, d.health()))
 				}
 			}
 		}

@@ -8,15 +8,18 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
 // A real network partition on the process backend. Every node listens on
 // a loopback address of its own (127.77.P.i) and runs with a group id of
 // its own, and the firewall drops packets in an iptables chain of this
-// run's own (PRESENCE-CHAOS-<pid>), jumped to from OUTPUT and always
-// removed at the end. Addresses alone cannot tell the nodes' packets
+// run's own (PRESENCE-CHAOS-<pid>), jumped to from OUTPUT and removed at
+// the end; a run killed before its end leaves it, and the next run
+// removes it (removeStale). Addresses alone cannot tell the nodes' packets
 // apart: Linux sends every connection to a 127/8 address from 127.0.0.1,
 // so the rules match the sending process's group (iptables owner match):
 // an isolated node may only answer on its device and admin ports (the
@@ -43,8 +46,12 @@ func iptables(args ...string) error {
 	return nil
 }
 
+// chainPrefix names a run's chain, followed by its process id.
+const chainPrefix = "PRESENCE-CHAOS-"
+
 func newFirewall() (*firewall, error) {
-	f := &firewall{chain: fmt.Sprintf("PRESENCE-CHAOS-%d", os.Getpid())}
+	removeStale()
+	f := &firewall{chain: fmt.Sprintf("%s%d", chainPrefix, os.Getpid())}
 	if err := iptables("-N", f.chain); err != nil {
 		return nil, err
 	}
@@ -108,6 +115,33 @@ func (f *firewall) remove() {
 	_ = iptables("-D", "OUTPUT", "-j", f.chain)
 	_ = iptables("-F", f.chain)
 	_ = iptables("-X", f.chain)
+}
+
+// removeStale removes the chains of earlier runs whose process is gone (a
+// harness killed with SIGKILL never removed its own) or that carry this
+// process's id (a reused pid): their rules would drop this run's packets
+// where its addresses and groups repeat theirs (isolation), and the chain
+// of our own id could not be created.
+func removeStale() {
+	out, err := exec.Command("iptables", "-S").Output()
+	if err != nil {
+		return // newFirewall's own call says why
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		id, ok := strings.CutPrefix(line, "-N "+chainPrefix)
+		if !ok {
+			continue
+		}
+		if pid, err := strconv.Atoi(id); err == nil && (pid == os.Getpid() || !alive(pid)) {
+			(&firewall{chain: chainPrefix + id}).remove()
+		}
+	}
+}
+
+// alive reports whether a process of that id exists.
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // isolate cuts n off from the others: the firewall on the process backend

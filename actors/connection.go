@@ -55,8 +55,11 @@ type connActor struct {
 
 	active bool // the lease was acquired
 	ended  bool // released, lost or closed: nothing more to send
-	renew  timer
-	rereg  timer
+	// reregArmed: a re-register is armed and not sent yet; a later
+	// membership change does not postpone it (onReregister).
+	reregArmed bool
+	renew      timer
+	rereg      timer
 	// status is the newest status of the user this connection heard: its
 	// own set_status, or what the view told it (ConnStatus), told again
 	// after a re-register.
@@ -149,9 +152,7 @@ func (a *connActor) Receive(ctx actor.Context) {
 	case reregister:
 		a.onReregister(ctx)
 	case reregisterDue:
-		if m.gen == a.reregGen {
-			a.reregisterNow(ctx)
-		}
+		a.onReregisterDue(ctx, m)
 	case reregistered:
 		a.onReregistered(ctx, m)
 	case connClosed:
@@ -264,14 +265,40 @@ func (a *connActor) armRenew(ctx actor.Context, first bool) {
 
 // onReregister waits until the change has reached every member (so all
 // route alike), spread over half a renewal so a topology change is not a
-// storm. A later change supersedes an earlier one's re-register.
-func (a *connActor) onReregister(ctx actor.Context) { a.armReregister(ctx, a.env.propagation) }
+// storm. A re-register armed for an earlier change is not postponed: when
+// each change pushed it on, a cascade of them less than a propagation and
+// a spread apart (a 2+2+1 split declares members dead one by one) held it
+// back to the last, past the settle of a view re-created at the first,
+// which then showed the device offline until it came. It goes out when
+// due and is armed again if a change came less than a propagation before
+// (onReregisterDue): at most about two per change.
+func (a *connActor) onReregister(ctx actor.Context) {
+	if !a.reregArmed {
+		a.armReregister(ctx, a.env.propagation)
+	}
+}
+
+// onReregisterDue sends the armed re-register, and arms another if the
+// membership changed less than a propagation ago: the members that place
+// by that change may not all have heard of it yet.
+func (a *connActor) onReregisterDue(ctx actor.Context, m reregisterDue) {
+	if m.gen != a.reregGen {
+		return
+	}
+	a.reregArmed = false
+	a.reregisterNow(ctx)
+	if left := a.env.propagation - time.Since(a.env.place.lastChange()); left > 0 {
+		a.armReregister(ctx, left)
+	}
+}
 
 // armReregister re-registers after wait plus a random spread over half a
-// renewal, superseding a re-register armed before.
+// renewal, replacing a re-register armed or sent before (its answer is
+// then ignored).
 func (a *connActor) armReregister(ctx actor.Context, wait time.Duration) {
 	a.reregGen++
 	a.reregTries = 0
+	a.reregArmed = true
 	spread := time.Duration(a.rng.Float64() * float64(a.env.timing.Renew/2))
 	a.rereg.arm(a.env.sched, wait+spread, ctx.Self(), reregisterDue{a.reregGen})
 }
@@ -381,6 +408,7 @@ func (a *connActor) onReregistered(ctx actor.Context, m reregistered) {
 	a.reregTries++
 	wait := core.Backoff(a.rng, a.env.timing.Check, a.env.timing.Renew/2, a.reregTries)
 	a.env.log.Debug("connection: re-register failed, retrying", "conn", a.id, "tries", a.reregTries, "wait", wait, "err", m.err)
+	a.reregArmed = true
 	a.rereg.arm(a.env.sched, wait, ctx.Self(), reregisterDue{a.reregGen})
 }
 

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -82,12 +83,18 @@ type fakeRoster struct {
 	up    map[string]int64
 	doubt time.Duration
 	moved bool
+	// movedAt (unix nanoseconds, 0: never) is a change that moved every
+	// identity: Moved reports it while it is within the window asked.
+	movedAt atomic.Int64
 }
 
-func (r *fakeRoster) Self() cluster.Member                 { return cluster.Member{ID: "g1", State: cluster.Alive} }
-func (r *fakeRoster) Members() []cluster.Member            { return nil }
-func (r *fakeRoster) Owner(kind, identity string) string   { return "" }
-func (r *fakeRoster) Moved(string, string, time.Time) bool { return r.moved }
+func (r *fakeRoster) Self() cluster.Member               { return cluster.Member{ID: "g1", State: cluster.Alive} }
+func (r *fakeRoster) Members() []cluster.Member          { return nil }
+func (r *fakeRoster) Owner(kind, identity string) string { return "" }
+func (r *fakeRoster) Moved(_, _ string, since time.Time) bool {
+	at := r.movedAt.Load()
+	return r.moved || at != 0 && at >= since.UnixNano()
+}
 
 func (r *fakeRoster) Gone(actor string) bool {
 	r.mu.Lock()
@@ -326,6 +333,18 @@ func (e *env) subscribe(target, viewer string) *probe {
 	pid := e.n.System().Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))
 	e.t.Cleanup(func() { _ = e.n.System().Root.StopFuture(pid).Wait() })
 	e.n.Subscribe(target, viewer, pid, "r1")
+	return p
+}
+
+// reattach spawns a probe for viewer re-attaching to target's view, as a
+// connection re-registering after a membership change does, having last
+// seen target online.
+func (e *env) reattach(target, viewer string) *probe {
+	p := &probe{}
+	pid := e.n.System().Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))
+	e.t.Cleanup(func() { _ = e.n.System().Root.StopFuture(pid).Wait() })
+	last := &messages.Presence{User: target, Status: messages.Status_online, Show: messages.Show_available, Version: 1}
+	e.n.dir.Send(KindView, target, &messages.ViewSubscribe{Target: target, Viewer: viewer, Sink: refOf(pid), Reattach: true, Last: last})
 	return p
 }
 

@@ -29,6 +29,7 @@ type flakyDir struct {
 	fail     int         // re-registers still to fail
 	failedAt []time.Time // when each failing call began
 	passed   int         // re-registers that reached the lease
+	passedAt []time.Time // when each of them was sent
 }
 
 var errOwnerGone = errors.New("flakyDir: the identity's owner is gone")
@@ -47,6 +48,7 @@ func (d *flakyDir) failing(msg any) bool {
 		d.failedAt = append(d.failedAt, time.Now())
 	} else {
 		d.passed++
+		d.passedAt = append(d.passedAt, time.Now())
 	}
 	d.mu.Unlock()
 	if fail {
@@ -146,6 +148,47 @@ func TestReregisterRetriesWithBackoff(t *testing.T) {
 		// is longer than the first whatever the draws.
 		if first, third := failed[1].Sub(failed[0]), failed[3].Sub(failed[2]); third <= first {
 			t.Fatalf("retry waits %v ... %v: the back-off does not grow", first, third)
+		}
+	})
+}
+
+// A cascade of membership changes less than a propagation apart (a 2+2+1
+// split declares members dead one by one, seconds apart) does not hold a
+// connection's re-register back to the last of them: one goes out within
+// a propagation and half a renewal of the first, before a view re-created
+// then settles (Timing.Settle after it), and one after the last change
+// reached every member; at most about two per change. (Before, each
+// change postponed it: the first went out a propagation after the last.)
+func TestReregisterNotPostponedByACascade(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, fd := flakyEnv(t, 0, 0)
+		const prop, changes, gap = 600 * time.Millisecond, 8, 400 * time.Millisecond
+		e.n.envs.conn.propagation = prop // the fast preset's gossip
+		e.connect(e.n.Gateway(), "alice", "phone", 1)
+		time.Sleep(time.Second)
+		first, last := time.Now(), time.Time{}
+		for range changes {
+			last = time.Now()
+			e.n.changedAt.Store(last.UnixNano())
+			e.n.root.Send(e.n.Gateway().pid, topologyChanged{})
+			time.Sleep(gap)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		fd.mu.Lock()
+		at := append([]time.Time(nil), fd.passedAt...)
+		fd.mu.Unlock()
+		if len(at) == 0 {
+			t.Fatal("no re-register reached the lease")
+		}
+		if due := first.Add(prop + e.n.deps.Timing.Renew/2); at[0].After(due) {
+			t.Fatalf("first re-register %v after the first change, want within %v", at[0].Sub(first), due.Sub(first))
+		}
+		if end := at[len(at)-1]; end.Before(last.Add(prop)) {
+			t.Fatalf("last re-register %v after the last change, want one after its propagation %v", end.Sub(last), prop)
+		}
+		if len(at) > 2*changes {
+			t.Fatalf("%d re-registers for %d changes, want at most %d", len(at), changes, 2*changes)
 		}
 	})
 }

@@ -332,9 +332,9 @@ func TestViewActivationReadsOnceWithAViewLoader(t *testing.T) {
 
 // A view that may replace one on another member settles Timing.Settle
 // after the latest membership change, not only after its activation: in a
-// cascade of verdicts its devices re-register after the last one (each
-// change supersedes the one before), and a view activated at the first
-// published a device offline just before its re-registration came.
+// cascade of verdicts its devices re-register up to a propagation and a
+// spread after the latest, and a view activated at the first published a
+// device offline just before its re-registration came.
 func TestUnsettledViewWaitsForTheLastChange(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		timing := config.Fast()
@@ -349,15 +349,47 @@ func TestUnsettledViewWaitsForTheLastChange(t *testing.T) {
 		e.connect(e.n.Gateway(), "alice", "phone", 1) // her device re-registers
 		time.Sleep(2 * timing.Settle)
 		synctest.Wait()
-		for _, ev := range p.all() {
-			if ev.p.GetStatus() != messages.Status_online {
-				t.Fatalf("events %v: alice was connected all along", e.statuses(p))
-			}
-		}
-		if len(p.all()) != 1 {
-			t.Fatalf("events %v, want her online once", e.statuses(p))
-		}
+		e.expectOnlineOnce(p, "alice")
 	})
+}
+
+// A later change that did not move a re-created view holds its settle
+// too: it may have moved a lease of the user's devices, whose member was
+// declared dead only then (a 2+2+1 split, sides declared dead seconds
+// apart), and that device re-registers a propagation and a spread after
+// it, past the settle of the view's own activation; a re-attached
+// subscriber must not be told offline meanwhile.
+func TestUnsettledViewWaitsForALeaseMovedLater(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Fast()
+		timing.FailureDetection, timing.Settle = 2700*time.Millisecond, 1550*time.Millisecond // cluster.Timings' (fast)
+		roster := &fakeRoster{}
+		e := newEnv(t, timing, seams{members: roster})
+		e.n.changedAt.Store(time.Now().UnixNano()) // the member holding alice's view declared dead
+		roster.movedAt.Store(time.Now().UnixNano())
+		if err := e.policies.Put(context.Background(), "alice", store.PolicyDoc{Granularity: core.Exact, Contacts: []string{"bob"}}); err != nil {
+			t.Fatal(err) // stored, not told: that would activate her view now
+		}
+		time.Sleep(300 * time.Millisecond)
+		p := e.reattach("alice", "bob") // re-creates her view here
+		time.Sleep(700 * time.Millisecond)
+		e.n.changedAt.Store(time.Now().UnixNano())    // the one holding her lease: her view stays
+		time.Sleep(900 * time.Millisecond)            // past the activation's settle
+		e.connect(e.n.Gateway(), "alice", "phone", 1) // her device re-registers
+		time.Sleep(2 * timing.Settle)
+		synctest.Wait()
+		e.expectOnlineOnce(p, "alice")
+	})
+}
+
+// expectOnlineOnce fails unless p was told user online once and nothing
+// else: the user was connected all along.
+func (e *env) expectOnlineOnce(p *probe, user string) {
+	e.t.Helper()
+	ev := p.all()
+	if len(ev) != 1 || ev[0].p.GetStatus() != messages.Status_online {
+		e.t.Fatalf("events %v, want %s online once: connected all along", e.statuses(p), user)
+	}
 }
 
 // Changes that keep coming (a rolling deploy, a member crash-looping) do

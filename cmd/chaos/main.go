@@ -6,6 +6,7 @@
 //	chaos run --scenario partition --groups 4+5 --report DIR         (sides of a partition; 9 nodes)
 //	chaos run --scenario kill-seq --nodes 9 --kills 3 --report DIR
 //	chaos run --scenario churn --users U --online N --stay D --idle D --report DIR
+//	chaos margins DIR...   (what re-created views had left of their settle, from debug logs)
 //
 // It exits 0 only if every measured latency is within its bound and no
 // false offline, ghost or lost event was seen; 1 otherwise; 2 on bad usage.
@@ -38,6 +39,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "%-14s %s\n", s.Name, s.About)
 		}
 		return 0
+	case "margins":
+		return margins(args[1:], stdout, stderr)
 	case "run":
 	default:
 		fmt.Fprintf(stderr, "chaos: unknown command %q\n", args[0])
@@ -50,6 +53,31 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	return runAll(ctx, o, stdout, stderr)
+}
+
+// margins prints, for each report directory of runs with --node-flags
+// "--log-level debug", how long before their settle the re-created views
+// heard a device come up (chaos.SettleMargins): n, min, 5th percentile and
+// median.
+func margins(dirs []string, stdout, stderr io.Writer) int {
+	if len(dirs) == 0 {
+		fmt.Fprintln(stderr, "usage: chaos margins DIR... (report directories of runs with --node-flags \"--log-level debug\")")
+		return 2
+	}
+	for _, dir := range dirs {
+		m, err := chaos.SettleMargins(dir)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
+		if len(m) == 0 {
+			fmt.Fprintf(stdout, "%s: no re-created view heard a device before its settle (debug logs?)\n", dir)
+			continue
+		}
+		fmt.Fprintf(stdout, "%s: %d views, min %.2f s, 5th percentile %.2f s, median %.2f s\n",
+			dir, len(m), m[0].Seconds(), m[len(m)/20].Seconds(), m[len(m)/2].Seconds())
+	}
+	return 0
 }
 
 // runFlags parses `chaos run`'s flags; false: they are wrong (and said so).

@@ -29,3 +29,15 @@ func TestRunFlagsForNodesAndFaults(t *testing.T) {
 		t.Fatalf("ok %v, args %q, faults %q", ok, o.Args, o.Faults)
 	}
 }
+
+// margins needs a directory; one without debug logs says so, and exits 0.
+func TestMargins(t *testing.T) {
+	var out, errs bytes.Buffer
+	if code := run([]string{"margins"}, &out, &errs); code != 2 || errs.Len() == 0 {
+		t.Fatalf("no directory: exit %d, stderr %q: want 2 and a reason", code, errs.String())
+	}
+	dir := t.TempDir()
+	if code := run([]string{"margins", dir}, &out, &errs); code != 0 || !strings.Contains(out.String(), "no re-created view") {
+		t.Fatalf("empty report: exit %d, stdout %q", code, out.String())
+	}
+}

@@ -106,7 +106,8 @@ func TestBenchSmoke(t *testing.T) {
 // A run stopped in its idle window (bench run's SIGINT or SIGTERM end its
 // context) returns the context's error instead of going on to the fan-out
 // and the next run: without the checks it finished both and returned no
-// error.
+// error. With --profile naming a directory that does not exist yet, Run
+// makes it (its workers failed on their first profile before).
 func TestRunStopsWhenItsContextEnds(t *testing.T) {
 	dir := t.TempDir()
 	buildBinaries(t, dir)
@@ -114,6 +115,7 @@ func TestRunStopsWhenItsContextEnds(t *testing.T) {
 		N: 200, PerWorker: 200, Runs: 2, Idle: 10 * time.Minute, Interval: 2 * time.Second,
 		Debounce: 300 * time.Millisecond, Concurrency: 20, Subs: 100, Rounds: 1, LookupRate: 5,
 		Bin: dir, Self: filepath.Join(dir, "bench"), Dir: dir, Systems: []string{"presence"},
+		Profile: filepath.Join(dir, "profiles", "run"),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -121,6 +123,9 @@ func TestRunStopsWhenItsContextEnds(t *testing.T) {
 	results, err := Run(ctx, o)
 	if !errors.Is(err, context.Canceled) || len(results) != 0 {
 		t.Fatalf("Run stopped in its idle window: %d results, err %v; want none and %v", len(results), err, context.Canceled)
+	}
+	if ps, _ := filepath.Glob(filepath.Join(o.Profile, "worker-*.pprof")); len(ps) == 0 {
+		t.Fatalf("no worker profile in %s", o.Profile)
 	}
 }
 

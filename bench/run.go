@@ -117,6 +117,11 @@ type RunResult struct {
 // error at the next phase instead of going on.
 func Run(ctx context.Context, o Options) ([]RunResult, error) {
 	o.Defaults()
+	if o.Profile != "" { // the workers write their profiles there too
+		if err := os.MkdirAll(o.Profile, 0o755); err != nil {
+			return nil, fmt.Errorf("bench: --profile: %w", err)
+		}
+	}
 	var out []RunResult
 	for r := range o.Runs {
 		for _, name := range o.Systems {

@@ -66,8 +66,8 @@ type connActor struct {
 	status *messages.DeviceShow
 	// dev is the device's declared state (activity.go).
 	dev devState
-	// reregGen tags the re-register of the latest membership change (its
-	// timer and the lease's answer); reregTries counts its failures.
+	// reregGen tags the re-register armed last (its timer and the lease's
+	// answer); reregTries counts its failures.
 	reregGen   uint64
 	reregTries int
 }
@@ -398,9 +398,11 @@ func (a *connActor) heardStatus(m *messages.ConnStatus) {
 func (a *connActor) reregTimeout() time.Duration { return min(a.env.timing.Renew, 5*time.Second) }
 
 // onReregistered tries a re-register that got no answer (its owner died,
-// or no member hosts the identity yet) again after a back-off, unless a
-// later change superseded it. A refusal is not retried: the lease went to
-// a newer connection, and the next renewal hears so (ConnLost).
+// or no member hosts the identity yet) again after a back-off, unless one
+// armed after it was sent replaced it (its answer is then ignored); a
+// later change does not postpone the retry (onReregister). A refusal is
+// not retried: the lease went to a newer connection, and the next renewal
+// hears so (ConnLost).
 func (a *connActor) onReregistered(ctx actor.Context, m reregistered) {
 	if m.gen != a.reregGen || a.ended || m.err == nil {
 		return

@@ -368,8 +368,8 @@ func (a *viewActor) onDebounce(ctx actor.Context, m debounceFired, now time.Time
 // came later: its re-registrations are still to come, whether it moved the
 // view or only a lease of the user's devices (a member holding it declared
 // dead after the view's activation: that device re-registers only then;
-// the chaos harness's 2+2+1 lease partition had one come 0.41 s before
-// the activation's settle).
+// in the chaos harness's 2+2+1 lease partition one came 252 ms after the
+// activation's settle, a false offline).
 func (a *viewActor) onSettle(ctx actor.Context, m settleView, now time.Time) {
 	if left := a.settleLeft(now); a.v.Unsettled && left > 0 {
 		a.settle.arm(a.env.sched, left, ctx.Self(), m)
@@ -391,15 +391,15 @@ func (a *viewActor) onSettle(ctx actor.Context, m settleView, now time.Time) {
 // died or moved. Once that window is over, re-attached subscribers get the
 // state.
 //
-// From the latest change that may have moved it, not the activation alone
-// (and a failure detection and settle after the activation at the latest):
-// connections re-register a propagation and a random part of renew/2
-// after the last change they heard of (each change supersedes the one
-// before), so in a cascade of verdicts (a 2+2+1 split: three members
-// declared dead over a second) a view activated at the first had settled,
-// and published a device offline just before its re-registration came
-// (the chaos harness, partition-2-2-1-lease: a false offline at the
-// serving side).
+// From the latest change, not the activation alone (and a failure
+// detection and settle after the activation at the latest): connections
+// re-register up to a propagation and a random part of renew/2 after each
+// change they hear of, and the change may have moved the view or only a
+// lease of its devices (onSettle), so in a cascade of verdicts (a 2+2+1
+// split: members declared dead one by one) a view activated at the first
+// had settled, and published a device offline just before its
+// re-registration came (the chaos harness, partition-2-2-1-lease: a false
+// offline at the serving side).
 func (a *viewActor) unsettle(ctx actor.Context, now time.Time) {
 	if a.v.Unsettled {
 		return

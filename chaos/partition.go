@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -49,6 +50,10 @@ func iptables(args ...string) error {
 // chainPrefix names a run's chain, followed by its process id.
 const chainPrefix = "PRESENCE-CHAOS-"
 
+// ownChain is whether this process has a firewall that was not removed:
+// then the chain of its pid is live, not stale (removeStale).
+var ownChain atomic.Bool
+
 func newFirewall() (*firewall, error) {
 	removeStale()
 	f := &firewall{chain: fmt.Sprintf("%s%d", chainPrefix, os.Getpid())}
@@ -59,6 +64,7 @@ func newFirewall() (*firewall, error) {
 		_ = iptables("-X", f.chain)
 		return nil, err
 	}
+	ownChain.Store(true)
 	return f, nil
 }
 
@@ -115,13 +121,19 @@ func (f *firewall) remove() {
 	_ = iptables("-D", "OUTPUT", "-j", f.chain)
 	_ = iptables("-F", f.chain)
 	_ = iptables("-X", f.chain)
+	if f.chain == fmt.Sprintf("%s%d", chainPrefix, os.Getpid()) {
+		ownChain.Store(false)
+	}
 }
 
 // removeStale removes the chains of earlier runs whose process is gone (a
 // harness killed with SIGKILL never removed its own) or that carry this
-// process's id (a reused pid): their rules would drop this run's packets
-// where its addresses and groups repeat theirs (isolation), and the chain
-// of our own id could not be created.
+// process's id while it has no firewall of its own (a reused pid): their
+// rules would drop this run's packets where its addresses and groups
+// repeat theirs (isolation), and the chain of our own id could not be
+// created. A process is looked for in this PID namespace: a harness in a
+// container sharing this network namespace but not its PIDs would look
+// gone (the project's own runs do not do that).
 func removeStale() {
 	out, err := exec.Command("iptables", "-S").Output()
 	if err != nil {
@@ -132,7 +144,7 @@ func removeStale() {
 		if !ok {
 			continue
 		}
-		if pid, err := strconv.Atoi(id); err == nil && (pid == os.Getpid() || !alive(pid)) {
+		if pid, err := strconv.Atoi(id); err == nil && (pid == os.Getpid() && !ownChain.Load() || pid != os.Getpid() && !alive(pid)) {
 			(&firewall{chain: chainPrefix + id}).remove()
 		}
 	}

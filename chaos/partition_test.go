@@ -9,7 +9,8 @@ import (
 
 // A chain left by a harness killed mid-partition (SIGKILL: it never
 // removed its own) is removed when the next run makes its firewall, jump
-// and rules included; a live process's chain is left alone.
+// and rules included; a live process's chain is left alone, this
+// process's own live one too.
 func TestNewFirewallRemovesStaleChains(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("iptables needs root")
@@ -35,7 +36,11 @@ func TestNewFirewallRemovesStaleChains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.remove()
+	defer f.remove()
+	removeStale() // as a second cluster of this process would, before its own
+	if err := iptables("-S", f.chain); err != nil {
+		t.Fatalf("this process's live chain was removed: %v", err)
+	}
 	if iptables("-S", stale) == nil {
 		t.Fatalf("%s of an exited process is still there", stale)
 	}

@@ -54,9 +54,12 @@ const chainPrefix = "PRESENCE-CHAOS-"
 // then the chain of its pid is live, not stale (removeStale).
 var ownChain atomic.Bool
 
+// ownChainName is this process's chain.
+func ownChainName() string { return fmt.Sprintf("%s%d", chainPrefix, os.Getpid()) }
+
 func newFirewall() (*firewall, error) {
 	removeStale()
-	f := &firewall{chain: fmt.Sprintf("%s%d", chainPrefix, os.Getpid())}
+	f := &firewall{chain: ownChainName()}
 	if err := iptables("-N", f.chain); err != nil {
 		return nil, err
 	}
@@ -121,7 +124,7 @@ func (f *firewall) remove() {
 	_ = iptables("-D", "OUTPUT", "-j", f.chain)
 	_ = iptables("-F", f.chain)
 	_ = iptables("-X", f.chain)
-	if f.chain == fmt.Sprintf("%s%d", chainPrefix, os.Getpid()) {
+	if f.chain == ownChainName() {
 		ownChain.Store(false)
 	}
 }
@@ -144,7 +147,11 @@ func removeStale() {
 		if !ok {
 			continue
 		}
-		if pid, err := strconv.Atoi(id); err == nil && (pid == os.Getpid() && !ownChain.Load() || pid != os.Getpid() && !alive(pid)) {
+		pid, err := strconv.Atoi(id)
+		if err != nil {
+			continue
+		}
+		if own := pid == os.Getpid(); own && !ownChain.Load() || !own && !alive(pid) {
 			(&firewall{chain: chainPrefix + id}).remove()
 		}
 	}

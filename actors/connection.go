@@ -490,11 +490,11 @@ func (a *connActor) subscribe(ctx actor.Context, m connSubscribe) {
 		a.batchedLocked(ctx.Self())
 		degraded = a.degradeNewLocked(targets)
 	}
+	a.out.mu.Unlock()
 	if err == nil && !a.hubbed { // before any view knows the sink
 		a.hubbed = true
 		a.env.hub.add(ctx.Self(), &a.out)
 	}
-	a.out.mu.Unlock()
 	if degraded != nil {
 		a.send(ctx, degraded)
 	}

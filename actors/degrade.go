@@ -133,8 +133,7 @@ func (a *connActor) degradeNewLocked(targets []string) *messages.Frame {
 // whose outbox is full is ended as an overflow.
 func (h *sinkHub) each(f func(*connOut) []*messages.Frame) int {
 	n := 0
-	h.conns.Range(func(_, v any) bool {
-		o := v.(*connOut)
+	for _, o := range h.all() {
 		o.mu.Lock()
 		var ok = true
 		if !o.closed {
@@ -148,8 +147,7 @@ func (h *sinkHub) each(f func(*connOut) []*messages.Frame) int {
 		if !ok && h.overflow != nil {
 			h.overflow(self)
 		}
-		return true
-	})
+	}
 	return n
 }
 

@@ -61,52 +61,35 @@ type fanGroup struct {
 // route groups a view's deliveries by the sinks' node and trimmed presence:
 // each group is one call to the view's own node's fan-out, or one
 // PresenceFanout to another node's, whatever the number of sinks there.
+// A view's publish shares one presence among the subscribers it trims
+// alike (core.View), so the presence's pointer is the group's key: a
+// handful of groups per event, searched in order, the last one first.
 // Deliveries for unknown sinks are dropped.
 func route(ds []core.Delivery, sinks map[string]*actor.PID) []*fanGroup {
-	// Every field of a Presence, so equal keys are equal presences.
-	type key struct {
-		addr, user      string
-		status          messages.Status
-		show            messages.Show
-		version         uint64
-		lastSeenMinute  uint32
-		devices         string // platformsKey
-		idleSinceMinute uint32
-		statusText      string
-	}
 	var groups []*fanGroup
-	byKey := map[key]*fanGroup{}
+	var last *fanGroup
 	for _, d := range ds {
 		sink := sinks[d.Sink]
 		if sink == nil {
 			continue
 		}
-		p := d.Presence
-		key := key{sink.GetAddress(), p.GetUser(), p.GetStatus(), p.GetShow(), p.GetVersion(), p.GetLastSeenMinute(),
-			platformsKey(p.GetDevices()), p.GetIdleSinceMinute(), p.GetStatusText()}
-		g := byKey[key]
-		if g == nil {
-			g = &fanGroup{addr: sink.GetAddress(), presence: d.Presence}
-			byKey[key] = g
-			groups = append(groups, g)
+		addr := sink.GetAddress()
+		if last == nil || last.presence != d.Presence || last.addr != addr {
+			last = nil
+			for _, g := range groups {
+				if g.presence == d.Presence && g.addr == addr {
+					last = g
+					break
+				}
+			}
+			if last == nil {
+				last = &fanGroup{addr: addr, presence: d.Presence}
+				groups = append(groups, last)
+			}
 		}
-		g.sinks = append(g.sinks, sink)
+		last.sinks = append(last.sinks, sink)
 	}
 	return groups
-}
-
-// platformsKey is a presence's platforms as a string, two bytes each
-// (platform, activity): what route's key compares. Every enum of the two
-// fits a byte.
-func platformsKey(ds []*messages.DevicePresence) string {
-	if len(ds) == 0 {
-		return ""
-	}
-	b := make([]byte, 0, 2*len(ds))
-	for _, d := range ds {
-		b = append(b, byte(d.GetPlatform()), byte(d.GetActivity()))
-	}
-	return string(b)
 }
 
 // fanoutMsg is a group's PresenceFanout to another node.

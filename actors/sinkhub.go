@@ -76,7 +76,10 @@ type connOverflow struct{}
 // view, so an event is one call and a write per socket, not a message per
 // subscriber. Workers run while they have work (no goroutine when idle).
 type sinkHub struct {
-	conns  sync.Map // actor id -> *connOut
+	// mu guards conns. Lock order: mu, then a connOut's mu; never the
+	// other way (add is called without the connection's lock).
+	mu     sync.RWMutex
+	conns  map[string]*connOut // actor id -> its sink and socket
 	next   atomic.Uint32
 	shards []fanShard
 	// longest is the longest event's fan-out since the last backlog
@@ -125,22 +128,45 @@ func (e *fanEvent) jobDone() {
 }
 
 func newSinkHub() *sinkHub {
-	return &sinkHub{shards: make([]fanShard, max(runtime.GOMAXPROCS(0), 1))}
+	return &sinkHub{conns: map[string]*connOut{}, shards: make([]fanShard, max(runtime.GOMAXPROCS(0), 1))}
 }
 
 // add makes a connection reachable by the fan-out (at its first
-// subscribe); o.mu held.
+// subscribe, before any view knows its sink); o.mu not held.
 func (h *sinkHub) add(self *actor.PID, o *connOut) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	o.shard, o.self = h.next.Add(1)%uint32(len(h.shards)), self
-	h.conns.Store(self.GetId(), o)
+	h.conns[self.GetId()] = o
+}
+
+// load is the connection of an actor id, if in the hub.
+func (h *sinkHub) load(id string) (*connOut, bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	o, ok := h.conns[id]
+	return o, ok
+}
+
+// all is the hub's connections now, for a walk that writes (each): the
+// hub is not held while their sockets are.
+func (h *sinkHub) all() []*connOut {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	out := make([]*connOut, 0, len(h.conns))
+	for _, o := range h.conns {
+		out = append(out, o)
+	}
+	return out
 }
 
 // subscriptions sums the targets the hub's connections are subscribed to,
 // by tier, and counts the connections with any (presence_subscriptions,
 // presence_subscribers: the amplification's per-subscriber side).
 func (h *sinkHub) subscriptions() (realtime, batched, subscribers int) {
-	h.conns.Range(func(_, v any) bool {
-		o := v.(*connOut)
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, o := range h.conns {
 		o.mu.Lock()
 		rt, bt := o.sink.Subscribed()
 		o.mu.Unlock()
@@ -148,13 +174,18 @@ func (h *sinkHub) subscriptions() (realtime, batched, subscribers int) {
 		if rt+bt > 0 {
 			subscribers++
 		}
-		return true
-	})
+	}
 	return realtime, batched, subscribers
 }
 
 // remove forgets a connection (when its actor stops).
-func (h *sinkHub) remove(id string, o *connOut) { h.conns.CompareAndDelete(id, o) }
+func (h *sinkHub) remove(id string, o *connOut) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.conns[id] == o {
+		delete(h.conns, id)
+	}
+}
 
 // deliver hands p to each named sink of this node: those the hub knows go
 // to their shard's worker; any other (a sink that is not a connection, or
@@ -162,19 +193,27 @@ func (h *sinkHub) remove(id string, o *connOut) { h.conns.CompareAndDelete(id, o
 // told the actors whose outbox overflowed.
 func (h *sinkHub) deliver(root *actor.RootContext, p *messages.Presence, pids []*actor.PID, ev *fanEvent) {
 	jobs := make([]fanJob, len(h.shards))
-	var msg *messages.PresenceEvent
+	for i := range jobs { // the connections spread evenly over the shards (add)
+		each := len(pids)/len(jobs) + 1
+		jobs[i].outs, jobs[i].pids = make([]*connOut, 0, each), make([]*actor.PID, 0, each)
+	}
+	var others []*actor.PID // not in the hub
+	h.mu.RLock()
 	for _, pid := range pids {
-		v, ok := h.conns.Load(pid.GetId())
+		o, ok := h.conns[pid.GetId()]
 		if !ok {
-			if msg == nil {
-				msg = &messages.PresenceEvent{Presence: p}
-			}
-			root.Send(pid, msg)
+			others = append(others, pid)
 			continue
 		}
-		o := v.(*connOut)
 		j := &jobs[o.shard]
 		j.outs, j.pids = append(j.outs, o), append(j.pids, pid)
+	}
+	h.mu.RUnlock()
+	if len(others) > 0 {
+		msg := &messages.PresenceEvent{Presence: p}
+		for _, pid := range others {
+			root.Send(pid, msg)
+		}
 	}
 	for i := range jobs {
 		if len(jobs[i].outs) > 0 {

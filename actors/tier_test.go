@@ -220,11 +220,10 @@ func TestQueryDroppedOnAMembershipChange(t *testing.T) {
 		bob := e.connect(e.n.Gateway(), "bob", "laptop", 1)
 		bob.conn.Subscribe("s1", []string{"alice"}, messages.Tier_realtime) // in the hub
 		synctest.Wait()
-		v, ok := e.n.hub.conns.Load(bob.conn.pid.GetId())
+		o, ok := e.n.hub.load(bob.conn.pid.GetId())
 		if !ok {
 			t.Fatal("bob is not in the hub")
 		}
-		o := v.(*connOut)
 		o.mu.Lock()
 		_, err := o.sink.Query("lost", []string{"zed"}) // as if zed's view died before answering
 		o.mu.Unlock()

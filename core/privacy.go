@@ -52,23 +52,39 @@ type Presence struct {
 // no policy, not a contact, or blocked. Nil is distinct from offline, so a
 // blocked viewer cannot tell it was blocked. Times leave as whole minutes.
 func Trim(pol *Policy, viewer string, p Presence, now time.Time) *messages.Presence {
-	g := Exact
-	if viewer != p.User {
-		switch {
-		case pol == nil || pol.Blocked[viewer] || !pol.Contacts[viewer]:
-			return nil
-		case pol.HiddenFrom[viewer]:
-			g = Hidden
-		case pol.CoarseFor[viewer] && pol.Granularity == Exact:
-			g = Coarse
-		default:
-			g = pol.Granularity
-		}
+	g, ok := Grant(pol, viewer, p.User)
+	if !ok {
+		return nil
 	}
+	return Render(g, viewer == p.User, p, now)
+}
+
+// Grant is the granularity at which viewer may see user's presence under
+// pol; false: nothing (no policy, not a contact, or blocked). A user sees
+// itself exactly.
+func Grant(pol *Policy, viewer, user string) (Granularity, bool) {
+	switch {
+	case viewer == user:
+		return Exact, true
+	case pol == nil || pol.Blocked[viewer] || !pol.Contacts[viewer]:
+		return "", false
+	case pol.HiddenFrom[viewer]:
+		return Hidden, true
+	case pol.CoarseFor[viewer] && pol.Granularity == Exact:
+		return Coarse, true
+	}
+	return pol.Granularity, true
+}
+
+// Render is p as a viewer granted g sees it; self: the viewer is the user
+// (it sees itself as it is, its own last seen included). What Trim returns
+// depends on nothing else, so viewers alike can share one rendering
+// (View.publish).
+func Render(g Granularity, self bool, p Presence, now time.Time) *messages.Presence {
 	out := &messages.Presence{User: p.User, Status: messages.Status_unknown}
 	online := p.Online && p.Show != messages.Show_invisible
-	if viewer == p.User {
-		online = p.Online // a user sees itself as it is
+	if self {
+		online = p.Online
 		if !p.OwnLastSeen.IsZero() {
 			p.LastSeen = p.OwnLastSeen
 		}

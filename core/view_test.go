@@ -8,6 +8,7 @@ import (
 
 	"github.com/presence-im/presence/core"
 	"github.com/presence-im/presence/messages"
+	"google.golang.org/protobuf/proto"
 )
 
 // newView is alice's view with the seed debounce and policy(g), never seen
@@ -690,6 +691,60 @@ func TestViewChangedMarksEveryPublish(t *testing.T) {
 		res := s.do()
 		if res.Changed != s.changed || res.Published != s.published {
 			t.Errorf("%s: changed %v published %v, want %v %v", s.name, res.Changed, res.Published, s.changed, s.published)
+		}
+	}
+}
+
+// Subscribers trimmed alike share one presence per event (the fan-out
+// groups by it and encodes it once): one per granularity and one for the
+// user, each what Trim gives that viewer, and the versions alike.
+func TestViewSharesOnePresencePerTrim(t *testing.T) {
+	pol := policy(core.Exact)
+	pol.CoarseFor = set("carol")
+	v := core.NewView("alice", seedDebounce, pol, time.Time{})
+	viewers := map[string]string{} // sink -> viewer
+	for i, viewer := range []string{"bob", "carol", "dave", "alice", "mallory", "eve"} {
+		for k := range 3 { // three sinks each: the class is the viewer's
+			sink := "s" + string(rune('a'+i)) + string(rune('0'+k))
+			mustSubscribe(t, v, sink, viewer, t0)
+			viewers[sink] = viewer
+		}
+	}
+	now := at(time.Minute)
+	for _, step := range []struct {
+		name string
+		op   func() core.ViewResult
+	}{
+		{"device up", func() core.ViewResult { return v.DeviceUp("phone", hold("g1", "c1", 1), now) }},
+		{"show invisible", func() core.ViewResult { return v.SetShow(messages.Show_invisible, now) }},
+	} {
+		d := got(t, step.op())
+		byViewer := map[string]*messages.Presence{}
+		distinct := map[*messages.Presence]bool{}
+		for sink, p := range d {
+			viewer := viewers[sink]
+			if first, ok := byViewer[viewer]; ok && first != p {
+				t.Errorf("%s: %s's sinks got different presences %p and %p", step.name, viewer, first, p)
+			}
+			byViewer[viewer] = p
+			distinct[p] = true
+			want := core.Trim(pol, viewer, v.Presence(now), now)
+			want.Version = v.Version
+			if !proto.Equal(p, want) {
+				t.Errorf("%s: %s got %v, want %v", step.name, sink, p, want)
+			}
+		}
+		if _, ok := byViewer["mallory"]; ok {
+			t.Errorf("%s: mallory, not a contact, was delivered %v", step.name, byViewer["mallory"])
+		}
+		if _, ok := byViewer["eve"]; ok {
+			t.Errorf("%s: eve, blocked, was delivered %v", step.name, byViewer["eve"])
+		}
+		if len(d) > 0 && len(distinct) != len(byViewer) {
+			t.Errorf("%s: %d presences for %d viewers of distinct trims", step.name, len(distinct), len(byViewer))
+		}
+		if len(d) == 0 {
+			t.Errorf("%s: delivered nothing", step.name)
 		}
 	}
 }

@@ -129,6 +129,36 @@ func TestRunStopsWhenItsContextEnds(t *testing.T) {
 	}
 }
 
+// A system whose binary is missing stops Run before any run starts, with
+// the binary and what installs it; no run's directory is made.
+func TestRunNamesAMissingBinaryFirst(t *testing.T) {
+	bin := t.TempDir()
+	presenced := filepath.Join(bin, "presenced")
+	if err := os.WriteFile(presenced, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		o       Options
+		missing string
+	}{
+		{"no presenced", Options{Bin: t.TempDir(), Systems: []string{"presence"}}, "presence needs "},
+		{"no redis-server", Options{Bin: bin, RedisServer: filepath.Join(bin, "redis-server"), Systems: []string{"presence", "redis-ttl"}}, "redis-ttl needs " + filepath.Join(bin, "redis-server")},
+		{"no centrifugo", Options{Bin: bin, Centrifugo: filepath.Join(bin, "centrifugo"), Systems: []string{"presence", "centrifugo"}}, "centrifugo needs " + filepath.Join(bin, "centrifugo")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.Dir = t.TempDir()
+			results, err := Run(context.Background(), tc.o)
+			if err == nil || !strings.Contains(err.Error(), tc.missing) || !strings.Contains(err.Error(), "make ") || len(results) != 0 {
+				t.Fatalf("Run = %d results, %v; want none and an error with %q and what installs it", len(results), err, tc.missing)
+			}
+			if runs, _ := os.ReadDir(tc.o.Dir); len(runs) != 0 {
+				t.Errorf("%d run directories made before the error", len(runs))
+			}
+		})
+	}
+}
+
 // cancelAt is a progress writer that calls cancel when the progress says
 // what.
 type cancelAt struct {

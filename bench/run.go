@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -105,7 +106,7 @@ type RunResult struct {
 	Codes          string // their close codes (-1: no close frame, e.g. EOF)
 	Errors         string
 	ServerCloses   string
-	FanoutWrites   string        // presence: its nodes' own time per event from the view to the last socket (presence_fanout_seconds)
+	FanoutWrites   string        // presence: its nodes' own time per event from the view's hand-over to the last socket write (presence_fanout_seconds)
 	Held           time.Duration // how long the devices were held before Unexpected was read
 	ConnectStore   string        // presence: its store writer's commits over the connect phase
 	Webhooks       string        // presence with Webhook: what the receiver got and the nodes counted
@@ -121,6 +122,9 @@ func Run(ctx context.Context, o Options) ([]RunResult, error) {
 		if err := os.MkdirAll(o.Profile, 0o755); err != nil {
 			return nil, fmt.Errorf("bench: --profile: %w", err)
 		}
+	}
+	if err := o.preflight(); err != nil {
+		return nil, err
 	}
 	var out []RunResult
 	for r := range o.Runs {
@@ -138,6 +142,29 @@ func Run(ctx context.Context, o Options) ([]RunResult, error) {
 		}
 	}
 	return out, nil
+}
+
+// preflight finds each system's binaries before the first run starts, so
+// that a machine without one stops at once with what to install, not
+// after minutes of the systems before it.
+func (o Options) preflight() error {
+	for _, name := range o.Systems {
+		var bin, hint string
+		switch name {
+		case "presence":
+			bin, hint = filepath.Join(o.Bin, "presenced"), "make build (or --bin DIR)"
+		case "redis-ttl":
+			bin, hint = o.RedisServer, "make tools installs it (or --redis-server, or --systems without redis-ttl)"
+		case "centrifugo":
+			bin, hint = o.centrifugoBin(), "make centrifugo installs it (or --systems without centrifugo)"
+		default:
+			return fmt.Errorf("bench: unknown system %q", name)
+		}
+		if _, err := exec.LookPath(bin); err != nil {
+			return fmt.Errorf("%s needs %s: %w; %s", name, bin, err, hint)
+		}
+	}
+	return nil
 }
 
 func (o Options) progressf(format string, args ...any) {

@@ -274,7 +274,7 @@ func (s *presenceSys) fanoutWrites() string {
 		return ""
 	}
 	over := n - m[`presence_fanout_seconds_bucket{le="0.05"}`]
-	return fmt.Sprintf("node fan-out (view to the last socket write, presence_fanout_seconds): %.0f events, mean %.1f ms, %.0f over 50 ms",
+	return fmt.Sprintf("node fan-out (the view's hand-over to the last socket write, presence_fanout_seconds): %.0f events, mean %.1f ms, %.0f over 50 ms",
 		n, 1000*m["presence_fanout_seconds_sum"]/n, over)
 }
 

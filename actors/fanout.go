@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/presence-im/presence/core"
@@ -63,31 +64,22 @@ type fanGroup struct {
 // PresenceFanout to another node's, whatever the number of sinks there.
 // A view's publish shares one presence among the subscribers it trims
 // alike (core.View), so the presence's pointer is the group's key: a
-// handful of groups per event, searched in order, the last one first.
-// Deliveries for unknown sinks are dropped.
+// handful of groups per event, searched in order. Deliveries for unknown
+// sinks are dropped.
 func route(ds []core.Delivery, sinks map[string]*actor.PID) []*fanGroup {
 	var groups []*fanGroup
-	var last *fanGroup
 	for _, d := range ds {
 		sink := sinks[d.Sink]
 		if sink == nil {
 			continue
 		}
 		addr := sink.GetAddress()
-		if last == nil || last.presence != d.Presence || last.addr != addr {
-			last = nil
-			for _, g := range groups {
-				if g.presence == d.Presence && g.addr == addr {
-					last = g
-					break
-				}
-			}
-			if last == nil {
-				last = &fanGroup{addr: addr, presence: d.Presence}
-				groups = append(groups, last)
-			}
+		i := slices.IndexFunc(groups, func(g *fanGroup) bool { return g.presence == d.Presence && g.addr == addr })
+		if i < 0 {
+			i = len(groups)
+			groups = append(groups, &fanGroup{addr: addr, presence: d.Presence})
 		}
-		last.sinks = append(last.sinks, sink)
+		groups[i].sinks = append(groups[i].sinks, sink)
 	}
 	return groups
 }

@@ -193,8 +193,8 @@ func (h *sinkHub) remove(id string, o *connOut) {
 // told the actors whose outbox overflowed.
 func (h *sinkHub) deliver(root *actor.RootContext, p *messages.Presence, pids []*actor.PID, ev *fanEvent) {
 	jobs := make([]fanJob, len(h.shards))
-	for i := range jobs { // the connections spread evenly over the shards (add)
-		each := len(pids)/len(jobs) + 1
+	each := len(pids)/len(jobs) + 1 // the connections spread evenly over the shards (add)
+	for i := range jobs {
 		jobs[i].outs, jobs[i].pids = make([]*connOut, 0, each), make([]*actor.PID, 0, each)
 	}
 	var others []*actor.PID // not in the hub

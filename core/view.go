@@ -444,10 +444,19 @@ func (v *View) PendingUntil() (time.Time, bool) { return v.pendingTo, v.pending 
 func (v *View) Idle() bool { return v.Devices.Len() == 0 && len(v.Subs) == 0 && !v.pending }
 
 func (v *View) trim(p Presence, viewer string, now time.Time) *messages.Presence {
+	g, ok := v.grant(viewer)
+	if !ok {
+		return nil
+	}
+	return Render(g, viewer == v.User, p, now)
+}
+
+// grant is Grant under the view's policy, which must have been loaded.
+func (v *View) grant(viewer string) (Granularity, bool) {
 	if v.Unloaded {
 		panic("core: a view trimmed for " + viewer + " before its policy was loaded")
 	}
-	return Trim(v.Policy, viewer, p, now)
+	return Grant(v.Policy, viewer, v.User)
 }
 
 // NewUnloadedView is a view whose policy and last seen are read later
@@ -492,14 +501,11 @@ func (v *View) publish(now time.Time) ViewResult {
 		res.Age = v.ageAt(now)
 		return res
 	}
-	if v.Unloaded {
-		panic("core: a view published to subscribers before its policy was loaded")
-	}
 	state := v.Presence(now) // derived once for every subscriber
 	var rendered renderings
 	res.Deliveries = make([]Delivery, 0, len(v.Subs))
 	for sink, s := range v.Subs {
-		g, ok := Grant(v.Policy, s.Viewer, v.User)
+		g, ok := v.grant(s.Viewer)
 		if !ok {
 			continue
 		}

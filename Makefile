@@ -76,7 +76,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzSinkBatched$$' -fuzztime $(call fuzztime,50000x) ./core/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(call fuzztime,40000x) ./gateway/
 	$(GO) test -run '^$$' -fuzz '^FuzzMaskGuard$$' -fuzztime $(call fuzztime,30000x) ./gateway/
-	$(GO) test -run '^$$' -fuzz '^FuzzHeartbeatFastPath$$' -fuzztime $(call fuzztime,40000x) ./gateway/
+	$(GO) test -run '^$$' -fuzz '^FuzzHeartbeatFastPath$$' -fuzztime $(call fuzztime,40000x) ./internal/beatjson/
+	$(GO) test -run '^$$' -fuzz '^FuzzAckFastPath$$' -fuzztime $(call fuzztime,40000x) ./internal/beatjson/
 	$(GO) test -run '^$$' -fuzz '^FuzzHandshake$$' -fuzztime $(call fuzztime,25000x) ./gateway/
 	$(GO) test -run '^$$' -fuzz '^FuzzAdminBodies$$' -fuzztime $(call fuzztime,25000x) ./admin/
 

@@ -12,7 +12,7 @@
 //     upgraded with the codec the device offered (JSON or protobuf).
 //   - Server.onMessage takes each frame: a heartbeat on the fast path
 //     (parsed in place, acked from the socket unless it says ack false,
-//     the connection actor told without a message per beat: heartbeat.go
+//     the connection actor told without a message per beat: beatjson
 //     and actors.Conn), every other frame decoded and checked against its
 //     rate limit and bounds, then given to the connection actor; a bad
 //     frame gets an error frame, repeated ones a close.

@@ -10,6 +10,7 @@ import (
 	"github.com/lesismal/nbio/nbhttp/websocket"
 	"github.com/presence-im/presence/actors"
 	"github.com/presence-im/presence/core"
+	"github.com/presence-im/presence/internal/beatjson"
 	"github.com/presence-im/presence/messages"
 	"golang.org/x/time/rate"
 )
@@ -45,11 +46,11 @@ func (s *socket) beat(seq uint64) {
 
 // heartbeat records a sign of life and, unless the heartbeat asked for
 // none (ack false), answers its ack; on the JSON subprotocol the ack is
-// written without protojson (heartbeat.go). Liveness is the same either
+// written without protojson (internal/beatjson). Liveness is the same either
 // way: the beat is recorded before anything is written.
-func (s *socket) heartbeat(conn *actors.Conn, seq uint64, clientTS int64, ack askAck) {
+func (s *socket) heartbeat(conn *actors.Conn, seq uint64, clientTS int64, ack beatjson.Ack) {
 	conn.Heartbeat(max(seq, 1), clientTS)
-	if ack.wanted() {
+	if ack.Wanted() {
 		s.ack(seq, clientTS)
 	}
 	s.s.metrics.beatTime.Observe(s.sinceRead().Seconds())
@@ -60,7 +61,7 @@ func (s *socket) ack(seq uint64, clientTS int64) {
 	s.s.metrics.acks.Inc()
 	now := time.Now().UnixMilli()
 	if s.codec.kind == websocket.TextMessage {
-		s.write(websocket.TextMessage, appendJSONAck(make([]byte, 0, 96), seq, clientTS, now), true)
+		s.write(websocket.TextMessage, beatjson.AppendAck(make([]byte, 0, 96), seq, clientTS, now), true)
 		return
 	}
 	s.Send(&messages.Frame{Kind: &messages.Frame_HeartbeatAck{HeartbeatAck: &messages.HeartbeatAck{
@@ -131,9 +132,9 @@ func (s *Server) onMessage(c *websocket.Conn, kind websocket.MessageType, data [
 		return
 	}
 	if kind == websocket.TextMessage {
-		if hb, ok := parseJSONHeartbeat(data); ok {
+		if hb, ok := beatjson.ParseHeartbeat(data); ok {
 			sock.errs = 0
-			sock.heartbeat(sock.conn.Load(), hb.seq, hb.ts, hb.ack)
+			sock.heartbeat(sock.conn.Load(), hb.Seq, hb.TS, hb.Ack)
 			return
 		}
 	}
@@ -144,7 +145,7 @@ func (s *Server) onMessage(c *websocket.Conn, kind websocket.MessageType, data [
 	conn := sock.conn.Load()
 	switch k := f.GetKind().(type) {
 	case *messages.Frame_Heartbeat:
-		sock.heartbeat(conn, k.Heartbeat.GetSeq(), k.Heartbeat.GetClientTsMs(), askOf(k.Heartbeat))
+		sock.heartbeat(conn, k.Heartbeat.GetSeq(), k.Heartbeat.GetClientTsMs(), beatjson.AckOf(k.Heartbeat.Ack))
 	case *messages.Frame_Subscribe:
 		s.onSubscribe(sock, kind, data, k.Subscribe)
 	case *messages.Frame_Query:

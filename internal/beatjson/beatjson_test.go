@@ -1,0 +1,191 @@
+package beatjson
+
+import (
+	"testing"
+
+	"github.com/presence-im/presence/messages"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// protojsonIn decodes as a node and the SDK do (unknown fields dropped).
+var protojsonIn = protojson.UnmarshalOptions{DiscardUnknown: true}
+
+// The fast path takes the heartbeats clients send, and leaves to protojson
+// every other shape.
+func TestParseHeartbeat(t *testing.T) {
+	for _, c := range []struct {
+		in      string
+		seq     uint64
+		ts      int64
+		fastish bool
+	}{
+		{`{"heartbeat":{"seq":"42","client_ts_ms":"1795947512634"}}`, 42, 1795947512634, true},
+		{` { "heartbeat" : { "client_ts_ms" : 7 , "seq" : 3 } } `, 3, 7, true},
+		{`{"heartbeat":{}}`, 0, 0, true},
+		{`{"heartbeat":{"client_ts_ms":"-5"}}`, 0, -5, true},
+		{`{"heartbeat":{"seq":"18446744073709551615"}}`, 0, 0, false}, // 20 digits: protojson decides
+		{`{"heartbeat":{"clientTsMs":"1"}}`, 0, 0, false},             // JSON name: protojson
+		{`{"heartbeat":{"seq":"1","seq":"2"}}`, 0, 0, false},
+		{`{"heartbeat":{"seq":"01"}}`, 0, 0, false},
+		{`{"heartbeat":{"seq":1.0}}`, 0, 0, false},
+		{`{"heartbeat":{"seq":"1",}}`, 0, 0, false},
+		{`{"heartbeat":{,"seq":"1"}}`, 0, 0, false},
+		{`{"heartbeat":{"seq":"1"},"subscribe":{}}`, 0, 0, false},
+		{`{"heartbeat":{"seq":"1"}}x`, 0, 0, false},
+		{`{"heartbeat":{"seq":"1\u0030"}}`, 0, 0, false},
+		{`{"heartbeat_ack":{"seq":"1"}}`, 0, 0, false},
+		{`{"heartbeat ":{"seq":"1"}}`, 0, 0, false},
+	} {
+		hb, ok := ParseHeartbeat([]byte(c.in))
+		if ok != c.fastish || ok && (hb.Seq != c.seq || hb.TS != c.ts || hb.Ack != AckUnset) {
+			t.Errorf("%s: %+v %v, want %d %d %v", c.in, hb, ok, c.seq, c.ts, c.fastish)
+		}
+	}
+}
+
+// The fast path reads the ack field a bare true or false, and leaves
+// every other value (null, a string, a second ack) to protojson.
+func TestParseHeartbeatAck(t *testing.T) {
+	for _, c := range []struct {
+		in      string
+		ack     Ack
+		fastish bool
+	}{
+		{`{"heartbeat":{"seq":"3","client_ts_ms":"7","ack":false}}`, AckNo, true},
+		{`{"heartbeat":{"ack" : true,"seq":"3"}}`, AckYes, true},
+		{`{"heartbeat":{"ack":false}}`, AckNo, true},
+		{`{"heartbeat":{"seq":"3"}}`, AckUnset, true},
+		{`{"heartbeat":{"ack":null}}`, 0, false},
+		{`{"heartbeat":{"ack":"false"}}`, 0, false},
+		{`{"heartbeat":{"ack":0}}`, 0, false},
+		{`{"heartbeat":{"ack":falsey}}`, 0, false},
+		{`{"heartbeat":{"ack":true,"ack":false}}`, 0, false},
+	} {
+		hb, ok := ParseHeartbeat([]byte(c.in))
+		if ok != c.fastish || ok && hb.Ack != c.ack {
+			t.Errorf("%s: %+v %v, want ack %d %v", c.in, hb, ok, c.ack, c.fastish)
+		}
+	}
+}
+
+// The SDK's fast path takes the acks a node writes, and leaves to
+// protojson every other shape.
+func TestParseAck(t *testing.T) {
+	for _, c := range []struct {
+		in      string
+		want    HeartbeatAck
+		fastish bool
+	}{
+		{`{"heartbeat_ack":{"seq":"42","client_ts_ms":"1795947512634","server_ts_ms":"1795947512635"}}`, HeartbeatAck{42, 1795947512634, 1795947512635}, true},
+		{` {"heartbeat_ack": {"server_ts_ms":-1, "seq":7}}`, HeartbeatAck{7, 0, -1}, true},
+		{`{"heartbeat_ack":{}}`, HeartbeatAck{}, true},
+		{`{"heartbeat_ack":{"seq":"-1"}}`, HeartbeatAck{}, false},
+		{`{"heartbeat_ack":{"seq":"1","seq":"1"}}`, HeartbeatAck{}, false},
+		{`{"heartbeat_ack":{"serverTsMs":"1"}}`, HeartbeatAck{}, false},
+		{`{"heartbeat_ack":{"seq":"1"},"x":1}`, HeartbeatAck{}, false},
+		{`{"heartbeat_ack":{"seq":"1",}}`, HeartbeatAck{}, false},
+		{`{"heartbeat":{"seq":"1"}}`, HeartbeatAck{}, false},
+	} {
+		a, ok := ParseAck([]byte(c.in))
+		if ok != c.fastish || ok && a != c.want {
+			t.Errorf("%s: %+v %v, want %+v %v", c.in, a, ok, c.want, c.fastish)
+		}
+	}
+}
+
+// What the fast path accepts, protojson decodes to the same heartbeat.
+func FuzzHeartbeatFastPath(f *testing.F) {
+	for _, s := range []string{
+		`{"heartbeat":{"seq":"42","client_ts_ms":"1795947512634"}}`, `{"heartbeat":{"client_ts_ms":-9223372036854775808}}`,
+		`{"heartbeat":{}}`, `{"heartbeat":{"seq":9999999999999999999}}`, `{"heartbeat":{"seq":"1","client_ts_ms":"-0"}}`,
+		`{"heartbeat":{"seq":"2","client_ts_ms":"5","ack":false}}`, `{"heartbeat":{"ack":true}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		hb, ok := ParseHeartbeat(data)
+		if !ok {
+			return
+		}
+		beat := &messages.Heartbeat{Seq: hb.Seq, ClientTsMs: hb.TS}
+		if hb.Ack != AckUnset {
+			beat.Ack = proto.Bool(hb.Ack == AckYes)
+		}
+		sameAsProtojson(t, data, &messages.Frame{Kind: &messages.Frame_Heartbeat{Heartbeat: beat}})
+	})
+}
+
+// What the SDK's fast path accepts, protojson decodes to the same ack.
+func FuzzAckFastPath(f *testing.F) {
+	for _, s := range []string{
+		`{"heartbeat_ack":{"seq":"42","client_ts_ms":"1795947512634","server_ts_ms":"1795947512635"}}`,
+		`{"heartbeat_ack":{"server_ts_ms":-9223372036854775808}}`, `{"heartbeat_ack":{}}`, `{"heartbeat_ack":{"seq":1}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		a, ok := ParseAck(data)
+		if !ok {
+			return
+		}
+		sameAsProtojson(t, data, &messages.Frame{Kind: &messages.Frame_HeartbeatAck{HeartbeatAck: &messages.HeartbeatAck{
+			Seq: a.Seq, ClientTsMs: a.ClientTS, ServerTsMs: a.ServerTS}}})
+	})
+}
+
+// sameAsProtojson fails unless protojson decodes data to want.
+func sameAsProtojson(t *testing.T, data []byte, want *messages.Frame) {
+	t.Helper()
+	got := &messages.Frame{}
+	if err := protojsonIn.Unmarshal(data, got); err != nil {
+		t.Fatalf("fast path took %q, protojson refuses it: %v", data, err)
+	}
+	if !proto.Equal(got, want) {
+		t.Fatalf("%q: fast path %v, protojson %v", data, want, got)
+	}
+}
+
+// What the Append functions write decodes, through protojson, to the same
+// frame, zero fields included, and the fast paths read it back.
+func TestAppendRoundTrips(t *testing.T) {
+	for _, c := range [][3]int64{{42, 1795947512634, 1795947512635}, {0, 0, 1}, {1, -5, 0}, {0, 0, 0}} {
+		b := AppendAck(nil, uint64(c[0]), c[1], c[2])
+		want := HeartbeatAck{uint64(c[0]), c[1], c[2]}
+		sameAsProtojson(t, b, &messages.Frame{Kind: &messages.Frame_HeartbeatAck{HeartbeatAck: &messages.HeartbeatAck{
+			Seq: want.Seq, ClientTsMs: want.ClientTS, ServerTsMs: want.ServerTS}}})
+		if got, ok := ParseAck(b); !ok || got != want {
+			t.Errorf("%s reads back as %+v %v, want %+v", b, got, ok, want)
+		}
+		for _, ack := range []Ack{AckUnset, AckNo, AckYes} {
+			b := AppendHeartbeat(nil, uint64(c[0]), c[1], ack)
+			beat := &messages.Heartbeat{Seq: uint64(c[0]), ClientTsMs: c[1]}
+			if ack != AckUnset {
+				beat.Ack = proto.Bool(ack == AckYes)
+			}
+			sameAsProtojson(t, b, &messages.Frame{Kind: &messages.Frame_Heartbeat{Heartbeat: beat}})
+			if got, ok := ParseHeartbeat(b); !ok || got != (Beat{uint64(c[0]), c[1], ack}) {
+				t.Errorf("%s reads back as %+v %v", b, got, ok)
+			}
+		}
+	}
+}
+
+// The SDK's heartbeat and the node's ack cost no allocation beyond their
+// buffer, and reading them none at all.
+func TestFastPathsDoNotAllocate(t *testing.T) {
+	buf := make([]byte, 0, 128)
+	var sink int
+	if n := testing.AllocsPerRun(100, func() {
+		b := AppendHeartbeat(buf, 42, 1795947512634, AckNo)
+		hb, _ := ParseHeartbeat(b)
+		a := AppendAck(buf, hb.Seq, hb.TS, 1795947512635)
+		got, _ := ParseAck(a)
+		sink += int(got.Seq)
+	}); n != 0 {
+		t.Fatalf("%v allocations a heartbeat and ack, want 0", n)
+	}
+	if sink == 0 {
+		t.Fatal("nothing read")
+	}
+}

@@ -12,8 +12,8 @@
 //     upgraded with the codec the device offered (JSON or protobuf).
 //   - Server.onMessage takes each frame: a heartbeat on the fast path
 //     (parsed in place, acked from the socket unless it says ack false,
-//     the connection actor told without a message per beat: beatjson
-//     and actors.Conn), every other frame decoded and checked against its
+//     the connection actor told without a message per beat: beatjson,
+//     socket.heartbeat and actors.Conn), every other frame decoded and checked against its
 //     rate limit and bounds, then given to the connection actor; a bad
 //     frame gets an error frame, repeated ones a close.
 //   - The socket (socket.go) is the connection's writer: frames from its

@@ -9,8 +9,9 @@
 // protojson: what a parser here accepts, protojson decodes to the same
 // frame (the fuzz targets check it), and what it does not accept is
 // decoded by protojson as before. What the Append functions write is what
-// protojson writes (proto names, 64-bit integers quoted, zero fields left
-// out), without the spaces protojson adds at random.
+// protojson writes with proto field names (MarshalOptions.UseProtoNames,
+// as the node and the SDK marshal: 64-bit integers quoted, zero fields
+// left out), without the spaces protojson adds at random.
 package beatjson
 
 import (
@@ -60,9 +61,9 @@ type HeartbeatAck struct {
 // ParseHeartbeat reads `{"heartbeat":{"seq":S,"client_ts_ms":T,"ack":A}}`:
 // the keys in their proto names, in any order, each at most once, any of
 // them may be absent; seq and client_ts_ms bare or quoted decimal integers
-// with no sign other than a leading minus on client_ts_ms, no leading
-// zero, no escape; ack a bare true or false; JSON whitespace between
-// tokens. ok is false for anything else.
+// with no sign other than a leading minus on client_ts_ms (not "-0"), no
+// leading zero, at most 19 digits, no escape; ack a bare true or false;
+// JSON whitespace between tokens. ok is false for anything else.
 func ParseHeartbeat(b []byte) (hb Beat, ok bool) {
 	p := scanner{b: b}
 	if !p.open(`"heartbeat"`) {
@@ -99,7 +100,9 @@ func ParseAck(b []byte) (a HeartbeatAck, ok bool) {
 	return a, p.close()
 }
 
-// AppendHeartbeat appends the heartbeat frame as protojson writes it.
+// AppendHeartbeat appends the heartbeat frame as protojson writes it with
+// proto names. A seq of 20 digits is written right but not read back by
+// ParseHeartbeat (protojson reads it).
 func AppendHeartbeat(b []byte, seq uint64, clientTS int64, ack Ack) []byte {
 	b = append(b, `{"heartbeat":{`...)
 	w := fields{b: b}
@@ -112,7 +115,8 @@ func AppendHeartbeat(b []byte, seq uint64, clientTS int64, ack Ack) []byte {
 	return append(w.b, "}}"...)
 }
 
-// AppendAck appends the heartbeat_ack frame as protojson writes it.
+// AppendAck appends the heartbeat_ack frame as protojson writes it with
+// proto names.
 func AppendAck(b []byte, seq uint64, clientTS, serverTS int64) []byte {
 	b = append(b, `{"heartbeat_ack":{`...)
 	w := fields{b: b}

@@ -1,6 +1,7 @@
 package beatjson
 
 import (
+	"math"
 	"testing"
 
 	"github.com/presence-im/presence/messages"
@@ -8,7 +9,8 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// protojsonIn decodes as a node and the SDK do (unknown fields dropped).
+// protojsonIn decodes as a node (gateway's jsonIn) and the SDK
+// (client.Conn's decode) do: unknown fields dropped.
 var protojsonIn = protojson.UnmarshalOptions{DiscardUnknown: true}
 
 // The fast path takes the heartbeats clients send, and leaves to protojson
@@ -121,6 +123,7 @@ func FuzzAckFastPath(f *testing.F) {
 	for _, s := range []string{
 		`{"heartbeat_ack":{"seq":"42","client_ts_ms":"1795947512634","server_ts_ms":"1795947512635"}}`,
 		`{"heartbeat_ack":{"server_ts_ms":-9223372036854775808}}`, `{"heartbeat_ack":{}}`, `{"heartbeat_ack":{"seq":1}}`,
+		`{"heartbeat_ack":{"seq":"-1"}}`, `{"heartbeat_ack":{"client_ts_ms":"-0"}}`, `{"heartbeat_ack":{"seq":"18446744073709551615"}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -147,25 +150,31 @@ func sameAsProtojson(t *testing.T, data []byte, want *messages.Frame) {
 }
 
 // What the Append functions write decodes, through protojson, to the same
-// frame, zero fields included, and the fast paths read it back.
+// frame, zero fields and the extremes included, and the fast paths read
+// it back, but for a 20-digit seq, which they leave to protojson.
 func TestAppendRoundTrips(t *testing.T) {
-	for _, c := range [][3]int64{{42, 1795947512634, 1795947512635}, {0, 0, 1}, {1, -5, 0}, {0, 0, 0}} {
-		b := AppendAck(nil, uint64(c[0]), c[1], c[2])
-		want := HeartbeatAck{uint64(c[0]), c[1], c[2]}
+	for _, c := range []struct {
+		seq     uint64
+		cts, st int64
+	}{{42, 1795947512634, 1795947512635}, {0, 0, 1}, {1, -5, 0}, {0, 0, 0},
+		{math.MaxUint64, math.MinInt64, math.MaxInt64}, {1e19 - 1, math.MaxInt64, math.MinInt64}} {
+		fast := c.seq < 1e19
+		b := AppendAck(nil, c.seq, c.cts, c.st)
+		want := HeartbeatAck{c.seq, c.cts, c.st}
 		sameAsProtojson(t, b, &messages.Frame{Kind: &messages.Frame_HeartbeatAck{HeartbeatAck: &messages.HeartbeatAck{
 			Seq: want.Seq, ClientTsMs: want.ClientTS, ServerTsMs: want.ServerTS}}})
-		if got, ok := ParseAck(b); !ok || got != want {
-			t.Errorf("%s reads back as %+v %v, want %+v", b, got, ok, want)
+		if got, ok := ParseAck(b); ok != fast || ok && got != want {
+			t.Errorf("%s reads back as %+v %v, want %+v %v", b, got, ok, want, fast)
 		}
 		for _, ack := range []Ack{AckUnset, AckNo, AckYes} {
-			b := AppendHeartbeat(nil, uint64(c[0]), c[1], ack)
-			beat := &messages.Heartbeat{Seq: uint64(c[0]), ClientTsMs: c[1]}
+			b := AppendHeartbeat(nil, c.seq, c.cts, ack)
+			beat := &messages.Heartbeat{Seq: c.seq, ClientTsMs: c.cts}
 			if ack != AckUnset {
 				beat.Ack = proto.Bool(ack == AckYes)
 			}
 			sameAsProtojson(t, b, &messages.Frame{Kind: &messages.Frame_Heartbeat{Heartbeat: beat}})
-			if got, ok := ParseHeartbeat(b); !ok || got != (Beat{uint64(c[0]), c[1], ack}) {
-				t.Errorf("%s reads back as %+v %v", b, got, ok)
+			if got, ok := ParseHeartbeat(b); ok != fast || ok && got != (Beat{c.seq, c.cts, ack}) {
+				t.Errorf("%s reads back as %+v %v, want %v", b, got, ok, fast)
 			}
 		}
 	}

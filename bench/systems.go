@@ -274,8 +274,27 @@ func (s *presenceSys) fanoutWrites() string {
 		return ""
 	}
 	over := n - m[`presence_fanout_seconds_bucket{le="0.05"}`]
-	return fmt.Sprintf("node fan-out (the view's hand-over to the last socket write, presence_fanout_seconds): %.0f events, mean %.1f ms, %.0f over 50 ms",
-		n, 1000*m["presence_fanout_seconds_sum"]/n, over)
+	return fmt.Sprintf("node fan-out (the view's hand-over to the last socket write, presence_fanout_seconds): %.0f events, mean %.1f ms, %.0f over 50 ms%s",
+		n, 1000*m["presence_fanout_seconds_sum"]/n, over, s.beforeHandOver())
+}
+
+// beforeHandOver is the nodes' share before the fan-out: the mean time
+// from a closed device's departure to its view's published offline
+// (presence_offline_detection_seconds, mode close) past the view's
+// deliberate wait (Debounce), the hops from the socket to the view and
+// the view's own work.
+func (s *presenceSys) beforeHandOver() string {
+	m, err := s.metrics("presence_offline_detection_seconds")
+	if err != nil {
+		return "; " + err.Error()
+	}
+	n := m[`presence_offline_detection_seconds_count{mode="close"}`]
+	if n == 0 {
+		return ""
+	}
+	mean := m[`presence_offline_detection_seconds_sum{mode="close"}`] / n
+	return fmt.Sprintf("; before it, a close's departure to the published offline past the debounce's wait (presence_offline_detection_seconds): %.0f offlines, mean %.1f ms",
+		n, 1000*mean-float64(s.Debounce().Microseconds())/1000)
 }
 
 func (s *presenceSys) ServerCloses() string {

@@ -51,18 +51,22 @@ func (o *connOut) sendLocked(frames []*messages.Frame) bool {
 	return true
 }
 
-// event passes one view's event through the sink to the socket: the
-// frames handed to it (0 or 1), and false if the outbox overflowed.
-func (o *connOut) event(p *messages.Presence) (int, bool) {
+// event passes one view's event through the sink to the socket: f, the
+// event's frame shared read-only by all its subscribers, if the sink takes
+// p; the frames handed to the socket (0 or 1), and false if the outbox
+// overflowed.
+func (o *connOut) event(p *messages.Presence, f *messages.Frame) (int, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
 		return 0, true
 	}
-	frames := o.sink.Event(p)
-	ok := o.sendLocked(frames)
+	n, ok := 0, true
+	if o.sink.Take(p) {
+		n, ok = 1, o.sendLocked([]*messages.Frame{f})
+	}
 	o.armLocked()
-	return len(frames), ok
+	return n, ok
 }
 
 // connOverflow tells a connection actor that a fan-out worker found its
@@ -99,6 +103,7 @@ type fanShard struct {
 // fanJob is one event for the connections of one shard.
 type fanJob struct {
 	p    *messages.Presence
+	f    *messages.Frame // p's frame, one for every subscriber (connOut.event)
 	outs []*connOut
 	pids []*actor.PID // their actors, for an overflow
 	ev   *fanEvent
@@ -220,9 +225,10 @@ func (h *sinkHub) deliver(root *actor.RootContext, p *messages.Presence, pids []
 			ev.left.Add(1)
 		}
 	}
+	f := &messages.Frame{Kind: &messages.Frame_Presence{Presence: p}}
 	for i := range jobs {
 		if len(jobs[i].outs) > 0 {
-			jobs[i].p, jobs[i].ev = p, ev
+			jobs[i].p, jobs[i].f, jobs[i].ev = p, f, ev
 			h.shards[i].push(jobs[i])
 		}
 	}
@@ -256,7 +262,7 @@ func (s *fanShard) run() {
 			s.cur.Store(j.ev.start.UnixNano())
 			written := 0
 			for i, o := range j.outs {
-				n, ok := o.event(j.p)
+				n, ok := o.event(j.p, j.f)
 				written += n
 				if !ok {
 					j.ev.onEnd(j.pids[i])

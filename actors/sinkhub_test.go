@@ -42,6 +42,36 @@ func TestFanoutWritesWithoutAMessagePerConnection(t *testing.T) {
 	})
 }
 
+// An event's subscribers, over every worker, get one frame made once for
+// the event, not one each; a sink that has the version already takes
+// nothing, and its socket gets nothing.
+func TestFanoutSharesOneFramePerEvent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, config.Seed())
+		var socks []*fakeSocket
+		var pids []*actor.PID
+		for i := range 5 {
+			id := fmt.Sprintf("gateway/s%d", i)
+			_, s := hubbedOut(t, e.n, id)
+			socks, pids = append(socks, s), append(pids, actor.NewPID(e.n.Address(), id))
+		}
+		p := &messages.Presence{User: "u", Status: messages.Status_offline, Version: 2}
+		e.n.fanout(p, pids)
+		e.n.fanout(p, pids) // the same version again: no sink takes it
+		synctest.Wait()
+		first := socks[0].sent()
+		for i, s := range socks {
+			f := s.sent()
+			if len(f) != 2 || f[1].GetPresence() != p {
+				t.Fatalf("connection %d: frames %v, want the snapshot and the event once", i, f)
+			}
+			if f[1] != first[1] {
+				t.Fatalf("connection %d got a frame of its own for the event, want the one shared", i)
+			}
+		}
+	})
+}
+
 // Each connection's events leave in the order the views handed them over,
 // however many workers write: a connection is always written by the same
 // one. Here one connection's writes are slow, so the worker that writes it

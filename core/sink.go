@@ -275,23 +275,34 @@ func (s *Sink) SnapshotPart(requestID, target string, visible bool, p *messages.
 // its target is being put together, or if its target is batched (it waits
 // for Flush: Due says so).
 func (s *Sink) Event(p *messages.Presence) []*messages.Frame {
+	if !s.Take(p) {
+		return nil
+	}
+	return []*messages.Frame{{Kind: &messages.Frame_Presence{Presence: p}}}
+}
+
+// Take is Event without making the frame: true if the device is to get p
+// now, as a presence frame, and then the sink counts it as sent. The
+// fan-out writes one frame, made once per event, to every subscriber whose
+// sink takes it.
+func (s *Sink) Take(p *messages.Presence) bool {
 	user := p.GetUser()
 	last, ok := s.subs[user]
 	if !ok || p.GetVersion() <= last.GetVersion() {
-		return nil
+		return false
 	}
 	for _, ps := range s.pending {
 		if !ps.query && (ps.want[user] || containsUser(ps.got, user)) {
 			ps.held = append(ps.held, p)
-			return nil
+			return false
 		}
 	}
 	if s.batched[user] {
 		s.keepLatest(p)
-		return nil
+		return false
 	}
 	s.subs[user] = p
-	return []*messages.Frame{{Kind: &messages.Frame_Presence{Presence: p}}}
+	return true
 }
 
 // keepLatest keeps p as its batched target's change to send, if newer.

@@ -75,12 +75,24 @@ func (s eventSink) Receive(ctx actor.Context) {
 // take its sink in.
 const subscribeWait = 2 * time.Second
 
+// eventsResubscribe is how often a stream asks every alive member again to
+// send to its sink. A member's events actor drops a sink when proto.actor
+// says it terminated, and proto.actor says so (AddressTerminated) when the
+// connection between the two nodes breaks, not only when the sink's node
+// dies; nothing else would take the sink back while both nodes live, and
+// the stream would miss that member's events for good. Asking again is
+// idempotent (a sink is kept once), so a dropped sink is back within this
+// and a subscription lost on the way is retried; what the member saw in
+// between is not replayed.
+const eventsResubscribe = 10 * time.Second
+
 // Events streams what every member sees until ctx ends: each member's
 // events actor, and each member that joins later, sends to one sink here.
 // It returns once every alive member's events actor took the sink in
 // (within subscribeWait: one that does not answer is still asked), so
-// that whatever a member sees from then on reaches the stream. dropped
-// counts events lost because the reader lagged.
+// that whatever a member sees from then on reaches the stream; every
+// eventsResubscribe it asks them all again. dropped counts events lost
+// because the reader lagged.
 func (n *Node) Events(ctx context.Context) (events <-chan *messages.ObsEvent, dropped *atomic.Int64) {
 	out := make(chan *messages.ObsEvent, 256)
 	dropped = &atomic.Int64{}
@@ -96,17 +108,33 @@ func (n *Node) Events(ctx context.Context) (events <-chan *messages.ObsEvent, dr
 	for _, f := range acks {
 		_, _ = f.Result() // a member that did not answer: its events come when they come
 	}
-	go func() {
-		<-ctx.Done()
-		n.mu.Lock()
-		delete(n.eventSinks, sinkKey(sink))
-		n.mu.Unlock()
-		for _, pid := range n.eventsActors() {
-			n.root.Send(pid, &messages.EventsUnsubscribe{Sink: refOf(sink)})
-		}
-		_ = n.root.StopFuture(sink).Wait()
-	}()
+	go n.keepSubscribed(ctx, sink, sub)
 	return out, dropped
+}
+
+// keepSubscribed asks every alive member to send to sink again every
+// eventsResubscribe until ctx ends, then unsubscribes it everywhere and
+// stops it.
+func (n *Node) keepSubscribed(ctx context.Context, sink *actor.PID, sub *messages.EventsSubscribe) {
+	t := time.NewTicker(eventsResubscribe)
+	defer t.Stop()
+	for done := false; !done; {
+		select {
+		case <-t.C:
+			for _, pid := range n.eventsActors() {
+				n.root.Send(pid, sub)
+			}
+		case <-ctx.Done():
+			done = true
+		}
+	}
+	n.mu.Lock()
+	delete(n.eventSinks, sinkKey(sink))
+	n.mu.Unlock()
+	for _, pid := range n.eventsActors() {
+		n.root.Send(pid, &messages.EventsUnsubscribe{Sink: refOf(sink)})
+	}
+	_ = n.root.StopFuture(sink).Wait()
 }
 
 // eventsActors is every alive member's events actor (this node's alone).

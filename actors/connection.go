@@ -214,7 +214,7 @@ func (a *connActor) onEvent(ctx actor.Context, p *messages.Presence) {
 	if a.env.stale.dropStale(ctx, p.GetUser()) {
 		return
 	}
-	n, ok := a.out.event(p, &messages.Frame{Kind: &messages.Frame_Presence{Presence: p}})
+	n, ok := a.out.event(p, nil)
 	a.env.frames.Add(float64(n))
 	if !ok {
 		a.overflow(ctx)

@@ -52,9 +52,9 @@ func (o *connOut) sendLocked(frames []*messages.Frame) bool {
 }
 
 // event passes one view's event through the sink to the socket: f, the
-// event's frame shared read-only by all its subscribers, if the sink takes
-// p; the frames handed to the socket (0 or 1), and false if the outbox
-// overflowed.
+// event's frame shared read-only by all its subscribers (nil: made here),
+// if the sink takes p; the frames handed to the socket (0 or 1), and false
+// if the outbox overflowed.
 func (o *connOut) event(p *messages.Presence, f *messages.Frame) (int, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -63,6 +63,9 @@ func (o *connOut) event(p *messages.Presence, f *messages.Frame) (int, bool) {
 	}
 	n, ok := 0, true
 	if o.sink.Take(p) {
+		if f == nil {
+			f = &messages.Frame{Kind: &messages.Frame_Presence{Presence: p}}
+		}
 		n, ok = 1, o.sendLocked([]*messages.Frame{f})
 	}
 	o.armLocked()

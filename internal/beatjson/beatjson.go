@@ -70,15 +70,10 @@ func ParseHeartbeat(b []byte) (hb Beat, ok bool) {
 		return hb, false
 	}
 	var haveSeq, haveTS bool
-	for more := !p.lit(`}`); more; {
-		if !p.beatField(&hb, &haveSeq, &haveTS) {
-			return Beat{}, false
-		}
-		if more = !p.lit(`}`); more && !p.lit(`,`) {
-			return Beat{}, false
-		}
+	if !p.members(func() bool { return p.beatField(&hb, &haveSeq, &haveTS) }) {
+		return Beat{}, false
 	}
-	return hb, p.close()
+	return hb, true
 }
 
 // ParseAck reads `{"heartbeat_ack":{"seq":S,"client_ts_ms":C,"server_ts_ms":T}}`
@@ -89,15 +84,10 @@ func ParseAck(b []byte) (a HeartbeatAck, ok bool) {
 		return a, false
 	}
 	var have [3]bool
-	for more := !p.lit(`}`); more; {
-		if !p.ackField(&a, &have) {
-			return HeartbeatAck{}, false
-		}
-		if more = !p.lit(`}`); more && !p.lit(`,`) {
-			return HeartbeatAck{}, false
-		}
+	if !p.members(func() bool { return p.ackField(&a, &have) }) {
+		return HeartbeatAck{}, false
 	}
-	return a, p.close()
+	return a, true
 }
 
 // AppendHeartbeat appends the heartbeat frame as protojson writes it with
@@ -165,9 +155,9 @@ func (p *scanner) beatField(hb *Beat, haveSeq, haveTS *bool) bool {
 	switch {
 	case !*haveSeq && p.lit(`"seq"`):
 		*haveSeq = true
-		v, neg, ok := p.value()
-		hb.Seq = v
-		return ok && !neg
+		var ok bool
+		hb.Seq, ok = p.uint64()
+		return ok
 	case !*haveTS && p.lit(`"client_ts_ms"`):
 		*haveTS = true
 		var ok bool
@@ -193,12 +183,11 @@ func (p *scanner) beatField(hb *Beat, haveSeq, haveTS *bool) bool {
 // ackField reads one key and its value of an ack into a; have marks the
 // keys seen (seq, client_ts_ms, server_ts_ms).
 func (p *scanner) ackField(a *HeartbeatAck, have *[3]bool) bool {
-	var ok, neg bool
+	var ok bool
 	switch {
 	case !have[0] && p.lit(`"seq"`):
 		have[0] = true
-		a.Seq, neg, ok = p.value()
-		return ok && !neg
+		a.Seq, ok = p.uint64()
 	case !have[1] && p.lit(`"client_ts_ms"`):
 		have[1] = true
 		a.ClientTS, ok = p.int64()
@@ -213,6 +202,20 @@ func (p *scanner) ackField(a *HeartbeatAck, have *[3]bool) bool {
 type scanner struct {
 	b []byte
 	i int
+}
+
+// members reads the inner object's members up to its `}`, each with
+// field, a comma between two, and then the outer object's end.
+func (p *scanner) members(field func() bool) bool {
+	for more := !p.lit(`}`); more; {
+		if !field() {
+			return false
+		}
+		if more = !p.lit(`}`); more && !p.lit(`,`) {
+			return false
+		}
+	}
+	return p.close()
 }
 
 // open reads `{` key `:{`, key a quoted name.
@@ -243,6 +246,12 @@ func (p *scanner) lit(s string) bool {
 	}
 	p.i += len(s)
 	return true
+}
+
+// uint64 reads `:` and an unsigned integer of at most 19 digits.
+func (p *scanner) uint64() (uint64, bool) {
+	v, neg, ok := p.value()
+	return v, ok && !neg
 }
 
 // int64 reads `:` and a signed 64-bit integer.

@@ -317,9 +317,7 @@ func (c *Cluster) startProcess(nd *Node, args []string) (runner, error) {
 	}
 	p := &process{cmd: exec.Command(c.Bin, args...), logs: logs, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = logs, logs
-	if nd.gid != 0 {
-		p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(os.Getuid()), Gid: uint32(nd.gid)}}
-	}
+	p.cmd.SysProcAttr = nodeProcAttr(nd.gid)
 	if err := p.cmd.Start(); err != nil {
 		logs.Close()
 		return nil, fmt.Errorf("chaos: starting %s: %w", nd.ID, err)
@@ -333,6 +331,20 @@ func (c *Cluster) startProcess(nd *Node, args []string) (runner, error) {
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// nodeProcAttr is how a node process starts: in group gid (0: this
+// process's), and killed when the thread that started it ends (Pdeathsig),
+// so that a harness or a test binary that dies without stopping its
+// nodes (SIGKILL, a test's timeout) leaves none running to take CPU and
+// ports from the next run. No goroutine here locks its thread, so the
+// thread lives as long as the process.
+func nodeProcAttr(gid int) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if gid != 0 {
+		a.Credential = &syscall.Credential{Uid: uint32(os.Getuid()), Gid: uint32(gid)}
+	}
+	return a
 }
 
 // Alive reports whether the node is still running.

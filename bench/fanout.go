@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,43 +37,158 @@ func fanout(ctx context.Context, o Options, sys system, ws []*workerProc, res *R
 		o.progressf("\r\033[K%s: waiting %v for the cluster's views to settle", sys.Name(), time.Until(c.Settled()).Round(time.Second))
 		time.Sleep(time.Until(c.Settled()))
 	}
-	t := ws[0]
 	if p, ok := sys.(*presenceSys); ok && o.Profile != "" {
 		// The rounds, about 4 s each: the fan-out's share of the node's CPU
 		// (go tool pprof -focus on the fan-out's functions; the heartbeats
 		// of the N devices run meanwhile).
 		go p.profile(time.Duration(o.Rounds)*4*time.Second, filepath.Join(o.Profile, fmt.Sprintf("fanout-cpu-%d.pprof", time.Now().Unix())))
 	}
+	var cost fanCost
+	defer func() { res.FanoutCPU, res.FanoutLoadCPU = cost.perEvent() }()
 	for round := range o.Rounds {
 		if err := ctx.Err(); err != nil { // stopped: no more rounds
 			return err
 		}
 		o.progressf("\r\033[K%s fan-out round %d/%d", sys.Name(), round+1, o.Rounds)
-		if _, err := t.ask("open "+target, "opened", time.Minute); err != nil {
-			return err
-		}
-		// The online is published at once; let it reach every subscriber.
-		time.Sleep(time.Second)
-		if _, err := collectLatencies(ws, 0, time.Second, 0); err != nil {
-			return err
-		}
-		f, err := t.ask("close", "closed", time.Minute)
+		n, err := fanRound(o, sys, ws, res, &cost)
 		if err != nil {
 			return err
 		}
-		closed, _ := strconv.ParseInt(f[0], 10, 64)
-		recv, err := collectLatencies(ws, o.Subs*o.Devices, sys.Debounce()+30*time.Second, 100*time.Millisecond)
-		if err != nil {
-			return err
-		}
-		for _, at := range recv {
-			res.Fanout = append(res.Fanout, time.Duration(at-closed)-sys.Debounce())
-		}
-		o.progressf("\r\033[K%s fan-out round %d: %d of %d events\n", sys.Name(), round+1, len(recv), o.Subs*o.Devices)
+		o.progressf("\r\033[K%s fan-out round %d: %d of %d events\n", sys.Name(), round+1, n, o.Subs*o.Devices)
 		res.FanoutExpected += o.Subs * o.Devices
 	}
 	o.progressf("\r\033[K")
 	return nil
+}
+
+// fanRound opens the target's device, then closes it, and records each
+// subscriber's latency and the round's CPU; it returns the events
+// received.
+func fanRound(o Options, sys system, ws []*workerProc, res *RunResult, cost *fanCost) (int, error) {
+	t := ws[0]
+	if _, err := t.ask("open "+target, "opened", time.Minute); err != nil {
+		return 0, err
+	}
+	// The online is published at once; let it reach every subscriber,
+	// then read the CPU the heartbeats alone take.
+	time.Sleep(400 * time.Millisecond)
+	q0 := readCPU(sys, ws)
+	time.Sleep(600 * time.Millisecond)
+	q1 := readCPU(sys, ws)
+	if _, err := collectLatencies(ws, 0, time.Second, 0); err != nil {
+		return 0, err
+	}
+	stop := make(chan struct{})
+	series := sampleCPU(sys, ws, stop)
+	f, err := t.ask("close", "closed", time.Minute)
+	if err != nil {
+		close(stop)
+		return 0, err
+	}
+	closed, _ := strconv.ParseInt(f[0], 10, 64)
+	recv, err := collectLatencies(ws, o.Subs*o.Devices, sys.Debounce()+30*time.Second, 100*time.Millisecond)
+	close(stop)
+	if err != nil {
+		return 0, err
+	}
+	c0, c1 := burst(<-series, recv)
+	cost.add(q0, q1, c0, c1, len(recv))
+	for _, at := range recv {
+		res.Fanout = append(res.Fanout, time.Duration(at-closed)-sys.Debounce())
+	}
+	return len(recv), nil
+}
+
+// cpuRead is the system's and the load processes' run time at one
+// moment (runTime); ok false when a process could not be read.
+type cpuRead struct {
+	at        time.Time
+	sys, load time.Duration
+	ok        bool
+}
+
+func readCPU(sys system, ws []*workerProc) cpuRead {
+	s, err1 := runTime(sys.Pids()...)
+	l, err2 := runTime(workerPids(ws)...)
+	return cpuRead{at: time.Now(), sys: s, load: l, ok: err1 == nil && err2 == nil}
+}
+
+// cpuEvery is how often sampleCPU reads: the bracket of a burst of about
+// 250 ms, with little of the bench's own CPU (a read is a file per thread).
+const cpuEvery = 20 * time.Millisecond
+
+// sampleCPU reads the CPU every cpuEvery until stop, then sends what it
+// read.
+func sampleCPU(sys system, ws []*workerProc, stop <-chan struct{}) <-chan []cpuRead {
+	out := make(chan []cpuRead, 1)
+	go func() {
+		t := time.NewTicker(cpuEvery)
+		defer t.Stop()
+		reads := []cpuRead{readCPU(sys, ws)}
+		for {
+			select {
+			case <-stop:
+				out <- append(reads, readCPU(sys, ws))
+				return
+			case <-t.C:
+				reads = append(reads, readCPU(sys, ws))
+			}
+		}
+	}()
+	return out
+}
+
+// burst is the reads that bracket the events received (Unix ns): the last
+// at least cpuEvery before the first event (the writes start before it),
+// the first after the last; the whole series when there is no event.
+func burst(reads []cpuRead, recv []int64) (cpuRead, cpuRead) {
+	if len(recv) == 0 {
+		return reads[0], reads[len(reads)-1]
+	}
+	from := time.Unix(0, slices.Min(recv)).Add(-cpuEvery)
+	to := time.Unix(0, slices.Max(recv))
+	a, b := reads[0], reads[len(reads)-1]
+	for _, r := range reads {
+		if !r.at.After(from) {
+			a = r
+		}
+	}
+	for i := len(reads) - 1; i >= 0; i-- {
+		if !reads[i].at.Before(to) {
+			b = reads[i]
+		}
+	}
+	return a, b
+}
+
+// fanCost sums the fan-out rounds' CPU beyond the heartbeats' and their
+// events.
+type fanCost struct {
+	sys, load time.Duration
+	events    int
+	bad       bool
+}
+
+// add counts one round: c0 to c1 spans its burst of events (burst), q0 to
+// q1 the quiet window before its close, whose rate is taken off.
+func (c *fanCost) add(q0, q1, c0, c1 cpuRead, events int) {
+	quiet := c1.at.Sub(c0.at).Seconds() / q1.at.Sub(q0.at).Seconds()
+	if !(q0.ok && q1.ok && c0.ok && c1.ok) || math.IsInf(quiet, 0) || math.IsNaN(quiet) {
+		c.bad = true
+		return
+	}
+	c.sys += c1.sys - c0.sys - time.Duration(quiet*float64(q1.sys-q0.sys))
+	c.load += c1.load - c0.load - time.Duration(quiet*float64(q1.load-q0.load))
+	c.events += events
+}
+
+// perEvent is the system's and the load's CPU per event, µs (NaN: not
+// measured).
+func (c *fanCost) perEvent() (sys, load float64) {
+	if c.bad || c.events == 0 {
+		return math.NaN(), math.NaN()
+	}
+	return float64(c.sys.Microseconds()) / float64(c.events), float64(c.load.Microseconds()) / float64(c.events)
 }
 
 // collectLatencies gathers the workers' receive times until want arrived

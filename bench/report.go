@@ -56,6 +56,8 @@ func rows(o Options) []row {
 		{fanName + ", p50", "ms", true, fan(0.5), 0, ""},
 		{fanName + ", p99", "ms", true, fan(0.99), fanTarget, "<="},
 		{fanName + ", max", "ms", true, fan(1), 0, ""},
+		{"server CPU per fan-out event, less the heartbeats' rate (user + kernel)", "µs", true, func(r RunResult) float64 { return r.FanoutCPU }, 0, ""},
+		{"load processes' CPU per fan-out event, same window", "µs", true, func(r RunResult) float64 { return r.FanoutLoadCPU }, 0, ""},
 		{"connections ended nobody asked for", "", true, func(r RunResult) float64 { return float64(r.Unexpected) }, 0, "=0"},
 	}
 }

@@ -111,6 +111,11 @@ type RunResult struct {
 	ConnectStore   string        // presence: its store writer's commits over the connect phase
 	Webhooks       string        // presence with Webhook: what the receiver got and the nodes counted
 	WebhookEvents  int64         // presence with Webhook: events the receiver got
+	// FanoutCPU and FanoutLoadCPU are the system's and the load processes'
+	// CPU per fan-out event, µs: over each round's burst of events, less
+	// what they spent at the rate of the quiet window before its close
+	// (the heartbeats'); NaN: not measured.
+	FanoutCPU, FanoutLoadCPU float64
 }
 
 // Run measures every system Runs times, alternating them, and returns all
@@ -202,7 +207,7 @@ func users(from, n int) []string {
 const target = "benchtarget"
 
 func runOnce(ctx context.Context, o Options, name, dir string, hold bool) (RunResult, error) {
-	res := RunResult{System: name}
+	res := RunResult{System: name, FanoutCPU: math.NaN(), FanoutLoadCPU: math.NaN()}
 	sys, err := start(o, name, dir)
 	if err != nil {
 		return res, err

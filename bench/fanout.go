@@ -172,13 +172,13 @@ type fanCost struct {
 // add counts one round: c0 to c1 spans its burst of events (burst), q0 to
 // q1 the quiet window before its close, whose rate is taken off.
 func (c *fanCost) add(q0, q1, c0, c1 cpuRead, events int) {
-	quiet := c1.at.Sub(c0.at).Seconds() / q1.at.Sub(q0.at).Seconds()
-	if !(q0.ok && q1.ok && c0.ok && c1.ok) || math.IsInf(quiet, 0) || math.IsNaN(quiet) {
+	scale := c1.at.Sub(c0.at).Seconds() / q1.at.Sub(q0.at).Seconds()
+	if !(q0.ok && q1.ok && c0.ok && c1.ok) || math.IsInf(scale, 0) || math.IsNaN(scale) {
 		c.bad = true
 		return
 	}
-	c.sys += c1.sys - c0.sys - time.Duration(quiet*float64(q1.sys-q0.sys))
-	c.load += c1.load - c0.load - time.Duration(quiet*float64(q1.load-q0.load))
+	c.sys += c1.sys - c0.sys - time.Duration(scale*float64(q1.sys-q0.sys))
+	c.load += c1.load - c0.load - time.Duration(scale*float64(q1.load-q0.load))
 	c.events += events
 }
 

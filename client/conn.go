@@ -147,6 +147,9 @@ func (c *Conn) decode(kind websocket.MessageType, b []byte) (*messages.Frame, er
 			return &messages.Frame{Kind: &messages.Frame_HeartbeatAck{HeartbeatAck: &messages.HeartbeatAck{
 				Seq: a.Seq, ClientTsMs: a.ClientTS, ServerTsMs: a.ServerTS}}}, nil
 		}
+		if pr, ok := beatjson.ParsePresence(b); ok { // most of the rest: a watched user's change
+			return &messages.Frame{Kind: &messages.Frame_Presence{Presence: pr}}, nil
+		}
 	}
 	f := &messages.Frame{}
 	if c.subprotocol == ProtoBinary {

@@ -1,12 +1,13 @@
 // Package beatjson writes and reads the heartbeat and its ack on the JSON
-// subprotocol without protojson.
+// subprotocol without protojson, and reads the change event.
 //
 // The heartbeat is nearly every frame a device sends and its ack nearly
-// every frame a node writes. protojson's reflection and allocations on
-// each were a large share of the node's CPU and of the Go SDK's
-// (BENCHMARKS.md, the profiles), so both ends take a fast path for exactly
-// these two frames' common shapes and leave every other input to
-// protojson: what a parser here accepts, protojson decodes to the same
+// every frame a node writes; a subscriber's change events are most of the
+// rest it reads. protojson's reflection and allocations on each were a
+// large share of the node's CPU and of the Go SDK's (BENCHMARKS.md, the
+// profiles), so both ends take a fast path for exactly these frames'
+// common shapes and leave every other input to protojson: what a parser
+// here accepts, protojson decodes to the same
 // frame (the fuzz targets check it), and what it does not accept is
 // decoded by protojson as before. What the Append functions write is what
 // protojson writes with proto field names (MarshalOptions.UseProtoNames,

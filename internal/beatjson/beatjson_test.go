@@ -198,3 +198,85 @@ func TestFastPathsDoNotAllocate(t *testing.T) {
 		t.Fatal("nothing read")
 	}
 }
+
+// The fast path takes the events a node writes, and leaves to protojson
+// every other shape.
+func TestParsePresence(t *testing.T) {
+	for _, c := range []struct {
+		in      string
+		want    *messages.Presence
+		fastish bool
+	}{
+		{`{"presence":{"user":"alice","status":"offline","version":"7","last_seen_minute":29912345,"show":"away"}}`,
+			&messages.Presence{User: "alice", Status: messages.Status_offline, Version: 7, LastSeenMinute: 29912345, Show: messages.Show_away}, true},
+		{`{"presence":{"user":"bob", "status":"online", "version":"3", "show":"available", "devices":[{"platform":"mobile", "activity":"idle"}, {"platform":"web"}], "idle_since_minute":"5", "status_text":"en réunion"}}`,
+			&messages.Presence{User: "bob", Status: messages.Status_online, Version: 3, Show: messages.Show_available, IdleSinceMinute: 5, StatusText: "en réunion",
+				Devices: []*messages.DevicePresence{{Platform: messages.Platform_mobile, Activity: messages.Activity_idle}, {Platform: messages.Platform_web}}}, true},
+		{`{"presence":{}}`, &messages.Presence{}, true},
+		{`{"presence":{"devices":[]}}`, &messages.Presence{}, true},
+		{`{"presence":{"user":"a\"b"}}`, nil, false},                 // an escape: protojson
+		{`{"presence":{"user":"a","user":"b"}}`, nil, false},         // twice
+		{`{"presence":{"lastSeenMinute":1}}`, nil, false},            // JSON name
+		{`{"presence":{"status":"ONLINE"}}`, nil, false},             // not an enum name
+		{`{"presence":{"status":1}}`, nil, false},                    // a number
+		{`{"presence":{"user":null}}`, nil, false},                   // null
+		{`{"presence":{"last_seen_minute":4294967296}}`, nil, false}, // over uint32
+		{`{"presence":{"devices":[{"platform":"web","platform":"web"}]}}`, nil, false},
+		{`{"presence":{"devices":[{"platform":"web"},]}}`, nil, false},
+		{`{"presence":{"user":"\xff"}}`, nil, false}, // not UTF-8
+		{`{"presence":{"user":"a"},"heartbeat":{}}`, nil, false},
+		{`{"heartbeat":{"seq":"1"}}`, nil, false},
+	} {
+		got, ok := ParsePresence([]byte(c.in))
+		if ok != c.fastish || ok && !proto.Equal(got, c.want) {
+			t.Errorf("%s: %v %v, want %v %v", c.in, got, ok, c.want, c.fastish)
+		}
+		if ok {
+			sameAsProtojson(t, []byte(c.in), &messages.Frame{Kind: &messages.Frame_Presence{Presence: got}})
+		}
+	}
+}
+
+// What the fast path accepts, protojson decodes to the same event.
+func FuzzPresenceFastPath(f *testing.F) {
+	for _, s := range []string{
+		`{"presence":{"user":"alice","status":"offline","version":"7","last_seen_minute":29912345,"show":"away"}}`,
+		`{"presence":{"user":"bob","status":"online","devices":[{"platform":"mobile","activity":"idle"},{}],"status_text":"x"}}`,
+		`{"presence":{"version":18446744073709551615,"idle_since_minute":"4294967295"}}`, `{"presence":{"status":"unknown"}}`,
+		`{"presence":{"user":"é","status_text":"\u00e9"}}`, `{"presence":{"show":"auto","devices":[]}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		pr, ok := ParsePresence(data)
+		if !ok {
+			return
+		}
+		sameAsProtojson(t, data, &messages.Frame{Kind: &messages.Frame_Presence{Presence: pr}})
+	})
+}
+
+// Every event the node's protojson writes, the fast path reads to the
+// same Presence (protojson's random spaces included: each is marshalled
+// many times).
+func TestParsePresenceReadsWhatProtojsonWrites(t *testing.T) {
+	out := protojson.MarshalOptions{UseProtoNames: true}
+	for i, pr := range []*messages.Presence{
+		{User: "bench000001", Status: messages.Status_offline, Version: 2, LastSeenMinute: 29912345},
+		{User: "u", Status: messages.Status_online, Version: 1e19 - 1, Show: messages.Show_dnd, StatusText: "dans le train 🚆",
+			Devices: []*messages.DevicePresence{{Platform: messages.Platform_desktop, Activity: messages.Activity_active}, {Platform: messages.Platform_other, Activity: messages.Activity_background}}},
+		{User: "v", Status: messages.Status_recently, Version: 1, IdleSinceMinute: math.MaxUint32},
+		{Status: messages.Status_unknown},
+	} {
+		for range 20 {
+			b, err := out.Marshal(&messages.Frame{Kind: &messages.Frame_Presence{Presence: pr}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := ParsePresence(b)
+			if !ok || !proto.Equal(got, pr) {
+				t.Fatalf("event %d, %s: fast path %v %v", i, b, got, ok)
+			}
+		}
+	}
+}

@@ -44,7 +44,7 @@ func fanout(ctx context.Context, o Options, sys system, ws []*workerProc, res *R
 		go p.profile(time.Duration(o.Rounds)*4*time.Second, filepath.Join(o.Profile, fmt.Sprintf("fanout-cpu-%d.pprof", time.Now().Unix())))
 	}
 	var cost fanCost
-	defer func() { res.FanoutCPU, res.FanoutLoadCPU = cost.perEvent() }()
+	defer func() { res.FanoutCost = cost.perEvent() }()
 	for round := range o.Rounds {
 		if err := ctx.Err(); err != nil { // stopped: no more rounds
 			return err
@@ -91,26 +91,32 @@ func fanRound(o Options, sys system, ws []*workerProc, res *RunResult, cost *fan
 	if err != nil {
 		return 0, err
 	}
-	c0, c1 := burst(<-series, recv)
+	reads := <-series
+	c0, c1 := burst(reads, recv)
 	cost.add(q0, q1, c0, c1, len(recv))
+	cost.addIdle(within(reads, recv))
 	for _, at := range recv {
 		res.Fanout = append(res.Fanout, time.Duration(at-closed)-sys.Debounce())
 	}
 	return len(recv), nil
 }
 
-// cpuRead is the system's and the load processes' run time at one
-// moment (runTime); ok false when a process could not be read.
+// cpuRead is what the system's and the load processes' threads got from
+// the scheduler at one moment (runTime), and the machine's idle time
+// (idleTime); ok false when a process could not be read.
 type cpuRead struct {
 	at        time.Time
-	sys, load time.Duration
+	sys, load threadTime
+	idle      time.Duration // all cores
+	cpus      int
 	ok        bool
 }
 
 func readCPU(sys system, ws []*workerProc) cpuRead {
 	s, err1 := runTime(sys.Pids()...)
 	l, err2 := runTime(workerPids(ws)...)
-	return cpuRead{at: time.Now(), sys: s, load: l, ok: err1 == nil && err2 == nil}
+	idle, cpus, err3 := idleTime()
+	return cpuRead{at: time.Now(), sys: s, load: l, idle: idle, cpus: cpus, ok: err1 == nil && err2 == nil && err3 == nil}
 }
 
 // cpuEvery is how often sampleCPU reads: the bracket of a burst of about
@@ -161,10 +167,31 @@ func burst(reads []cpuRead, recv []int64) (cpuRead, cpuRead) {
 	return a, b
 }
 
-// fanCost sums the fan-out rounds' CPU beyond the heartbeats' and their
-// events.
+// within is the reads from the first at or after the first event
+// received to the first at or after the last: the burst without its
+// lead-in (burst's bracket starts before the first write, where the
+// machine may idle for reasons of its own); ok false when the events
+// came between two reads.
+func within(reads []cpuRead, recv []int64) (a, b cpuRead, ok bool) {
+	if len(recv) == 0 {
+		return a, b, false
+	}
+	first, last := time.Unix(0, slices.Min(recv)), time.Unix(0, slices.Max(recv))
+	ia := slices.IndexFunc(reads, func(r cpuRead) bool { return !r.at.Before(first) })
+	ib := slices.IndexFunc(reads, func(r cpuRead) bool { return !r.at.Before(last) })
+	if ia < 0 || ib <= ia {
+		return a, b, false
+	}
+	return reads[ia], reads[ib], true
+}
+
+// fanCost sums the fan-out rounds' CPU and waits for a core beyond the
+// heartbeats', their events, and the machine's idle time from each
+// round's first event to its last (within).
 type fanCost struct {
-	sys, load time.Duration
+	sys, load threadTime
+	idle      time.Duration // the cores' idle time from first to last event
+	span      time.Duration // those windows' length times the cores
 	events    int
 	bad       bool
 }
@@ -177,18 +204,30 @@ func (c *fanCost) add(q0, q1, c0, c1 cpuRead, events int) {
 		c.bad = true
 		return
 	}
-	c.sys += c1.sys - c0.sys - time.Duration(scale*float64(q1.sys-q0.sys))
-	c.load += c1.load - c0.load - time.Duration(scale*float64(q1.load-q0.load))
+	c.sys = c.sys.add(c1.sys.sub(c0.sys).sub(q1.sys.sub(q0.sys).scale(scale)))
+	c.load = c.load.add(c1.load.sub(c0.load).sub(q1.load.sub(q0.load).scale(scale)))
 	c.events += events
 }
 
-// perEvent is the system's and the load's CPU per event, µs (NaN: not
-// measured).
-func (c *fanCost) perEvent() (sys, load float64) {
-	if c.bad || c.events == 0 {
-		return math.NaN(), math.NaN()
+// addIdle counts the machine's idle cores from a to b (within), when ok.
+func (c *fanCost) addIdle(a, b cpuRead, ok bool) {
+	if !ok || !a.ok || !b.ok {
+		return
 	}
-	return float64(c.sys.Microseconds()) / float64(c.events), float64(c.load.Microseconds()) / float64(c.events)
+	c.idle += b.idle - a.idle
+	c.span += b.at.Sub(a.at) * time.Duration(b.cpus)
+}
+
+func (c *fanCost) perEvent() FanoutCost {
+	if c.bad || c.events == 0 {
+		return unmeasuredFanout()
+	}
+	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(c.events) }
+	idle := math.NaN()
+	if c.span > 0 {
+		idle = 100 * float64(c.idle) / float64(c.span)
+	}
+	return FanoutCost{per(c.sys.run), per(c.load.run), per(c.sys.wait), per(c.load.wait), idle}
 }
 
 // collectLatencies gathers the workers' receive times until want arrived

@@ -37,16 +37,29 @@ func cpuTime(pids ...int) (time.Duration, error) {
 	return total, nil
 }
 
-// runTime is the time the processes' threads ran, user and kernel, to the
-// nanosecond (the first field of each /proc/PID/task/TID/schedstat): for
-// windows too short for cpuTime's clock ticks. A thread that ended is
-// left out, which a Go process's rarely do.
-func runTime(pids ...int) (time.Duration, error) {
-	var total time.Duration
+// threadTime is what the threads of some processes got from the
+// scheduler, to the nanosecond: the time they ran (user and kernel) and
+// the time they waited, runnable, for a core.
+type threadTime struct{ run, wait time.Duration }
+
+func (a threadTime) add(b threadTime) threadTime { return threadTime{a.run + b.run, a.wait + b.wait} }
+func (a threadTime) sub(b threadTime) threadTime { return threadTime{a.run - b.run, a.wait - b.wait} }
+
+// scale is a rate's share of a window: t times f.
+func (a threadTime) scale(f float64) threadTime {
+	return threadTime{time.Duration(f * float64(a.run)), time.Duration(f * float64(a.wait))}
+}
+
+// runTime is the processes' threadTime (the first two fields of each
+// /proc/PID/task/TID/schedstat): for windows too short for cpuTime's
+// clock ticks. A thread that ended is left out, which a Go process's
+// rarely do.
+func runTime(pids ...int) (threadTime, error) {
+	var total threadTime
 	for _, pid := range pids {
 		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 		if err != nil {
-			return 0, err
+			return threadTime{}, err
 		}
 		for _, t := range tasks {
 			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
@@ -54,14 +67,46 @@ func runTime(pids ...int) (time.Duration, error) {
 				continue // ended meanwhile
 			}
 			f := strings.Fields(string(b))
-			if len(f) == 0 {
+			if len(f) < 2 {
 				continue
 			}
-			ns, _ := strconv.ParseInt(f[0], 10, 64)
-			total += time.Duration(ns)
+			run, _ := strconv.ParseInt(f[0], 10, 64)
+			wait, _ := strconv.ParseInt(f[1], 10, 64)
+			total.run += time.Duration(run)
+			total.wait += time.Duration(wait)
 		}
 	}
 	return total, nil
+}
+
+// idleTime is the machine's cores' idle time, all of them summed (idle
+// and iowait of /proc/stat's first line, in clock ticks), and how many
+// cores there are.
+func idleTime() (time.Duration, int, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	var idle time.Duration
+	cpus := 0
+	for i, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 6 || !strings.HasPrefix(f[0], "cpu") {
+			continue
+		}
+		if i > 0 { // cpu0, cpu1, ...: the first line is their sum
+			cpus++
+			continue
+		}
+		for _, v := range f[4:6] {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			idle += time.Duration(n) * clockTick
+		}
+	}
+	if cpus == 0 {
+		return 0, 0, fmt.Errorf("bench: no cpu line in /proc/stat")
+	}
+	return idle, cpus, nil
 }
 
 // rss is the resident set of the processes, in bytes.

@@ -56,8 +56,11 @@ func rows(o Options) []row {
 		{fanName + ", p50", "ms", true, fan(0.5), 0, ""},
 		{fanName + ", p99", "ms", true, fan(0.99), fanTarget, "<="},
 		{fanName + ", max", "ms", true, fan(1), 0, ""},
-		{"server CPU per fan-out event, less the heartbeats' rate (user + kernel)", "µs", true, func(r RunResult) float64 { return r.FanoutCPU }, 0, ""},
-		{"load processes' CPU per fan-out event, same window", "µs", true, func(r RunResult) float64 { return r.FanoutLoadCPU }, 0, ""},
+		{"server CPU per fan-out event, less the heartbeats' rate (user + kernel)", "µs", true, func(r RunResult) float64 { return r.FanoutCost.CPU }, 0, ""},
+		{"load processes' CPU per fan-out event, same window", "µs", true, func(r RunResult) float64 { return r.FanoutCost.LoadCPU }, 0, ""},
+		{"server threads' wait for a core per fan-out event, less the heartbeats' rate", "µs", true, func(r RunResult) float64 { return r.FanoutCost.Wait }, 0, ""},
+		{"load processes' wait for a core per fan-out event, same window", "µs", true, func(r RunResult) float64 { return r.FanoutCost.LoadWait }, 0, ""},
+		{"machine's cores idle from a fan-out's first event received to its last", "%", true, func(r RunResult) float64 { return r.FanoutCost.Idle }, 0, ""},
 		{"connections ended nobody asked for", "", true, func(r RunResult) float64 { return float64(r.Unexpected) }, 0, "=0"},
 	}
 }

@@ -111,11 +111,22 @@ type RunResult struct {
 	ConnectStore   string        // presence: its store writer's commits over the connect phase
 	Webhooks       string        // presence with Webhook: what the receiver got and the nodes counted
 	WebhookEvents  int64         // presence with Webhook: events the receiver got
-	// FanoutCPU and FanoutLoadCPU are the system's and the load processes'
-	// CPU per fan-out event, µs: over each round's burst of events, less
-	// what they spent at the rate of the quiet window before its close
-	// (the heartbeats'); NaN: not measured.
-	FanoutCPU, FanoutLoadCPU float64
+	FanoutCost     FanoutCost    // what the scheduler gave the fan-out rounds
+}
+
+// FanoutCost is what the fan-out rounds got from the scheduler, over each
+// round's burst of events (the reads every cpuEvery that bracket them):
+// the system's and the load processes' CPU and wait for a core per event,
+// µs, less what they had at the rate of the quiet window before its close
+// (the heartbeats'); and the share of the machine's cores left idle from
+// each round's first event received to its last, %. NaN: not measured.
+type FanoutCost struct {
+	CPU, LoadCPU, Wait, LoadWait, Idle float64
+}
+
+func unmeasuredFanout() FanoutCost {
+	nan := math.NaN()
+	return FanoutCost{nan, nan, nan, nan, nan}
 }
 
 // Run measures every system Runs times, alternating them, and returns all
@@ -207,7 +218,7 @@ func users(from, n int) []string {
 const target = "benchtarget"
 
 func runOnce(ctx context.Context, o Options, name, dir string, hold bool) (RunResult, error) {
-	res := RunResult{System: name, FanoutCPU: math.NaN(), FanoutLoadCPU: math.NaN()}
+	res := RunResult{System: name, FanoutCost: unmeasuredFanout()}
 	sys, err := start(o, name, dir)
 	if err != nil {
 		return res, err

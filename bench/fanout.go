@@ -103,7 +103,7 @@ func fanRound(o Options, sys system, ws []*workerProc, res *RunResult, cost *fan
 
 // cpuRead is what the system's and the load processes' threads got from
 // the scheduler at one moment (runTime), and the machine's idle time
-// (idleTime); ok false when a process could not be read.
+// (idleTime); ok false when a process or /proc/stat could not be read.
 type cpuRead struct {
 	at        time.Time
 	sys, load threadTime
@@ -218,6 +218,7 @@ func (c *fanCost) addIdle(a, b cpuRead, ok bool) {
 	c.span += b.at.Sub(a.at) * time.Duration(b.cpus)
 }
 
+// perEvent is the rounds' FanoutCost: per event, and the idle share.
 func (c *fanCost) perEvent() FanoutCost {
 	if c.bad || c.events == 0 {
 		return unmeasuredFanout()

@@ -208,15 +208,21 @@ type scanner struct {
 // members reads the inner object's members up to its `}`, each with
 // field, a comma between two, and then the outer object's end.
 func (p *scanner) members(field func() bool) bool {
-	for more := !p.lit(`}`); more; {
-		if !field() {
+	return p.items(`}`, field) && p.close()
+}
+
+// items reads items with item, a comma between two, up to end (`}` or
+// `]`, the opening one read already).
+func (p *scanner) items(end string, item func() bool) bool {
+	for more := !p.lit(end); more; {
+		if !item() {
 			return false
 		}
-		if more = !p.lit(`}`); more && !p.lit(`,`) {
+		if more = !p.lit(end); more && !p.lit(`,`) {
 			return false
 		}
 	}
-	return p.close()
+	return true
 }
 
 // open reads `{` key `:{`, key a quoted name.

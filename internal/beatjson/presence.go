@@ -74,31 +74,20 @@ func (p *scanner) presenceField(pr *messages.Presence, seen *uint8) bool {
 
 // devices reads `:` and an array of DevicePresence objects.
 func (p *scanner) devices() ([]*messages.DevicePresence, bool) {
-	if !p.lit(`:`) || !p.lit(`[`) {
-		return nil, false
-	}
 	var ds []*messages.DevicePresence
-	for more := !p.lit(`]`); more; {
+	ok := p.lit(`:`) && p.lit(`[`) && p.items(`]`, func() bool {
 		d, ok := p.device()
-		if !ok {
-			return nil, false
-		}
 		ds = append(ds, d)
-		if more = !p.lit(`]`); more && !p.lit(`,`) {
-			return nil, false
-		}
-	}
-	return ds, true
+		return ok
+	})
+	return ds, ok
 }
 
 // device reads one `{"platform":P,"activity":A}`, either key absent.
 func (p *scanner) device() (*messages.DevicePresence, bool) {
-	if !p.lit(`{`) {
-		return nil, false
-	}
 	d := &messages.DevicePresence{}
 	var havePlatform, haveActivity bool
-	for more := !p.lit(`}`); more; {
+	ok := p.lit(`{`) && p.items(`}`, func() bool {
 		var v int32
 		ok := false
 		switch {
@@ -111,14 +100,9 @@ func (p *scanner) device() (*messages.DevicePresence, bool) {
 			v, ok = p.enum(messages.Activity_value)
 			d.Activity = messages.Activity(v)
 		}
-		if !ok {
-			return nil, false
-		}
-		if more = !p.lit(`}`); more && !p.lit(`,`) {
-			return nil, false
-		}
-	}
-	return d, true
+		return ok
+	})
+	return d, ok
 }
 
 // str reads `:` and a string with no escape and no control character,

@@ -95,6 +95,7 @@ type guard interface {
 type placement interface {
 	mayHaveMoved(kind Kind, identity string) bool
 	lastChange() time.Time
+	silent() bool
 	earlier(h *messages.Holder) bool
 	memberAlive(addr string) bool
 }

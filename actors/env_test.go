@@ -28,6 +28,7 @@ func (fakeNode) passivate(actor.Context, Kind, string, uint64) bool { return fal
 func (fakeNode) gate(actor.Context, gate) bool                      { return true }
 func (fakeNode) mayHaveMoved(Kind, string) bool                     { return false }
 func (fakeNode) lastChange() time.Time                              { return time.Time{} }
+func (fakeNode) silent() bool                                       { return false }
 func (fakeNode) earlier(*messages.Holder) bool                      { return false }
 func (fakeNode) memberAlive(string) bool                            { return false }
 func (fakeNode) dropStale(actor.Context, string) bool               { return false }

@@ -83,6 +83,8 @@ type fakeRoster struct {
 	up    map[string]int64
 	doubt time.Duration
 	moved bool
+	// quiet: a member is silent (Silent)
+	quiet atomic.Bool
 	// movedAt (unix nanoseconds, 0: never) is a change that moved every
 	// identity: Moved reports it while it is within the window asked.
 	movedAt atomic.Int64
@@ -107,6 +109,8 @@ func (r *fakeRoster) Doubt() time.Duration {
 	defer r.mu.Unlock()
 	return r.doubt
 }
+
+func (r *fakeRoster) Silent() bool { return r.quiet.Load() }
 
 func (r *fakeRoster) Meta(id string) (cluster.Meta, bool) {
 	r.mu.Lock()

@@ -248,6 +248,13 @@ func (n *Node) inDoubt() time.Duration {
 	return 0
 }
 
+// silent reports whether a member not declared dead has gone unheard
+// here for long (cluster.Roster.Silent): a view re-created here waits for
+// its verdict before it settles.
+func (n *Node) silent() bool {
+	return n.members != nil && n.members.Silent()
+}
+
 // earlier reports whether h is a connection of an earlier incarnation of
 // its node: its gateway's member was declared dead or left (goneAddr), or
 // it opened before the member of that name now alive started

@@ -409,13 +409,22 @@ func (a *viewActor) unsettle(ctx actor.Context, now time.Time) {
 }
 
 // settleLeft is how long until Timing.Settle after the latest membership
-// change (<= 0: passed), at most until a failure detection and Settle after
-// the view's activation: changes that keep coming (a rolling deploy, a
-// member crash-looping) do not keep it unsettled for ever, holding its
-// departures; the owner-crash bound counts from the crash the same way.
+// change (<= 0: passed), or after now while a member is silent (it may be
+// dying: a lease of this view's devices there takes no re-register until
+// its verdict moves it, and a side that holds the split-brain lease
+// declares the others dead up to seconds apart: the chaos harness,
+// partition-2-2-1-lease, a false offline at the side serving alone). At
+// most until a failure detection and Settle after the view's activation:
+// changes that keep coming (a rolling deploy, a member crash-looping) do
+// not keep it unsettled for ever, holding its departures; the owner-crash
+// bound counts from the crash the same way.
 func (a *viewActor) settleLeft(now time.Time) time.Duration {
 	t := a.env.timing
-	return min(a.env.place.lastChange().Add(t.Settle).Sub(now), a.started.Add(t.FailureDetection+t.Settle).Sub(now))
+	from := a.env.place.lastChange()
+	if a.env.place.silent() {
+		from = now
+	}
+	return min(from.Add(t.Settle).Sub(now), a.started.Add(t.FailureDetection+t.Settle).Sub(now))
 }
 
 // evidence is a sign of an earlier incarnation of this view (a down for a

@@ -382,6 +382,47 @@ func TestUnsettledViewWaitsForALeaseMovedLater(t *testing.T) {
 	})
 }
 
+// A side that serves on the split-brain lease declares the members cut
+// off up to seconds apart, more than Settle: a view re-created at one
+// verdict waits while a member is silent, since its device's lease may be
+// there, and the connection's re-register reaches it only after that
+// member's verdict moved it (the chaos harness, partition-2-2-1-lease: a
+// false offline at the side serving alone). Then, with no member silent,
+// Settle after the latest change: if no device came, offline.
+func TestUnsettledViewWaitsForASilentMember(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := config.Fast()
+		timing.FailureDetection, timing.Settle = 5100*time.Millisecond, 1550*time.Millisecond // cluster.Timings' (fast, 100 members)
+		roster := &fakeRoster{}
+		e := newEnv(t, timing, seams{members: roster})
+		e.n.changedAt.Store(time.Now().UnixNano()) // the member holding their views declared dead
+		roster.movedAt.Store(time.Now().UnixNano())
+		roster.quiet.Store(true) // another is cut off too, its verdict to come
+		for _, u := range []string{"alice", "carol"} {
+			if err := e.policies.Put(context.Background(), u, store.PolicyDoc{Granularity: core.Exact, Contacts: []string{"bob"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		start := time.Now()
+		p, q := e.reattach("alice", "bob"), e.reattach("carol", "bob") // re-creates their views here
+		time.Sleep(1800 * time.Millisecond)                            // past their settle
+		roster.quiet.Store(false)
+		e.n.changedAt.Store(time.Now().UnixNano())    // its verdict
+		time.Sleep(700 * time.Millisecond)            // a propagation and a spread
+		e.connect(e.n.Gateway(), "alice", "phone", 1) // her device re-registers
+		time.Sleep(2 * timing.Settle)
+		synctest.Wait()
+		e.expectOnlineOnce(p, "alice")
+		ev := q.all()
+		if len(ev) != 1 || ev[0].p.GetStatus() != messages.Status_offline {
+			t.Fatalf("carol: events %v, want offline once (no device came)", e.statuses(q))
+		}
+		if at, want := ev[0].at.Sub(start), 1800*time.Millisecond+timing.Settle; at < want {
+			t.Fatalf("carol offline %v after the activation, want Settle after the verdict (%v)", at, want)
+		}
+	})
+}
+
 // expectOnlineOnce fails unless p was told user online once and nothing
 // else: the user was connected all along.
 func (e *env) expectOnlineOnce(p *probe, user string) {

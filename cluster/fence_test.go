@@ -149,3 +149,51 @@ func TestRevenantIsNamedAndFences(t *testing.T) {
 		t.Fatalf("check = %q %q, want %q naming n3", reason, detail, FenceDeclaredDead)
 	}
 }
+
+// A fenced incarnation waiting to serve, declared dead on a stale verdict
+// (its old incarnation's, gossiped at the heal by a member it had not met
+// yet), held nothing here and proto.actor never blocked it: alive again
+// under the same id, whether it served meanwhile or not, it is no
+// revenant, nobody names it, and what it sends is taken.
+func TestFencedIncarnationDeclaredDeadIsNoRevenant(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, served := range []bool{false, true} {
+		g := members(now, map[string]State{"n2": Alive, "n3": Alive}, nil)
+		g.gone, g.log = map[string]time.Time{}, discard()
+		waiting := Meta{ID: "sys-n2", Actor: "a2", Fenced: true}
+		g.metas["n2"] = waiting
+		ev := func(kind EventKind, s State, m Meta) Event {
+			return Event{Kind: kind, Meta: m, At: now, Member: Member{ID: "n2", State: s, Addresses: []string{"n2", m.Actor}}}
+		}
+		g.apply(ev(EventFailed, Dead, waiting))
+		if !g.Gone("a2") {
+			t.Fatalf("declared dead: its messages not dropped")
+		}
+		back := waiting
+		back.Fenced = !served
+		g.apply(ev(EventJoined, Alive, back))
+		if g.Blocked() != nil || g.Gone("a2") {
+			t.Fatalf("served %v: blocked %v, gone %v; want no revenant", served, g.Blocked(), g.Gone("a2"))
+		}
+	}
+}
+
+// A member the table holds alive and unheard for longer than two probe
+// rounds and a probe timeout is silent; one heard within that, one
+// declared dead and this node itself are not.
+func TestSilentMember(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	g := members(now, map[string]State{"n2": Alive, "n3": Alive, "n4": Dead}, nil)
+	g.conf.ProbeInterval, g.conf.ProbeTimeout = 200*time.Millisecond, 100*time.Millisecond
+	limit := 2*2*g.conf.ProbeInterval + g.conf.ProbeTimeout // three alive: a round probes the two others
+	g.heard = map[string]time.Time{"n1": now.Add(-time.Hour), "n2": now, "n3": now.Add(-limit), "n4": now.Add(-time.Hour)}
+	if g.Silent(now) {
+		t.Fatalf("silent with n3 heard %v ago (limit %v), n4 dead, itself never probed", limit, limit)
+	}
+	if !g.Silent(now.Add(time.Millisecond)) {
+		t.Fatalf("n3 unheard for %v: not silent", limit+time.Millisecond)
+	}
+	if got := silentAfter(g.conf, 3, 2); got != 3*limit { // memberlist's probes stretched x3
+		t.Fatalf("silentAfter at health score 2 = %v, want %v", got, 3*limit)
+	}
+}

@@ -567,6 +567,39 @@ func (g *Gossip) NotifyPingComplete(n *memberlist.Node, _ time.Duration, _ []byt
 	g.mu.Unlock()
 }
 
+// Silent reports whether, at now, a member the table holds alive has
+// given no sign of life here (an acked probe, a ping of the doubt, its
+// join or an update) for longer than silentAfter: it may be dying, its
+// death verdict still to come. A view re-created here waits for it before
+// it settles (package actors): the leases of its devices may be on that
+// member, where their connections' re-registers cannot reach them until
+// the verdict moves them.
+func (g *Gossip) Silent(now time.Time) bool {
+	health := 0
+	if g.ml != nil {
+		health = g.ml.GetHealthScore()
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	limit := silentAfter(g.conf, g.alive(), health)
+	for id, at := range g.heard {
+		if m := g.members[id]; id != g.conf.Name && m.State == Alive && now.Sub(at) > limit {
+			return true
+		}
+	}
+	return false
+}
+
+// silentAfter is how long a live member of n may go unheard here: two
+// probe rounds and a probe timeout, stretched as memberlist stretches its
+// probes when this node's health is degraded (GetHealthScore: failed
+// probes, refutes; x (health + 1)). Memberlist probes the others in turn,
+// in a new random order each round, so a live member is probed at least
+// once in two.
+func silentAfter(c *memberlist.Config, n, health int) time.Duration {
+	return time.Duration(health+1) * (2*time.Duration(max(n-1, 1))*c.ProbeInterval + c.ProbeTimeout)
+}
+
 func (g *Gossip) enqueue(kind EventKind, n *memberlist.Node) {
 	var meta Meta
 	_ = json.Unmarshal(n.Meta, &meta)
@@ -656,6 +689,15 @@ func (g *Gossip) Gone(actor string) bool {
 // failure of a member that was leaving is a leave; an update under a new
 // actor system id is a restart. A member declared dead that is alive again
 // under the same id is a revenant (Blocked): what it sends stays dropped.
+//
+// Unless it was declared dead while its metadata said Fenced: a fenced
+// node's new incarnation waiting to serve, which nobody places on
+// (placeable) and proto.actor never had in its topology here, so never
+// blocked. It refuted a stale verdict, typically its old incarnation's
+// death that a member it met only at the heal still gossiped, and fencing
+// it again would only close the connections it took once it served (the
+// chaos harness, partition-2-2-1-lease: a fenced incarnation declared dead
+// 13 ms before it served, fenced again 1.2 s later).
 func (g *Gossip) apply(ev Event) Event {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -672,7 +714,7 @@ func (g *Gossip) apply(ev Event) Event {
 		ev.Served = g.metas[id].Fenced && !ev.Meta.Fenced
 	}
 	old, had := g.members[id]
-	revenant := had && old.State == Dead && ev.Member.State == Alive && ev.Meta.ID != "" && g.metas[id].ID == ev.Meta.ID
+	revenant := had && old.State == Dead && ev.Member.State == Alive && ev.Meta.ID != "" && g.metas[id].ID == ev.Meta.ID && !g.metas[id].Fenced
 	if revenant {
 		if g.revenants == nil {
 			g.revenants = map[string]bool{}

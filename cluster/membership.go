@@ -31,7 +31,7 @@ type Membership interface {
 // Roster is what a member's actors read of the membership (package
 // actors): who owns an identity and whether it moved, which actor
 // addresses belong to members gone, whether a death verdict is still in
-// doubt, and the members with what each said of itself. Provider is the
+// doubt or a member silent, and the members with what each said of itself. Provider is the
 // gossip's; a test of a node alone fakes it with a plain struct. Its
 // methods are safe for concurrent use and never block on the network.
 type Roster interface {
@@ -48,6 +48,10 @@ type Roster interface {
 	// Doubt is how long a death verdict has waited to be confirmed by
 	// enough members answering (0: none).
 	Doubt() time.Duration
+	// Silent reports whether a member not declared dead has given no sign
+	// of life here for longer than the gossip takes to hear from a live
+	// one: it may be dying, its verdict still to come.
+	Silent() bool
 	// Meta is what a member said of itself in the gossip.
 	Meta(id string) (Meta, bool)
 }

@@ -213,7 +213,7 @@ func (p *Provider) Owner(kind, identity string) string {
 	return rdv.Owner(kind, identity)
 }
 
-// Self, Members, Gone, Doubt and Meta are the gossip's (see Gossip), with
+// Self, Members, Gone, Doubt, Silent and Meta are the gossip's (see Gossip), with
 // no member before it started: Provider is the Roster of a member's
 // actors.
 
@@ -241,6 +241,11 @@ func (p *Provider) Doubt() time.Duration {
 		return g.Doubt()
 	}
 	return 0
+}
+
+func (p *Provider) Silent() bool {
+	g := p.Gossip()
+	return g != nil && g.Silent(time.Now())
 }
 
 func (p *Provider) Meta(id string) (Meta, bool) {

@@ -190,7 +190,7 @@ func checkWatchers(r *Round, recs []*sdkWatcher, t0 time.Time, stayed func(targe
 		last := map[string]uint64{}
 		for _, ev := range w.events {
 			if ev.At.After(t0) && ev.Status == messages.Status_offline && stayed(ev.Target) {
-				r.find("false_offline", ev.Target, fmt.Sprint("rwatch-", i), fmt.Sprintf("offline at version %d (snapshot %v) during %s", ev.Version, ev.Snapshot, what))
+				r.findAt(ev.At, "false_offline", ev.Target, fmt.Sprint("rwatch-", i), fmt.Sprintf("offline at version %d (snapshot %v) during %s", ev.Version, ev.Snapshot, what))
 			}
 			if v, ok := last[ev.Target]; ok && ev.Version < v && !ev.Snapshot {
 				r.find("version_regression", ev.Target, fmt.Sprint("rwatch-", i), fmt.Sprintf("version %d after %d", ev.Version, v))

@@ -197,13 +197,24 @@ func expectOK(t *testing.T, rep *Report, dir string) {
 // logExcerpt is, in time order, every line of the node logs in dir that
 // names a device of findings (user=...) or tells of the membership (a
 // member failed or joined, the split-brain lease, a fence), at most max
-// lines (the last ones: a finding is at a round's end).
+// lines: the last ones up to a second after the earliest event found
+// wrong (Finding.At), else the round's last (a finding is at its end).
+// What CI shows of a failed run is its output's tail: a false offline in a
+// partition was followed by the heal's lines, which pushed out those
+// before it.
 func logExcerpt(dir string, findings []Finding, max int) []string {
 	users := map[string]bool{}
+	var end time.Time
 	for _, f := range findings {
 		if f.Device != "" {
 			users[f.Device] = true
 		}
+		if !f.At.IsZero() && (end.IsZero() || f.At.Before(end)) {
+			end = f.At
+		}
+	}
+	if !end.IsZero() {
+		end = end.Add(time.Second)
 	}
 	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
 	var lines []string
@@ -213,7 +224,7 @@ func logExcerpt(dir string, findings []Finding, max int) []string {
 			continue
 		}
 		for _, l := range strings.Split(string(b), "\n") {
-			if excerpted(l, users) {
+			if excerpted(l, users) && (end.IsZero() || !loggedAfter(l, end)) {
 				lines = append(lines, strings.TrimPrefix(l, "time="))
 			}
 		}
@@ -223,6 +234,14 @@ func logExcerpt(dir string, findings []Finding, max int) []string {
 		lines = append([]string{fmt.Sprintf("(%d earlier lines left out)", len(lines)-max)}, lines[len(lines)-max:]...)
 	}
 	return lines
+}
+
+// loggedAfter reports whether a slog text line (time=RFC 3339 first) was
+// logged after t; a line without a time is not.
+func loggedAfter(line string, t time.Time) bool {
+	stamp, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+	at, err := time.Parse(time.RFC3339Nano, stamp)
+	return err == nil && at.After(t)
 }
 
 func excerpted(line string, users map[string]bool) bool {
@@ -256,5 +275,13 @@ func TestLogExcerpt(t *testing.T) {
 		`2026-12-05T06:08:10.150Z level=DEBUG msg="lease: up" node=n2 user=d000 device=phone`}
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %q\nwant %q", got, want)
+	}
+	// An event found wrong at 06:08:09.000: the lines more than a second
+	// after it are left out, those up to then are the tail.
+	at := time.Date(2026, 12, 5, 6, 8, 9, 0, time.UTC)
+	got = logExcerpt(dir, []Finding{{Kind: "false_offline", Device: "d000", At: at}, {Kind: "lost", Device: "d000"}}, 2)
+	want = []string{`2026-12-05T06:08:09.900Z level=INFO msg="member failed" node=n2 member=n3`}
+	if !slices.Equal(got, want) {
+		t.Fatalf("ending at a finding: got %q\nwant %q", got, want)
 	}
 }

@@ -70,14 +70,15 @@ type Env struct {
 	Duration time.Duration
 	Faults   []string
 
-	groups []int                    // a partition's side sizes (--groups; 2+2+1)
-	kills  int                      // kill-seq's crashes
-	churn  *churnPlan               // the churn scenario's schedule
-	store  *pgStore                 // the store scenarios' PostgreSQL
-	load   *bench.Background        // --load's devices
-	sdkLog *os.File                 // the SDK sessions' log (sdkLogger)
-	sdk    atomic.Pointer[sdkFleet] // the SDK sessions, once started (progress)
-	say    func(string, ...any)     // a progress line
+	groups   []int                    // a partition's side sizes (--groups; 2+2+1)
+	kills    int                      // kill-seq's crashes
+	holdBack time.Duration            // the lease partitions freeze all but the last side (--hold-back)
+	churn    *churnPlan               // the churn scenario's schedule
+	store    *pgStore                 // the store scenarios' PostgreSQL
+	load     *bench.Background        // --load's devices
+	sdkLog   *os.File                 // the SDK sessions' log (sdkLogger)
+	sdk      atomic.Pointer[sdkFleet] // the SDK sessions, once started (progress)
+	say      func(string, ...any)     // a progress line
 }
 
 // devicesOn is the devices connected to n.
@@ -203,7 +204,7 @@ func (e *Env) checkStayed(r *Round, ws []*Watcher, ds []*Device, since time.Time
 			}
 			for _, d := range ds {
 				if d.User == ev.Target {
-					r.find("false_offline", d.User, w.User, fmt.Sprintf("%v at version %d at %s, still connected to %s (%s)", ev.Status, ev.Version, ev.At.UTC().Format("15:04:05.000"), d.Node.ID, d.health()))
+					r.findAt(ev.At, "false_offline", d.User, w.User, fmt.Sprintf("%v at version %d at %s, still connected to %s (%s)", ev.Status, ev.Version, ev.At.UTC().Format("15:04:05.000"), d.Node.ID, d.health()))
 				}
 			}
 		}
@@ -460,7 +461,7 @@ func setup(ctx context.Context, o Options, dir string) (*Env, error) {
 	}
 	c.Args = append(c.Args, o.Args...)
 	e := &Env{Cluster: c, Fleet: &Fleet{Secret: c.Secret}, Slack: 2 * time.Second, Duration: o.Duration, Faults: o.Faults, say: o.progress,
-		groups: o.groups, kills: o.Kills}
+		groups: o.groups, kills: o.Kills, holdBack: o.HoldBack}
 	if strings.HasPrefix(o.Scenario, "partition-2-2-1") {
 		e.groups = []int{2, 2, 1}
 	}

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // --groups: sizes joined by +, at least two sides of at least one node.
@@ -63,5 +64,26 @@ func TestCutAndServingSide(t *testing.T) {
 	}
 	if s := servingSide(nodes[:4], cut(nodes[:4], []int{2, 2}, 1)); sideNames([][]*Node{s}) != "{n4,n1}" {
 		t.Fatalf("2+2: %s serves, want the oldest's side", sideNames([][]*Node{s}))
+	}
+}
+
+// --hold-back only where the last side can take the lease first: under the
+// lease, with no side holding a majority; otherwise a clear error and no
+// node frozen (these nodes have no process: a Pause would panic).
+func TestHoldBackRefusesWhatItCannotDo(t *testing.T) {
+	var nodes []*Node
+	for _, id := range []string{"n1", "n2", "n3", "n4", "n5"} {
+		nodes = append(nodes, &Node{ID: id})
+	}
+	e := &Env{Cluster: &Cluster{Nodes: nodes}, holdBack: time.Second}
+	r := &Round{}
+	if err := e.holdBackAllBut(r, cut(nodes, []int{2, 2, 1}, 0), false); err == nil || !strings.Contains(err.Error(), "--split-brain lease") {
+		t.Fatalf("majority rule: %v, want an error naming the lease", err)
+	}
+	if err := e.holdBackAllBut(r, cut(nodes, []int{3, 2}, 0), true); err == nil || !strings.Contains(err.Error(), "{n1,n2,n3} holds a majority") {
+		t.Fatalf("3+2: %v, want an error naming the majority", err)
+	}
+	if len(r.Notes) != 0 {
+		t.Fatalf("notes %q after refusals", r.Notes)
 	}
 }

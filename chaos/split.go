@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -44,6 +45,11 @@ func runSplit(ctx context.Context, e *Env, r *Round) error {
 	if err := e.Cluster.fw.split(ss); err != nil {
 		return err
 	}
+	if e.holdBack > 0 {
+		if err := e.holdBackAllBut(r, ss, lease); err != nil {
+			return err
+		}
+	}
 	serving := e.awaitSides(ctx, r, ss, lease, t0)
 	if serving != nil {
 		r.Notes = append(r.Notes, fmt.Sprintf("%s serve%s on", sideNames([][]*Node{serving}), map[bool]string{true: "s", false: ""}[len(serving) == 1]))
@@ -60,6 +66,41 @@ func runSplit(ctx context.Context, e *Env, r *Round) error {
 	}
 	r.Notes = append(r.Notes, fmt.Sprintf("one cluster of %d again %.1f s after the heal", len(e.Cluster.Nodes), time.Since(healed).Seconds()))
 	return e.afterHeal(ctx, r, serving)
+}
+
+// holdBackAllBut freezes every node not on the last side of ss for
+// Options.HoldBack, so that side takes the split-brain lease first; the
+// round's notes say which side served. Only under the lease, and with no
+// side holding a majority (it takes the lease first by design).
+func (e *Env) holdBackAllBut(r *Round, ss [][]*Node, lease bool) error {
+	if !lease {
+		return fmt.Errorf("chaos: --hold-back is for the partitions under --split-brain lease")
+	}
+	if major := servingSide(e.Cluster.Nodes, ss); major != nil {
+		return fmt.Errorf("chaos: --hold-back: %s holds a majority, which takes the lease first by design", sideNames([][]*Node{major}))
+	}
+	last := ss[len(ss)-1]
+	var held []*Node
+	var err error
+	for _, n := range e.Cluster.Nodes {
+		if !slices.Contains(last, n) {
+			if err = n.Pause(); err != nil {
+				break
+			}
+			held = append(held, n)
+		}
+	}
+	if err == nil {
+		time.Sleep(e.holdBack)
+	}
+	for _, n := range held { // those frozen, whatever failed
+		err = errors.Join(err, n.Resume())
+	}
+	if err != nil {
+		return err
+	}
+	r.Notes = append(r.Notes, fmt.Sprintf("all but %s frozen for %v from the cut", sideNames([][]*Node{last}), e.holdBack))
+	return nil
 }
 
 func sideNames(ss [][]*Node) string {

@@ -99,6 +99,7 @@ func runFlags(args []string, stderr io.Writer) (chaos.Options, bool) {
 	fs.DurationVar(&o.Stay, "stay", chaos.ChurnStay, "churn: how long a device stays connected on average")
 	fs.IntVar(&o.Waves, "waves", chaos.ChurnWaves, "churn: waves the users arrive in")
 	fs.StringVar(&o.Groups, "groups", "", "partition, partition-lease: cut into sides of these sizes, joined by + (4+5, 3+3+3; the nodes are their sum); default one node from the others")
+	fs.DurationVar(&o.HoldBack, "hold-back", 0, "partition-2-2-1-lease, partition-lease with --groups and no majority: freeze every node but those of the last side for this long from the cut, so that side takes the lease first (e.g. 3s)")
 	fs.IntVar(&o.Kills, "kills", 0, "kill-seq: how many nodes to kill one after another (default 3 from 5 nodes on, else 2)")
 	fs.IntVar(&o.Load, "load", 0, "close, gateway-crash, pause: background devices per node from load processes (cmd/bench worker), heartbeating, on chaos.LoadTiming")
 	fs.StringVar(&o.LoadTiming, "load-timing", "fast", "with --load: the nodes' preset, fast or seed, with a 5 s heartbeat and a 30 s renewal (chaos.LoadTiming)")

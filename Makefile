@@ -45,8 +45,9 @@ test: tools
 	# variant, rolling with a 1 s debounce, restart-storm, and as root
 	# partitions 2+1 and 2+2+1, each with both strategies, 2+2+1 with a
 	# 1 s debounce), then a 25 s soak of kills, pauses, partitions and
-	# restarts (TestRunSoak, about 40 s)
-	$(GO) test -race -count=1 -tags chaos -run 'TestRunScenarios|TestRunScenarioUnderLoad|TestRunSoak' -v ./chaos/
+	# restarts (TestRunSoak, about 40 s); TestLogExcerpt first, which
+	# reads what a failed scenario prints
+	$(GO) test -race -count=1 -tags chaos -run 'TestLogExcerpt|TestRunScenarios|TestRunScenarioUnderLoad|TestRunSoak' -v ./chaos/
 	# on containers, where a Docker engine answers: pause, partition,
 	# kill-two, kill-two-at-once-lease
 	if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory docker && \

@@ -203,6 +203,9 @@ func (o *Options) prepare(ctx context.Context, sc Scenario) error {
 	if err := o.validLoad(); err != nil {
 		return err
 	}
+	if o.HoldBack > 0 && sc.Name != "partition-2-2-1-lease" && (sc.Name != "partition-lease" || o.Groups == "") {
+		return fmt.Errorf("chaos: --hold-back is for partition-2-2-1-lease and partition-lease with --groups, not %s", sc.Name)
+	}
 	if err := os.MkdirAll(o.Report, 0o755); err != nil {
 		return err
 	}

@@ -276,10 +276,11 @@ func TestLogExcerpt(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %q\nwant %q", got, want)
 	}
-	// An event found wrong at 06:08:09.000: the lines more than a second
-	// after it are left out, those up to then are the tail.
+	// Events found wrong at 06:08:09.000 and an hour later: the lines more
+	// than a second after the earliest are left out, those up to then are
+	// the tail.
 	at := time.Date(2026, 12, 5, 6, 8, 9, 0, time.UTC)
-	got = logExcerpt(dir, []Finding{{Kind: "false_offline", Device: "d000", At: at}, {Kind: "lost", Device: "d000"}}, 2)
+	got = logExcerpt(dir, []Finding{{Kind: "false_offline", Device: "d000", At: at.Add(time.Hour)}, {Kind: "false_offline", Device: "d000", At: at}, {Kind: "lost", Device: "d000"}}, 2)
 	want = []string{`2026-12-05T06:08:09.900Z level=INFO msg="member failed" node=n2 member=n3`}
 	if !slices.Equal(got, want) {
 		t.Fatalf("ending at a finding: got %q\nwant %q", got, want)

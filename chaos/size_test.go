@@ -1,6 +1,8 @@
 package chaos
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -77,13 +79,25 @@ func TestHoldBackRefusesWhatItCannotDo(t *testing.T) {
 	}
 	e := &Env{Cluster: &Cluster{Nodes: nodes}, holdBack: time.Second}
 	r := &Round{}
-	if err := e.holdBackAllBut(r, cut(nodes, []int{2, 2, 1}, 0), false); err == nil || !strings.Contains(err.Error(), "--split-brain lease") {
+	if err := e.holdBackAllBut(t.Context(), r, cut(nodes, []int{2, 2, 1}, 0), false); err == nil || !strings.Contains(err.Error(), "--split-brain lease") {
 		t.Fatalf("majority rule: %v, want an error naming the lease", err)
 	}
-	if err := e.holdBackAllBut(r, cut(nodes, []int{3, 2}, 0), true); err == nil || !strings.Contains(err.Error(), "{n1,n2,n3} holds a majority") {
+	if err := e.holdBackAllBut(t.Context(), r, cut(nodes, []int{3, 2}, 0), true); err == nil || !strings.Contains(err.Error(), "{n1,n2,n3} holds a majority") {
 		t.Fatalf("3+2: %v, want an error naming the majority", err)
 	}
 	if len(r.Notes) != 0 {
 		t.Fatalf("notes %q after refusals", r.Notes)
+	}
+	// Before anything starts: a scenario that does not cut under the lease.
+	for _, name := range []string{"gateway-crash", "partition-2-2-1", "partition-lease"} {
+		sc, _ := Find(name)
+		dir := filepath.Join(t.TempDir(), "report")
+		o := Options{Scenario: name, Nodes: 3, Devices: 10, Rounds: 1, HoldBack: time.Second, Report: dir}
+		if err := o.prepare(t.Context(), sc); err == nil || !strings.Contains(err.Error(), "--hold-back") {
+			t.Fatalf("%s: %v, want an error naming --hold-back", name, err)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Fatalf("%s: the report directory was made before the refusal", name)
+		}
 	}
 }

@@ -46,7 +46,7 @@ func runSplit(ctx context.Context, e *Env, r *Round) error {
 		return err
 	}
 	if e.holdBack > 0 {
-		if err := e.holdBackAllBut(r, ss, lease); err != nil {
+		if err := e.holdBackAllBut(ctx, r, ss, lease); err != nil {
 			return err
 		}
 	}
@@ -71,8 +71,11 @@ func runSplit(ctx context.Context, e *Env, r *Round) error {
 // holdBackAllBut freezes every node not on the last side of ss for
 // Options.HoldBack, so that side takes the split-brain lease first; the
 // round's notes say which side served. Only under the lease, and with no
-// side holding a majority (it takes the lease first by design).
-func (e *Env) holdBackAllBut(r *Round, ss [][]*Node, lease bool) error {
+// side holding a majority (it takes the lease first by design). The
+// frozen nodes fence on the pause when they run again (cluster.FencePaused), not
+// on finding the lease held, and their fence latencies include the
+// freeze.
+func (e *Env) holdBackAllBut(ctx context.Context, r *Round, ss [][]*Node, lease bool) error {
 	if !lease {
 		return fmt.Errorf("chaos: --hold-back is for the partitions under --split-brain lease")
 	}
@@ -91,7 +94,11 @@ func (e *Env) holdBackAllBut(r *Round, ss [][]*Node, lease bool) error {
 		}
 	}
 	if err == nil {
-		time.Sleep(e.holdBack)
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-time.After(e.holdBack):
+		}
 	}
 	for _, n := range held { // those frozen, whatever failed
 		err = errors.Join(err, n.Resume())

@@ -193,7 +193,9 @@ func TestSilentMember(t *testing.T) {
 	if !g.Silent(now.Add(time.Millisecond)) {
 		t.Fatalf("n3 unheard for %v: not silent", limit+time.Millisecond)
 	}
-	if got := silentAfter(g.conf, 3, 2); got != 3*limit { // memberlist's probes stretched x3
-		t.Fatalf("silentAfter at health score 2 = %v, want %v", got, 3*limit)
+	for health, want := range map[int]time.Duration{1: 2 * limit, 7: 2 * limit} { // degraded: twice, at most
+		if got := silentAfter(g.conf, 3, health); got != want {
+			t.Fatalf("silentAfter at health score %d = %v, want %v", health, got, want)
+		}
 	}
 }

@@ -557,8 +557,8 @@ func (g *Gossip) NotifyLeave(n *memberlist.Node)  { g.enqueue(EventFailed, n) }
 
 // memberlist.PingDelegate: an acked probe is the member's latest sign of
 // life here. Memberlist probes one member per ProbeInterval in turn, so a
-// live member's stamp is at most a probe round ((n-1) x ProbeInterval)
-// old.
+// live member's stamp is about a probe round ((n-1) x ProbeInterval) old,
+// two at most (silentAfter).
 func (g *Gossip) AckPayload() []byte { return nil }
 func (g *Gossip) NotifyPingComplete(n *memberlist.Node, _ time.Duration, _ []byte) {
 	now := time.Now()
@@ -591,13 +591,21 @@ func (g *Gossip) Silent(now time.Time) bool {
 }
 
 // silentAfter is how long a live member of n may go unheard here: two
-// probe rounds and a probe timeout, stretched as memberlist stretches its
-// probes when this node's health is degraded (GetHealthScore: failed
-// probes, refutes; x (health + 1)). Memberlist probes the others in turn,
-// in a new random order each round, so a live member is probed at least
-// once in two.
+// probe rounds and a probe timeout, twice that while this node's health
+// is degraded (GetHealthScore > 0: failed probes, refutes), when
+// memberlist lets a failing probe run longer. Memberlist probes the
+// others in turn, in a new random order each round, so a live member is
+// probed at least once in two. Twice at most: the node whose health is
+// worst is one cut off alone, declaring the others dead one by one, and
+// it is the one whose views must wait (memberlist stretches by up to 8).
+// A member heard only through others (indirect probes) counts as silent:
+// its views wait until their cap.
 func silentAfter(c *memberlist.Config, n, health int) time.Duration {
-	return time.Duration(health+1) * (2*time.Duration(max(n-1, 1))*c.ProbeInterval + c.ProbeTimeout)
+	d := 2*time.Duration(max(n-1, 1))*c.ProbeInterval + c.ProbeTimeout
+	if health > 0 {
+		d *= 2
+	}
+	return d
 }
 
 func (g *Gossip) enqueue(kind EventKind, n *memberlist.Node) {

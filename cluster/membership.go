@@ -31,9 +31,10 @@ type Membership interface {
 // Roster is what a member's actors read of the membership (package
 // actors): who owns an identity and whether it moved, which actor
 // addresses belong to members gone, whether a death verdict is still in
-// doubt or a member silent, and the members with what each said of itself. Provider is the
-// gossip's; a test of a node alone fakes it with a plain struct. Its
-// methods are safe for concurrent use and never block on the network.
+// doubt or a member silent, and the members with what each said of
+// itself. Provider is the gossip's; a test of a node alone fakes it with a
+// plain struct. Its methods are safe for concurrent use and never block
+// on the network.
 type Roster interface {
 	Membership
 	// Owner is the actor address of the member that owns identity of

@@ -143,7 +143,7 @@ type Summary struct {
 }
 
 func (r *Round) find(kind, device, watcher, detail string) {
-	r.Findings = append(r.Findings, Finding{Kind: kind, Device: device, Watcher: watcher, Detail: detail})
+	r.findAt(time.Time{}, kind, device, watcher, detail)
 }
 
 // findAt is find for an event a watcher got at at.

@@ -46,7 +46,7 @@ func runSplit(ctx context.Context, e *Env, r *Round) error {
 		return err
 	}
 	if e.holdBack > 0 {
-		if err := e.holdBackAllBut(ctx, r, ss, lease); err != nil {
+		if err := e.holdBackAllBut(ctx, r, ss); err != nil {
 			return err
 		}
 	}
@@ -70,15 +70,13 @@ func runSplit(ctx context.Context, e *Env, r *Round) error {
 
 // holdBackAllBut freezes every node not on the last side of ss for
 // Options.HoldBack, so that side takes the split-brain lease first; the
-// round's notes say which side served. Only under the lease, and with no
-// side holding a majority (it takes the lease first by design). The
+// round's notes say which side served. Only with no side holding a
+// majority (it takes the lease first by design); Options.prepare let only
+// the lease's scenarios through. The
 // frozen nodes fence on the pause when they run again (cluster.FencePaused), not
 // on finding the lease held, and their fence latencies include the
 // freeze.
-func (e *Env) holdBackAllBut(ctx context.Context, r *Round, ss [][]*Node, lease bool) error {
-	if !lease {
-		return fmt.Errorf("chaos: --hold-back is for the partitions under --split-brain lease")
-	}
+func (e *Env) holdBackAllBut(ctx context.Context, r *Round, ss [][]*Node) error {
 	if major := servingSide(e.Cluster.Nodes, ss); major != nil {
 		return fmt.Errorf("chaos: --hold-back: %s holds a majority, which takes the lease first by design", sideNames([][]*Node{major}))
 	}
